@@ -1,0 +1,3 @@
+from gpuwizard.cli import main
+
+raise SystemExit(main())

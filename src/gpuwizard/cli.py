@@ -1,0 +1,230 @@
+"""The `gpuwizard` command line (SPEC §2). Heavy modules are imported inside each command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from gpuwizard.errors import UserError, problem
+
+EXIT_INVALID = 2
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad flags as one paragraph and exit code 2, like every other input error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: {message}. Fix: see `{self.prog} --help`.\n")
+        raise SystemExit(EXIT_INVALID)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="gpuwizard", description="Plan, launch and watch multi-GPU fine-tunes of robot policies.")
+    parser.add_argument("--preset", metavar="NAME_OR_FILE", help="start the wizard from a preset")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+
+    gpus = sub.add_parser("gpus", help="GPU inventory: devices, memory, utilization, topology, processes")
+    gpus.add_argument("--json", action="store_true")
+    gpus.add_argument("--record", metavar="FILE", help="record this machine's NVML answers for replay (GPUWIZARD_NVML_REPLAY)")
+
+    for name, text in (("plan", "the resolved plan: batch meaning, scaling, strategy, checks"), ("preview", "the exact command run would execute")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("preset", metavar="PRESET")
+        p.add_argument("--gpus", type=positive_int, metavar="N", help="see the same preset on N GPUs")
+        if name == "plan":
+            p.add_argument("--json", action="store_true")
+        else:
+            p.add_argument("--format", choices=["shell", "json", "script"], default="shell")
+
+    run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
+    run.add_argument("preset", metavar="PRESET")
+    run.add_argument("--gpus", type=positive_int, metavar="N")
+    run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
+    run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
+    run.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
+    run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment variable for this run only")
+
+    attach = sub.add_parser("attach", help="open the live monitor on a run (default: the newest)")
+    attach.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    attach.add_argument("--headless", action="store_true")
+    attach.add_argument("--log", action="store_true")
+
+    runs = sub.add_parser("runs", help="run history")
+    runs.add_argument("--json", action="store_true")
+
+    presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME")
+    presets.add_argument("action", nargs="?", choices=["list", "show", "delete"], default="list")
+    presets.add_argument("name", nargs="?", metavar="NAME")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return dispatch(args)
+    except UserError as exc:
+        sys.stderr.write(exc.paragraph() + "\n")
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.command is None:
+        from gpuwizard.tui.launch import run_app
+
+        return run_app(preset=args.preset)
+    handler = {
+        "gpus": cmd_gpus, "plan": cmd_plan, "preview": cmd_preview, "run": cmd_run,
+        "attach": cmd_attach, "runs": cmd_runs, "presets": cmd_presets,
+    }[args.command]
+    return handler(args)
+
+
+def resolve(preset_arg: str, gpus: int | None) -> tuple[Any, Any, Any]:
+    """Load a preset and plan it against the GPUs detected here."""
+    from gpuwizard.gpus.inventory import read_inventory
+    from gpuwizard.plan import hardware_from_inventory, make_plan, with_gpus
+    from gpuwizard.preset import load_preset
+
+    preset = with_gpus(load_preset(preset_arg), gpus)
+    inventory = read_inventory()
+    plan, ctx = make_plan(preset, hardware=hardware_from_inventory(inventory, preset))
+    return preset, plan, ctx
+
+
+def report_problems(plan: Any, source: str) -> int:
+    """Errors on stderr, one paragraph each; exit 2 when there are any."""
+    for p in plan.errors:
+        sys.stderr.write(p.paragraph(source) + "\n")
+    return EXIT_INVALID if plan.errors else 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from gpuwizard.report import plan_text
+
+    preset, plan, _ = resolve(args.preset, args.gpus)
+    if args.json:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:
+        print(plan_text(plan, preset.name))
+    return report_problems(plan, preset.name)
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    from gpuwizard.plan import build_command
+
+    preset, plan, ctx = resolve(args.preset, args.gpus)
+    if plan.errors:
+        return report_problems(plan, preset.name)
+    spec = build_command(ctx)
+    if args.format == "json":
+        print(json.dumps(spec.to_json() | {"warnings": [p.paragraph() for p in plan.warnings]}, indent=2))
+    elif args.format == "script":
+        print(spec.script(), end="")
+    else:
+        for p in plan.warnings:
+            sys.stderr.write("warning: " + p.paragraph() + "\n")
+        print(spec.shell())
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from gpuwizard.gpus.inventory import read_inventory
+
+    if args.record:
+        return record_gpus(args.record)
+    inventory = read_inventory()
+    if args.json:
+        print(json.dumps(inventory.to_json(), indent=2))
+        if inventory.message:
+            sys.stderr.write(inventory.message + "\n")
+    else:
+        from gpuwizard.report import inventory_text
+
+        print(inventory_text(inventory))
+    return 0
+
+
+def record_gpus(path: str) -> int:
+    from pathlib import Path
+
+    from gpuwizard.gpus.inventory import NvmlUnavailable, open_nvml
+    from gpuwizard.gpus.replay import record_machine
+    from gpuwizard.yamlio import atomic_write
+
+    try:
+        nv = open_nvml()
+    except NvmlUnavailable as exc:
+        raise UserError(problem("--record", f"cannot record: {exc}", "run it on a machine with an NVIDIA driver", value=path)) from None
+    try:
+        recording = record_machine(nv)
+    finally:
+        nv.nvmlShutdown()
+    atomic_write(Path(path), json.dumps(recording, indent=2))
+    print(f"recorded {len(recording['devices'])} GPU(s) to {path}; replay with GPUWIZARD_NVML_REPLAY={path}")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from gpuwizard.preset import delete_user_preset, find_preset, load_preset_file, shipped_preset_files, user_preset_files
+
+    if args.action in ("show", "delete") and not args.name:
+        raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))
+    if args.action == "show":
+        path = find_preset(args.name)
+        print(f"# {path}")
+        print(path.read_text(), end="")
+        return 0
+    if args.action == "delete":
+        path = delete_user_preset(args.name)
+        print(f"deleted {path}")
+        return 0
+    rows = []
+    user = user_preset_files()
+    for source, files in (("user", user), ("shipped", shipped_preset_files())):
+        for name, path in files.items():
+            if source == "shipped" and name in user:
+                continue
+            try:
+                preset = load_preset_file(path)
+                rows.append((name, source, preset.trainer, preset.policy, str(preset.world_size), preset.description))
+            except UserError as exc:
+                rows.append((name, source, "-", "-", "-", f"INVALID: {exc.paragraph()}"))
+    width = max((len(r[0]) for r in rows), default=4)
+    print(f"{'name':<{width}}  source   trainer  policy    gpus  description")
+    for r in rows:
+        print(f"{r[0]:<{width}}  {r[1]:<7}  {r[2]:<7}  {r[3]:<8}  {r[4]:>4}  {r[5]}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gpuwizard.runner.commands import run_command
+
+    return run_command(args)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from gpuwizard.runner.commands import attach_command
+
+    return attach_command(args)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from gpuwizard.runner.commands import runs_command
+
+    return runs_command(args)

@@ -1,0 +1,213 @@
+"""The demo training loop; run under torchrun: `torchrun --nproc-per-node=2 -m gpuwizard.demo.train ...`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel
+
+from gpuwizard.demo.dataset import CAMERA, ensure_dataset, load_arrays
+from gpuwizard.demo.model import CHUNK, DemoPolicy
+
+DEFAULT_LR = 1e-3
+
+
+def parse_rank_step(text: str) -> tuple[int, int]:
+    rank, step = text.split(":")
+    return int(rank), int(step)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="gpuwizard demo trainer")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--grad-accum", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=DEFAULT_LR)
+    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--output-dir", default="outputs/train/demo")
+    parser.add_argument("--dataset-root", required=True)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--save-every", type=int, default=None)
+    parser.add_argument("--step-time", type=float, default=0.0, help="extra seconds per step (simulates a bigger model)")
+    parser.add_argument("--checkpoint-time", type=float, default=0.0, help="extra seconds per checkpoint save")
+    parser.add_argument("--inject-hang", type=parse_rank_step, default=None, metavar="RANK:STEP")
+    parser.add_argument("--inject-crash", type=parse_rank_step, default=None, metavar="RANK:STEP")
+    parser.add_argument("--ignore-lr-flag", action="store_true", help="train with the built-in lr, as a trainer that silently drops --lr would")
+    return parser.parse_args(argv)
+
+
+def log(message: str) -> None:
+    print(f"[demo] {message}", flush=True)
+
+
+class ProgressBar:
+    """A tqdm-style bar on stderr, redrawn with carriage returns at most 10 times a second."""
+
+    def __init__(self, total: int):
+        self.total, self.start, self.drawn = total, time.monotonic(), 0.0
+
+    def update(self, n: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.drawn < 0.1:
+            return
+        self.drawn = now
+        elapsed = now - self.start
+        rate = n / elapsed if elapsed > 0 else 0.0
+        remaining = (self.total - n) / rate if rate > 0 else 0.0
+        filled = int(10 * n / self.total)
+        bar = "\u2588" * filled + " " * (10 - filled)
+        sys.stderr.write(f"\rTraining: {100 * n // self.total:3d}%|{bar}| {n}/{self.total} [{_clock(elapsed)}<{_clock(remaining)}, {rate:.2f}step/s]")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        self.update(self.total, force=True)
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{secs:02d}"
+
+
+def action_chunks(actions: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
+    """For every frame, the next CHUNK actions of its episode (the last one repeated at the end)."""
+    n = len(actions)
+    idx = np.arange(n)[:, None] + np.arange(CHUNK)[None, :]
+    idx = np.minimum(idx, n - 1)
+    ends = np.searchsorted(episode_index, episode_index, side="right") - 1
+    idx = np.minimum(idx, ends[:, None])
+    return actions[idx]
+
+
+def _injected_hang(rank: int, step: int) -> None:
+    """This rank stops entering collectives; the others block in all-reduce."""
+    while True:
+        time.sleep(0.5)
+
+
+def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, out: Path, extra_seconds: float) -> None:
+    started = time.monotonic()
+    target = out / "checkpoints" / f"{step:06d}"
+    log(f"Saving checkpoint at step {step} -> {target}")
+    target.mkdir(parents=True, exist_ok=True)
+    tmp = target / "model.pt.tmp"
+    torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+    if extra_seconds:
+        time.sleep(extra_seconds)
+    os.replace(tmp, target / "model.pt")
+    last = out / "checkpoints" / "last"
+    if last.is_symlink() or last.exists():
+        last.unlink()
+    last.symlink_to(target.name)
+    log(f"Checkpoint saved in {time.monotonic() - started:.2f} s")
+
+
+@record
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if args.device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", 1))))
+    distributed = "MASTER_ADDR" in os.environ
+    if distributed:
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo", device_id=device if args.device == "cuda" else None)
+
+    root = Path(args.dataset_root)
+    if local_rank == 0:
+        ensure_dataset(root, args.episodes)
+    if distributed:
+        dist.barrier()
+    data = load_arrays(root)
+    images = torch.from_numpy(data["image"]).permute(0, 3, 1, 2).contiguous()
+    states = torch.from_numpy(data["state"])
+    targets = torch.from_numpy(action_chunks(data["action"], data["episode_index"]))
+    frames = len(states)
+
+    torch.manual_seed(1000)
+    model = DemoPolicy(dof=states.shape[1]).to(device)
+    lr = DEFAULT_LR if args.ignore_lr_flag else args.lr
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    warmup = args.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if args.device == "cuda" else None) if distributed else model
+    generator = torch.Generator().manual_seed(rank)
+    effective = args.batch_size * world * args.grad_accum
+    out = Path(args.output_dir)
+    params = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        log(f"dataset {root}: {frames} frames, camera {CAMERA}")
+        log(f"policy: {params} parameters on {device} ({'DDP ' + dist.get_backend() if distributed else 'single process'})")
+        log(f"Effective batch size: {args.batch_size} x {world} workers x {args.grad_accum} grad accum = {effective}")
+    bar = ProgressBar(args.steps) if rank == 0 else None
+
+    window_start, window_steps, loss_sum = time.monotonic(), 0, torch.zeros(1, device=device)
+    for step in range(1, args.steps + 1):
+        if args.inject_crash and args.inject_crash == (rank, step):
+            raise RuntimeError(f"injected crash at step {step} on rank {rank}")
+        if args.inject_hang and args.inject_hang == (rank, step):
+            _injected_hang(rank, step)
+        for micro in range(args.grad_accum):
+            idx = torch.randint(0, frames, (args.batch_size,), generator=generator)
+            image = images[idx].to(device, non_blocking=True).float().div_(255.0)
+            state = states[idx].to(device)
+            target = targets[idx].to(device)
+            loss = F.mse_loss(ddp(image, state), target) / args.grad_accum
+            if distributed and micro < args.grad_accum - 1:
+                with ddp.no_sync():
+                    loss.backward()
+            else:
+                loss.backward()
+            loss_sum += loss.detach()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        if args.step_time:
+            time.sleep(args.step_time)
+        window_steps += 1
+        if bar:
+            bar.update(step)
+        if step % args.log_every == 0 or step == args.steps:
+            if distributed:
+                dist.all_reduce(loss_sum)
+            mean_loss = loss_sum.item() / window_steps / world
+            elapsed = time.monotonic() - window_start
+            if rank == 0:
+                sys.stderr.write("\n")
+                log(f"step {step}/{args.steps} loss={mean_loss:.4f} lr={optimizer.param_groups[0]['lr']:.3e} samples/s={effective * window_steps / elapsed:.1f}")
+            window_start, window_steps = time.monotonic(), 0
+            loss_sum.zero_()
+        if (args.save_every and step % args.save_every == 0) or step == args.steps:
+            if rank == 0:
+                save_checkpoint(model, optimizer, step, out, args.checkpoint_time)
+            if distributed:
+                dist.barrier()
+    if bar:
+        bar.close()
+    if rank == 0:
+        log(f"Training finished: {args.steps} steps, checkpoint in {out / 'checkpoints' / 'last'}")
+    if distributed:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

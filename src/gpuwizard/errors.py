@@ -1,0 +1,73 @@
+"""Errors a user can fix, rendered as one paragraph that names the field, the value and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+def show_value(value: Any) -> str:
+    """Short, quoted rendering of a user value for messages."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or worth a warning) with a preset or a plan."""
+
+    field: str | None
+    message: str
+    fix: str | None = None
+    value: Any = None
+    has_value: bool = False
+    level: str = "error"
+
+    def paragraph(self, source: str | None = None) -> str:
+        parts = []
+        if source:
+            parts.append(f"{source}:")
+        if self.field and self.has_value:
+            parts.append(f"{self.field} = {show_value(self.value)}:")
+        elif self.field:
+            parts.append(f"{self.field}:")
+        sentence = self.message.rstrip(".") + "."
+        parts.append(sentence)
+        if self.fix:
+            parts.append("Fix: " + self.fix.rstrip(".") + ".")
+        return " ".join(parts)
+
+
+def problem(field: str | None, message: str, fix: str | None = None, *, level: str = "error", **kw: Any) -> Problem:
+    """Build a Problem (level error, warning or note); pass value=... to show the offending value."""
+    if "value" in kw:
+        return Problem(field, message, fix, kw["value"], True, level)
+    return Problem(field, message, fix, level=level)
+
+
+def warning(field: str | None, message: str, fix: str | None = None, **kw: Any) -> Problem:
+    return problem(field, message, fix, level="warning", **kw)
+
+
+def note(message: str) -> Problem:
+    return Problem(None, message, level="note")
+
+
+class UserError(Exception):
+    """Bad input; the command line prints `paragraph()` on stderr and exits 2."""
+
+    exit_code = 2
+
+    def __init__(self, problems: Problem | list[Problem], source: str | None = None):
+        self.problems = problems if isinstance(problems, list) else [problems]
+        self.source = source
+        super().__init__(self.paragraph())
+
+    def paragraph(self) -> str:
+        first = self.problems[0].paragraph(self.source)
+        more = len(self.problems) - 1
+        if more:
+            first += f" ({more} more problem{'s' if more > 1 else ''}: " + "; ".join(
+                p.paragraph() for p in self.problems[1:]
+            ) + ")"
+        return first

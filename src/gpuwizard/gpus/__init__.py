@@ -1,0 +1,1 @@
+"""GPU inventory, live sampling and setup advice behind one small NVML-shaped interface."""

@@ -1,0 +1,131 @@
+"""Polls GPUs off the UI thread, keeps a bounded history per device, attributes use to one run's processes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from gpuwizard.gpus.inventory import GpuInfo, NvmlReader, NvmlUnavailable, open_nvml, replay_module_from_env
+
+
+@dataclass
+class GpuSample:
+    t: float
+    index: int
+    utilization: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    run_memory_mb: float | None = None
+    run_utilization: float | None = None
+    lost: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class NvmlSampleSource:
+    """Reads live samples from NVML (or a replay); a device that fails every call reads as lost."""
+
+    def __init__(self, module: Any | None = None):
+        self.nv = open_nvml(module or replay_module_from_env())
+        self.reader = NvmlReader(self.nv)
+
+    def sample(self, run_pids: set[int]) -> list[GpuSample]:
+        now = time.time()
+        samples = []
+        for index, h in enumerate(self.reader.handles):
+            try:
+                self.nv.nvmlDeviceGetMemoryInfo(h)
+            except self.nv.NVMLError as exc:
+                if getattr(exc, "value", None) == 15:
+                    samples.append(GpuSample(now, index, lost=True))
+                    continue
+            info = GpuInfo(index=index)
+            self.reader.fill_sample(info, h)
+            sample = GpuSample(now, index, info.utilization_gpu, info.memory_used_mb, info.memory_total_mb, info.temperature_c, info.power_w, info.power_limit_w)
+            if run_pids:
+                procs = self.reader.processes(h)
+                ours = [p for p in procs if p.pid in run_pids]
+                sample.run_memory_mb = sum(p.used_mb or 0 for p in ours) if ours else 0.0
+                if ours and len(ours) == len(procs):
+                    sample.run_utilization = sample.utilization
+                elif ours:
+                    sample.run_utilization = None
+                else:
+                    sample.run_utilization = 0.0
+            samples.append(sample)
+        return samples
+
+    def close(self) -> None:
+        try:
+            self.nv.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def open_sample_source(module: Any | None = None) -> NvmlSampleSource | None:
+    """A live source, or None where NVML is unavailable (CPU-only machines)."""
+    try:
+        return NvmlSampleSource(module)
+    except NvmlUnavailable:
+        return None
+    except Exception:  # noqa: BLE001 - NVML failing must never stop a run
+        return None
+
+
+class GpuSampler:
+    """A daemon thread that samples at `interval` seconds and keeps `history` samples per device."""
+
+    def __init__(self, source: NvmlSampleSource, interval: float = 1.0, history: int = 300,
+                 run_pids: Callable[[], set[int]] | None = None, on_sample: Callable[[list[GpuSample]], None] | None = None):
+        self.source, self.interval = source, interval
+        self.run_pids = run_pids or (lambda: set())
+        self.on_sample = on_sample
+        self.history: dict[int, deque[GpuSample]] = {}
+        self._maxlen = history
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpu-sampler", daemon=True)
+
+    def start(self) -> GpuSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.source.close()
+
+    def sample_once(self) -> list[GpuSample]:
+        try:
+            samples = self.source.sample(self.run_pids())
+        except Exception:  # noqa: BLE001 - a flaky driver read is skipped, not fatal
+            return []
+        with self._lock:
+            for s in samples:
+                self.history.setdefault(s.index, deque(maxlen=self._maxlen)).append(s)
+        if self.on_sample:
+            self.on_sample(samples)
+        return samples
+
+    def latest(self) -> list[GpuSample]:
+        with self._lock:
+            return [h[-1] for h in self.history.values() if h]
+
+    def series(self, index: int, field: str) -> list[float]:
+        with self._lock:
+            return [getattr(s, field) or 0.0 for s in self.history.get(index, ())]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.sample_once()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+

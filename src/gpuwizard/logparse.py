@@ -1,0 +1,137 @@
+"""Parsers for the lines trainers print: step lines, tqdm bars, HF dicts, banners, checkpoints."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+RANK_PREFIX = re.compile(r"^\[(?:default|rank)\d+\]:")
+NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+BIG_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12, "Q": 10**15}
+
+
+@dataclass
+class LineInfo:
+    """Facts read from one log line; None means the line did not say."""
+
+    step: int | None = None
+    step_is_exact: bool = True
+    total: int | None = None
+    loss: float | None = None
+    lr: float | None = None
+    samples_per_s: float | None = None
+    effective_batch: int | None = None
+    checkpoint: bool = False
+    finished: bool = False
+
+
+def clean(line: str) -> str:
+    """Strip colour codes and torchrun's rank prefix; keep the last carriage-return segment."""
+    if "\r" in line:
+        parts = [p for p in line.split("\r") if p.strip()]
+        line = parts[-1] if parts else ""
+    return RANK_PREFIX.sub("", ANSI.sub("", line)).rstrip()
+
+
+def to_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def big_number(text: str) -> tuple[int, bool] | None:
+    """LeRobot's format_big_number: '12K' -> (12000, False); '999' -> (999, True)."""
+    match = re.fullmatch(r"([\d.]+)([KMBTQ]?)", text)
+    if not match:
+        return None
+    value = float(match[1]) * BIG_SUFFIX[match[2]]
+    return int(value), match[2] == ""
+
+
+TQDM = re.compile(r"(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[")
+
+
+def parse_tqdm(line: str) -> LineInfo | None:
+    match = TQDM.search(line)
+    if not match:
+        return None
+    return LineInfo(step=int(match["n"]), total=int(match["total"]))
+
+
+KEY_VALUE = re.compile(r"(?P<k>[A-Za-z0-9_/]+):(?P<v>" + NUMBER + r")(?=\s|$)")
+LEROBOT_STEP = re.compile(r"\bstep:(?P<step>[\d.]+[KMBTQ]?) smpl:\S+ ep:\S+ epch:[\d.]+ (?P<rest>.*)$")
+LEROBOT_BANNER = re.compile(r"Effective batch size: .*?= (?P<eff>\d+)")
+LEROBOT_TOTAL = re.compile(r"cfg\.steps=(?P<steps>\d+)")
+
+
+def parse_lerobot(line: str) -> LineInfo | None:
+    """LeRobot 0.6.1 and main: step lines, the effective-batch banner, checkpoints, the end."""
+    match = LEROBOT_STEP.search(line)
+    if match:
+        values = {m["k"]: to_float(m["v"]) for m in KEY_VALUE.finditer(match["rest"])}
+        step = big_number(match["step"])
+        return LineInfo(
+            step=step[0] if step else None,
+            step_is_exact=step[1] if step else True,
+            loss=values.get("loss"),
+            lr=values.get("lr"),
+            samples_per_s=values.get("smp/s"),
+        )
+    if (banner := LEROBOT_BANNER.search(line)) and "smpl:" not in line:
+        return LineInfo(effective_batch=int(banner["eff"]))
+    if (total := LEROBOT_TOTAL.search(line)):
+        return LineInfo(total=int(total["steps"]))
+    if "Checkpoint policy after step" in line:
+        return LineInfo(checkpoint=True)
+    if line.endswith("End of training"):
+        return LineInfo(finished=True)
+    return parse_tqdm(line)
+
+
+HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime)'.*\}\s*$")
+
+
+def parse_hf(line: str) -> LineInfo | None:
+    """HF Trainer (and GR00T) metric dicts, e.g. {'loss': 0.04, 'grad_norm': 0.8, 'learning_rate': 9.9e-05}."""
+    if HF_DICT.match(line):
+        try:
+            values = ast.literal_eval(line.strip().replace("nan", "None"))
+        except (ValueError, SyntaxError):
+            return None
+        if not isinstance(values, dict):
+            return None
+        if "train_runtime" in values:
+            return LineInfo(finished=True, samples_per_s=_maybe_float(values.get("train_samples_per_second")))
+        return LineInfo(loss=_maybe_float(values.get("loss")), lr=_maybe_float(values.get("learning_rate")))
+    if "Saving model checkpoint to" in line or re.search(r"checkpoint-\d+", line) and "Saving" in line:
+        return LineInfo(checkpoint=True)
+    return parse_tqdm(line)
+
+
+def _maybe_float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+OPENPI_JAX = re.compile(r"Step (?P<step>\d+): (?P<rest>.*)")
+OPENPI_TORCH = re.compile(r"\bstep=(?P<step>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+)")
+OPENPI_BANNER = re.compile(r"total batch size across \d+ GPUs: (?P<eff>\d+)|effective_batch_size=(?P<eff2>\d+)")
+OPENPI_PROGRESS = re.compile(r"Progress on: (?P<n>[\d.]+)it/(?P<total>\d+)it")
+
+
+def parse_openpi(line: str) -> LineInfo | None:
+    """openpi JAX `Step N: loss=...`, PyTorch `step=N loss=... lr=...`, banners and progress."""
+    if (match := OPENPI_JAX.search(line)):
+        values = dict(re.findall(r"(\w+)=(" + NUMBER + ")", match["rest"]))
+        return LineInfo(step=int(match["step"]), loss=to_float(values.get("loss", "x")))
+    if (match := OPENPI_TORCH.search(line)):
+        return LineInfo(step=int(match["step"]), loss=to_float(match["loss"]), lr=to_float(match["lr"]))
+    if (match := OPENPI_BANNER.search(line)):
+        return LineInfo(effective_batch=int(match["eff"] or match["eff2"]))
+    if (match := OPENPI_PROGRESS.search(line)):
+        return LineInfo(step=int(float(match["n"])), total=int(match["total"]))
+    if "Saved checkpoint at step" in line:
+        return LineInfo(checkpoint=True)
+    return parse_tqdm(line)

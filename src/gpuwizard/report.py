@@ -1,0 +1,102 @@
+"""Plain-text renderings of plans, GPU inventories and runs for the command line."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from gpuwizard.plan import Plan
+
+
+def fmt_lr(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def wrap(text: str, indent: str = "    ") -> str:
+    return textwrap.fill(text, width=100, initial_indent=indent, subsequent_indent=" " * len(indent))
+
+
+def plan_text(plan: Plan, name: str) -> str:
+    k = f"{plan.scale_factor:g}" if plan.scale_factor is not None else "n/a"
+    lines = [
+        f"Plan for {name}: {plan.policy} with {plan.trainer}",
+        f"  devices       {plan.world_size} x {plan.device} ({plan.nodes} node(s), {plan.processes_per_node} process(es) per node), strategy {plan.strategy}",
+        f"  batch         {plan.batch_meaning}",
+        f"                per device {plan.per_device_batch if plan.per_device_batch is not None else 'n/a'}, "
+        f"effective {plan.effective_batch if plan.effective_batch is not None else 'n/a'} samples per update "
+        f"(reference on {plan.reference_gpus} GPU(s): {plan.reference_effective_batch}; k = {k})",
+        "",
+        "      GPUs   per device   effective",
+    ]
+    for row in plan.batch_table:
+        mark = "*" if row["chosen"] else " "
+        per = row["per_device"] if row["per_device"] is not None else "-"
+        eff = row["effective"] if row["effective"] is not None else "-"
+        note = "  (does not divide)" if row["error"] else ""
+        lines.append(f"    {mark} {row['gpus']:>4}   {per!s:>10}   {eff!s:>9}{note}")
+    warmup = f"{plan.warmup_steps} ({plan.warmup_source})" if plan.warmup_steps else "none"
+    lines += [
+        "",
+        f"  scaling       {plan.rule}: lr {fmt_lr(plan.base_lr)} -> {fmt_lr(plan.lr)}, steps {plan.base_steps} -> {plan.steps}, warmup {warmup}",
+    ]
+    fit = plan.fits
+    verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
+    device = f"{fit.device_gb:g} GB ({fit.device_source})" if fit.device_gb else "device memory unknown"
+    lines.append(f"  fits 1 device {verdict}: ~{fit.estimate_gb} GB per device needed, {device}")
+    if plan.dataset:
+        d = plan.dataset
+        lines.append(f"  dataset       {d['episodes']} episodes, {d['frames']} frames at {d['fps']:g} fps, cameras {', '.join(d['cameras']) or 'none'}")
+    lines.append("")
+    lines.append("Advice")
+    lines += [wrap(a, "  - ") for a in plan.advice]
+    for title, items in (("Notes", plan.notes), ("Warnings", plan.warnings), ("Errors", plan.errors)):
+        if items:
+            lines.append(title)
+            lines += [wrap(p.paragraph(), "  - ") for p in items]
+    return "\n".join(lines)
+
+
+def inventory_text(inv: Any) -> str:
+    lines = []
+    if inv.message:
+        lines.append(inv.message)
+    cpu = inv.cpu
+    lines.append(f"CPU: {cpu.model}, {cpu.cores_logical} logical cores, {cpu.memory_total_gb:g} GB RAM ({cpu.memory_available_gb:g} GB available)")
+    if not inv.gpus:
+        return "\n".join(lines)
+    lines.append(f"Driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or '?'}, CUDA_VISIBLE_DEVICES={inv.cuda_visible_devices if inv.cuda_visible_devices is not None else '(unset)'}")
+    lines.append("")
+    lines.append("  idx cuda name                          memory (used/total GB)  util  temp  power        cc   PCIe       ")
+    for g in inv.gpus:
+        if g.error:
+            lines.append(f"  {g.index:>3}  -   {g.error}")
+            continue
+        mem = f"{_gb(g.memory_used_mb)}/{_gb(g.memory_total_mb)}"
+        power = f"{_num(g.power_w)}/{_num(g.power_limit_w)} W"
+        pcie = f"gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}"
+        cuda = str(g.cuda_index) if g.cuda_index is not None else "-"
+        lines.append(f"  {g.index:>3} {cuda:>4} {(g.name or '?')[:29]:<29} {mem:>22}  {_num(g.utilization_gpu):>3}%  {_num(g.temperature_c):>3}C  {power:<12} {g.compute_capability or '?':<4} {pcie}")
+        extras = []
+        if g.mig_mode:
+            extras.append("MIG enabled")
+        if g.persistence_mode is False:
+            extras.append("persistence off")
+        if g.ecc_uncorrected:
+            extras.append(f"{g.ecc_uncorrected} uncorrected ECC errors")
+        for p in g.processes:
+            extras.append(f"pid {p.pid} {p.user or '?'} {_gb(p.used_mb)} GB {(p.command or '')[:50]}")
+        lines += [f"       {e}" for e in extras]
+    if inv.links:
+        lines.append("")
+        lines.append("Topology (NV# = NVLink count; PIX/PXB = PCIe switch; PHB = host bridge; NODE/SYS = across NUMA/sockets)")
+        for link in inv.links:
+            lines.append(f"  GPU{link.a} <-> GPU{link.b}: {link.label:<5} P2P read: {link.p2p_read or 'unavailable'}")
+    return "\n".join(lines)
+
+
+def _gb(mb: float | None) -> str:
+    return f"{mb / 1024:.1f}" if mb is not None else "n/a"
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.0f}" if value is not None else "n/a"

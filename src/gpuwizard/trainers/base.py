@@ -1,0 +1,232 @@
+"""The small interface every trainer module implements, and helpers they share."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuwizard.errors import Problem, problem
+
+if TYPE_CHECKING:
+    from gpuwizard.catalog import PolicyEntry
+    from gpuwizard.logparse import LineInfo
+    from gpuwizard.plan import Plan
+    from gpuwizard.preset import Preset
+
+
+class TrainerOptions(BaseModel):
+    """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """What the batch number means on `world` data-parallel devices."""
+
+    world: int
+    per_device: int | None
+    effective: int | None
+    error: str | None = None
+
+
+@dataclass
+class LaunchSpec:
+    """Exactly what `run` executes: argv, environment changes, working directory."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    unset: list[str] = field(default_factory=list)
+    workdir: str = "."
+
+    def shell(self) -> str:
+        """One copy-pasteable line (display only; never executed through a shell)."""
+        parts = [f"cd {shlex.quote(self.workdir)} &&"]
+        if self.unset:
+            parts.append("env " + " ".join(f"-u {shlex.quote(n)}" for n in self.unset))
+        parts.extend(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        parts.append(shlex.join(self.argv))
+        return " ".join(parts)
+
+    def script(self) -> str:
+        """A standalone bash script that runs the same command."""
+        lines = ["#!/usr/bin/env bash", "# Written by gpuwizard.", "set -euo pipefail", f"cd {shlex.quote(self.workdir)}"]
+        lines += [f"unset {shlex.quote(n)}" for n in self.unset]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        lines.append("exec " + " \\\n  ".join(shlex.quote(a) for a in self.argv))
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"argv": self.argv, "env": self.env, "unset": self.unset, "workdir": self.workdir, "shell": self.shell()}
+
+    def full_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        for name in self.unset:
+            env.pop(name, None)
+        env.update(self.env)
+        return env
+
+
+@dataclass
+class BuildContext:
+    """Everything a trainer needs to check and build its command."""
+
+    preset: Preset
+    plan: Plan
+    policy: PolicyEntry
+    python: str
+    workdir: str
+    master_port: int
+    output_dir: str
+
+
+class Trainer:
+    """One trainer: its batch semantics, checks, command builder and log parser."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    batch_flag: ClassVar[str]
+    batch_meaning: ClassVar[str]
+    Options: ClassVar[type[TrainerOptions]] = TrainerOptions
+    uses_torchrun: ClassVar[bool] = True
+    needs_cuda: ClassVar[bool] = False
+    supports_fsdp: ClassVar[bool] = False
+
+    def world_size(self, preset: Preset) -> int:
+        """Data-parallel devices the batch is spread over."""
+        return preset.world_size
+
+    def processes_per_node(self, preset: Preset) -> int:
+        return preset.hardware.gpus if self.uses_torchrun else 1
+
+    def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
+        raise NotImplementedError
+
+    def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int) -> int | None:
+        """The warmup this trainer applies on its own (None: it has none)."""
+        return None
+
+    def default_python(self) -> str | None:
+        """Interpreter when launch.python is null; None means the one on PATH."""
+        return None
+
+    def check(self, ctx: BuildContext) -> list[Problem]:
+        """Problems found from the preset and plan alone (errors and warnings are told apart by the plan)."""
+        return []
+
+    def preflight(self, ctx: BuildContext) -> list[Problem]:
+        """Problems that only block an actual launch (files that must exist in the training env)."""
+        return []
+
+    def managed_flags(self) -> tuple[str, ...]:
+        """Flags gpuwizard sets itself; the same flag in launch.extra_args would silently change the plan."""
+        return ()
+
+    def build(self, ctx: BuildContext) -> LaunchSpec:
+        raise NotImplementedError
+
+    def parse_line(self, line: str) -> LineInfo | None:
+        """Progress, lr or banner facts in one log line."""
+        return None
+
+
+def per_worker_layout(size: int, grad_accum: int, world: int) -> BatchLayout:
+    """The batch flag is per process: more GPUs multiply the effective batch."""
+    return BatchLayout(world, size, size * world * grad_accum)
+
+
+def global_layout(size: int, grad_accum: int, world: int, flag: str) -> BatchLayout:
+    """The batch flag is global: more GPUs divide it, so it must divide evenly."""
+    if size % world:
+        return BatchLayout(world, None, None, f"{flag} {size} is global and must divide evenly over {world} devices")
+    return BatchLayout(world, size // world, size * grad_accum)
+
+
+def resolve_python(preset: Preset, trainer: Trainer) -> str:
+    """launch.python, else the trainer's own default, else the interpreter on PATH."""
+    if preset.launch.python:
+        return os.path.expanduser(preset.launch.python)
+    return trainer.default_python() or shutil.which("python3") or shutil.which("python") or "python3"
+
+
+def check_python(preset: Preset) -> list[Problem]:
+    if not preset.launch.python:
+        return []
+    path = Path(os.path.expanduser(preset.launch.python))
+    if not path.is_file() or not os.access(path, os.X_OK):
+        return [problem("launch.python", "is not an executable file", "give the path of the training environment's interpreter, e.g. ~/venvs/lerobot/bin/python", value=preset.launch.python)]
+    return []
+
+
+def sibling_tool(python: str, tool: str) -> str | None:
+    """A console script installed next to the interpreter (same venv), without resolving symlinks."""
+    candidate = Path(python).parent / tool
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return None
+
+
+def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str]:
+    """torchrun from the training env (or `uv run torchrun`) with an explicit rendezvous; loopback on one node."""
+    hw = ctx.preset.hardware
+    if uv:
+        launcher = ["uv", "run", "torchrun"]
+    else:
+        torchrun = sibling_tool(ctx.python, "torchrun")
+        launcher = [torchrun] if torchrun else [ctx.python, "-m", "torch.distributed.run"]
+    if hw.nodes == 1:
+        rdzv = [f"--rdzv-endpoint=127.0.0.1:{ctx.master_port}"]
+    else:
+        rdzv = [f"--node-rank={hw.node_rank}", f"--rdzv-endpoint={hw.rdzv_endpoint}", f"--rdzv-id={ctx.preset.name}"]
+    return launcher + [f"--nnodes={hw.nodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d", *rdzv, "--max-restarts=0"]
+
+
+def device_env(ctx: BuildContext) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES for the chosen devices, hidden entirely on CPU runs."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if ctx.plan.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif ctx.preset.hardware.devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in ctx.preset.hardware.devices)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:
+    """Managed flags repeated in launch.extra_args (last one wins upstream, silently)."""
+    found = []
+    for arg in preset.launch.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in trainer.managed_flags():
+            if flag in ("--num-gpus", "--nproc-per-node", "--nproc_per_node"):
+                message = f"sets {flag}, but gpuwizard runs {preset.hardware.gpus} processes per node and sets the trainer's GPU count to match"
+            else:
+                message = f"sets {flag}, which gpuwizard already sets from the preset; the later one would silently win"
+            found.append(problem("launch.extra_args", message, f"remove {flag} from launch.extra_args and set the matching preset field", value=arg))
+    return found
+
+
+def current_python() -> str:
+    return sys.executable

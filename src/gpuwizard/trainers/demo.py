@@ -1,0 +1,100 @@
+"""The built-in demo trainer (gpuwizard.demo.train) under torchrun: runs anywhere, gloo on CPU, NCCL on GPU."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field
+
+from gpuwizard import paths
+from gpuwizard.errors import Problem
+from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
+from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, current_python, device_env, per_worker_layout, torchrun_prefix
+
+
+class RankStep(TrainerOptions):
+    rank: Annotated[int, Field(ge=0)]
+    step: Annotated[int, Field(gt=0)]
+
+
+class DemoOptions(TrainerOptions):
+    inject_hang: RankStep | None = None
+    inject_crash: RankStep | None = None
+    step_time_s: Annotated[float, Field(ge=0)] = 0.0
+    checkpoint_time_s: Annotated[float, Field(ge=0)] = 0.0
+    log_every: Annotated[int, Field(gt=0)] = 10
+    save_every: Annotated[int, Field(gt=0)] | None = None
+    episodes: Annotated[int, Field(gt=0)] = 20
+    ignore_lr_flag: bool = False
+
+
+DEMO_LINE = re.compile(r"\[demo\] step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+) samples/s=(?P<sps>\S+)")
+DEMO_BANNER = re.compile(r"\[demo\] Effective batch size: .*= (?P<eff>\d+)")
+
+
+def demo_dataset_root(repo_id: str) -> str:
+    return str(paths.data_dir() / "datasets" / repo_id.replace("/", "__"))
+
+
+class DemoTrainer(Trainer):
+    name = "demo"
+    title = "Built-in demo trainer"
+    batch_flag = "--batch-size"
+    batch_meaning = "--batch-size is per worker process: N workers train on N x batch x accumulation samples per update."
+    Options = DemoOptions
+
+    def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
+        return per_worker_layout(size, grad_accum, world)
+
+    def default_python(self) -> str | None:
+        return current_python()
+
+    def managed_flags(self) -> tuple[str, ...]:
+        return ("--steps", "--batch-size", "--grad-accum", "--lr", "--warmup-steps", "--output-dir", "--dataset-root", "--device")
+
+    def check(self, ctx: BuildContext) -> list[Problem]:
+        from gpuwizard.errors import problem
+
+        found = []
+        opts, world = ctx.preset.options, ctx.plan.world_size
+        for field, injected in (("inject_hang", opts.inject_hang), ("inject_crash", opts.inject_crash)):
+            if injected and injected.rank >= world:
+                found.append(problem(f"trainer_options.{field}.rank", f"there are only {world} ranks (0..{world - 1})", f"use a rank below {world}", value=injected.rank))
+        return found
+
+    def build(self, ctx: BuildContext) -> LaunchSpec:
+        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        args = ["-m", "gpuwizard.demo.train",
+                f"--steps={plan.steps}", f"--batch-size={plan.per_device_batch}", f"--grad-accum={preset.batch.grad_accum}",
+                f"--lr={plan.lr:g}", f"--warmup-steps={plan.warmup_steps or 0}",
+                f"--output-dir={ctx.output_dir}", f"--dataset-root={preset.dataset.root or demo_dataset_root(preset.dataset.repo_id)}",
+                f"--episodes={opts.episodes}", f"--device={plan.device}", f"--log-every={opts.log_every}"]
+        if opts.save_every:
+            args.append(f"--save-every={opts.save_every}")
+        if opts.step_time_s:
+            args.append(f"--step-time={opts.step_time_s:g}")
+        if opts.checkpoint_time_s:
+            args.append(f"--checkpoint-time={opts.checkpoint_time_s:g}")
+        if opts.inject_hang:
+            args.append(f"--inject-hang={opts.inject_hang.rank}:{opts.inject_hang.step}")
+        if opts.inject_crash:
+            args.append(f"--inject-crash={opts.inject_crash.rank}:{opts.inject_crash.step}")
+        if opts.ignore_lr_flag:
+            args.append("--ignore-lr-flag")
+        argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
+        return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
+
+    def parse_line(self, line: str) -> LineInfo | None:
+        if (match := DEMO_LINE.search(line)):
+            return LineInfo(step=int(match["step"]), total=int(match["total"]), loss=to_float(match["loss"]), lr=to_float(match["lr"]), samples_per_s=to_float(match["sps"]))
+        if (match := DEMO_BANNER.search(line)):
+            return LineInfo(effective_batch=int(match["eff"]))
+        if "[demo] Saving checkpoint" in line:
+            return LineInfo(checkpoint=True)
+        if "[demo] Training finished" in line:
+            return LineInfo(finished=True)
+        return parse_tqdm(line)
+
+
+TRAINER = DemoTrainer()

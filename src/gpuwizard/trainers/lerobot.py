@@ -1,0 +1,246 @@
+"""LeRobot `lerobot-train` under torchrun, for the 0.6.1 release and main after PR #4010."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gpuwizard.errors import Problem, problem, warning
+from gpuwizard.logparse import LineInfo, parse_lerobot
+from gpuwizard.trainers.base import (
+    BatchLayout,
+    BuildContext,
+    LaunchSpec,
+    Trainer,
+    TrainerOptions,
+    device_env,
+    per_worker_layout,
+    sibling_tool,
+    torchrun_prefix,
+)
+
+ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
+
+_PROBE = r"""
+import importlib.metadata as md, importlib.util as iu, json, os
+out = {"version": None, "parallelism": False}
+try:
+    out["version"] = md.version("lerobot")
+except Exception:
+    pass
+spec = iu.find_spec("lerobot")
+if spec and spec.submodule_search_locations:
+    root = list(spec.submodule_search_locations)[0]
+    out["parallelism"] = os.path.exists(os.path.join(root, "configs", "parallelism.py"))
+print(json.dumps(out))
+"""
+
+
+class LeRobotOptions(TrainerOptions):
+    api: Literal["auto", "v0.6", "main"] = "auto"
+    policy_path: str | None = None
+    pretrained_path: str | None = None
+    repo_id: str | None = None
+    resume: bool = False
+    num_workers: Annotated[int, Field(ge=0)] | None = None
+    log_freq: Annotated[int, Field(gt=0)] | None = None
+    save_freq: Annotated[int, Field(gt=0)] | None = None
+    seed: int | None = None
+    wandb: bool = False
+
+
+@dataclass(frozen=True)
+class LeRobotInstall:
+    """What probing the training environment found."""
+
+    version: str | None
+    api: Literal["v0.6", "main"]
+    probed: bool
+    train_path: str | None
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(python: str) -> dict | None:
+    """Ask the training interpreter which lerobot it has, without importing lerobot."""
+    try:
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False)
+        return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def find_install(python: str, api: str) -> LeRobotInstall:
+    train = sibling_tool(python, "lerobot-train") or shutil.which("lerobot-train")
+    found = _probe(python) if os.path.exists(python) or shutil.which(python) else None
+    version = found["version"] if found else None
+    if api != "auto":
+        return LeRobotInstall(version, api, version is not None, train)  # type: ignore[arg-type]
+    if version is None:
+        return LeRobotInstall(None, "v0.6", False, train)
+    return LeRobotInstall(version, "main" if found and found["parallelism"] else "v0.6", True, train)
+
+
+class LeRobotTrainer(Trainer):
+    name = "lerobot"
+    title = "LeRobot (lerobot-train)"
+    batch_flag = "--batch_size"
+    batch_meaning = "--batch_size is per GPU process: N GPUs train on N x batch samples per step."
+    Options = LeRobotOptions
+    supports_fsdp = True
+
+    def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
+        return per_worker_layout(size, grad_accum, world)
+
+    def default_warmup_steps(self, preset, policy, steps):  # type: ignore[no-untyped-def]
+        facts = policy.lerobot
+        if facts is None or facts.scheduler == "none":
+            return None
+        return facts.warmup_steps
+
+    def install(self, ctx: BuildContext) -> LeRobotInstall:
+        return find_install(ctx.python, ctx.preset.options.api)
+
+    def managed_flags(self) -> tuple[str, ...]:
+        return (
+            "--batch_size", "--steps", "--output_dir", "--job_name", "--policy.type", "--policy.path",
+            "--dataset.repo_id", "--dataset.root", "--policy.device", "--policy.optimizer_lr", "--optimizer.lr",
+            "--policy.scheduler_warmup_steps", "--accelerator.gradient_accumulation.steps",
+            "--accelerator.mixed_precision", "--parallelism.dp_shard", "--policy.push_to_hub",
+        )
+
+    def check(self, ctx: BuildContext) -> list[Problem]:
+        preset, plan, policy = ctx.preset, ctx.plan, ctx.policy
+        install = self.install(ctx)
+        found: list[Problem] = []
+        if not install.probed and preset.options.api == "auto":
+            found.append(warning("trainer_options.api", f"could not find lerobot in {ctx.python}; assuming the 0.6.1 release API", "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or main"))
+        if install.train_path is None:
+            found.append(warning("launch.python", f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed there", "pip install 'lerobot[training]' in the training environment, or point launch.python at it"))
+        if preset.batch.grad_accum > 1 and install.api == "v0.6":
+            found.append(problem("batch.grad_accum", "LeRobot 0.6.1 has no gradient accumulation (it arrived on main with PR #4010)", "set batch.grad_accum: 1 and raise batch.size, or use LeRobot main (trainer_options.api: main)", value=preset.batch.grad_accum))
+        if plan.strategy == "fsdp":
+            found += self._check_fsdp(ctx, install)
+        if plan.device == "cpu" and preset.mixed_precision != "no":
+            found.append(warning("mixed_precision", "mixed precision is not applied on CPU runs; the job trains in float32", "set mixed_precision: no for CPU dry runs", value=preset.mixed_precision))
+        elif install.api == "v0.6" and preset.mixed_precision != "no" and policy.lerobot and not policy.lerobot.dtype_field:
+            if preset.mixed_precision == "bf16":
+                found.append(warning("mixed_precision", f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to float16 on CUDA, not bf16", "accept fp16 autocast, or set mixed_precision: no", value="bf16"))
+        leaked = sorted(n for n in set(os.environ) | set(preset.launch.env) if n.startswith(ACCELERATE_PREFIXES))
+        if leaked:
+            found.append(warning("launch.env", f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment (LeRobot main refuses to start with them; they can override the planned precision or sharding)", "unset them in your shell to silence this"))
+        if not preset.options.repo_id:
+            found.append(problem(None, "the policy is not pushed to the Hub (--policy.push_to_hub=false)", "set trainer_options.repo_id to push", level="note"))
+        out = Path(ctx.workdir, ctx.output_dir)
+        if out.exists() and not preset.options.resume:
+            found.append(warning("output_dir", "already exists; lerobot-train refuses to start in an existing output dir unless resuming", "choose a new output_dir, delete the folder, or set trainer_options.resume: true", value=ctx.output_dir))
+        return found
+
+    def _check_fsdp(self, ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
+        preset, policy = ctx.preset, ctx.policy
+        if install.api == "v0.6":
+            return [problem("strategy", "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch --config_file), which gpuwizard does not drive", "use strategy: ddp, or LeRobot main where --parallelism.dp_shard selects FSDP2", value="fsdp")]
+        found = []
+        if not policy.fsdp_supported:
+            found.append(problem("strategy", f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; lerobot PR #3767)", "use strategy: ddp", value="fsdp"))
+        if not (policy.fsdp_wrap_units or preset.fsdp.wrap_modules or preset.fsdp.min_num_params):
+            found.append(problem("fsdp.wrap_modules", f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail at startup", "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based wrapping", value=None))
+        if preset.mixed_precision == "fp16":
+            found.append(problem("mixed_precision", "LeRobot rejects fp16 under FSDP sharding", "use mixed_precision: bf16", value="fp16"))
+        return found
+
+    def preflight(self, ctx: BuildContext) -> list[Problem]:
+        found = []
+        if self.install(ctx).train_path is None:
+            found.append(problem("launch.python", f"lerobot-train was not found next to {ctx.python} or on PATH", "install LeRobot in the training environment (pip install 'lerobot[training]') and set launch.python to its interpreter", value=ctx.preset.launch.python))
+        out = Path(ctx.workdir, ctx.output_dir)
+        if out.exists() and not ctx.preset.options.resume:
+            found.append(problem("output_dir", "already exists and lerobot-train refuses to start in it unless resuming", "choose a new output_dir, delete the folder, or set trainer_options.resume: true", value=ctx.output_dir))
+        return found
+
+    def build(self, ctx: BuildContext) -> LaunchSpec:
+        preset, plan, policy, opts = ctx.preset, ctx.plan, ctx.policy, ctx.preset.options
+        install = self.install(ctx)
+        args = [install.train_path or "lerobot-train", f"--dataset.repo_id={preset.dataset.repo_id}"]
+        if preset.dataset.root:
+            args.append(f"--dataset.root={preset.dataset.root}")
+        if opts.policy_path:
+            args.append(f"--policy.path={opts.policy_path}")
+        else:
+            args.append(f"--policy.type={policy.key}")
+        if opts.pretrained_path:
+            args.append(f"--policy.pretrained_path={opts.pretrained_path}")
+        args.append(f"--policy.device={'cpu' if plan.device == 'cpu' else 'cuda'}")
+        args.append(f"--policy.repo_id={opts.repo_id}" if opts.repo_id else "--policy.push_to_hub=false")
+        args += [f"--batch_size={plan.per_device_batch}", f"--steps={plan.steps}"]
+        args += self._lr_args(ctx)
+        args += self._precision_args(ctx, install)
+        if install.api == "main":
+            args.append(f"--accelerator.gradient_accumulation.steps={preset.batch.grad_accum}")
+        if plan.strategy == "fsdp":
+            args.append(f"--parallelism.dp_shard={plan.world_size}")
+            wrap = preset.fsdp.wrap_modules or (None if preset.fsdp.min_num_params else policy.fsdp_wrap_units)
+            if preset.fsdp.min_num_params:
+                args.append(f"--accelerator.fsdp.min_num_params={preset.fsdp.min_num_params}")
+            elif wrap and wrap != policy.fsdp_wrap_units:
+                args.append(f"--accelerator.fsdp.wrap_modules={json.dumps(wrap)}")
+            args.append("--env_eval_freq=0")
+        args += [f"--output_dir={ctx.output_dir}", f"--job_name={preset.name}"]
+        if opts.resume:
+            args.append("--resume=true")
+        for flag, value in (("num_workers", opts.num_workers), ("log_freq", opts.log_freq), ("save_freq", opts.save_freq), ("seed", opts.seed)):
+            if value is not None:
+                args.append(f"--{flag}={value}")
+        args.append(f"--wandb.enable={'true' if opts.wandb else 'false'}")
+        args += preset.launch.extra_args
+        env = device_env(ctx) | dict(preset.launch.env)
+        unset = sorted(n for n in set(os.environ) | set(env) if n.startswith(ACCELERATE_PREFIXES))
+        for name in unset:
+            env.pop(name, None)
+        return LaunchSpec(torchrun_prefix(ctx, self.processes_per_node(preset)) + args, env, unset, ctx.workdir)
+
+    def _lr_args(self, ctx: BuildContext) -> list[str]:
+        """--optimizer.lr is silently overwritten by the policy preset, so pass --policy.optimizer_lr."""
+        plan, facts = ctx.plan, ctx.policy.lerobot
+        scheduler = facts.scheduler if facts else "none"
+        if scheduler == "none" and plan.warmup_steps:
+            opt = dict(facts.optimizer if facts else {})
+            args = ["--use_policy_training_preset=false", f"--optimizer.type={opt.pop('type', 'adamw')}", f"--optimizer.lr={plan.lr:g}"]
+            args += [f"--optimizer.{k}={v:g}" for k, v in opt.items()]
+            return args + ["--scheduler.type=constant_with_warmup", f"--scheduler.num_warmup_steps={plan.warmup_steps}"]
+        args = [f"--policy.optimizer_lr={plan.lr:g}"]
+        if scheduler == "none" or plan.warmup_steps is None:
+            return args
+        if ctx.policy.key == "groot":
+            return args + [f"--policy.max_steps={plan.steps}", f"--policy.warmup_ratio={plan.warmup_steps / plan.steps:.6g}"]
+        args.append(f"--policy.scheduler_warmup_steps={plan.warmup_steps}")
+        if facts and facts.decay_steps and plan.steps < facts.decay_steps:
+            args.append(f"--policy.scheduler_decay_steps={plan.steps}")
+        return args
+
+    def _precision_args(self, ctx: BuildContext, install: LeRobotInstall) -> list[str]:
+        mp, facts = ctx.preset.mixed_precision, ctx.policy.lerobot
+        if ctx.plan.device == "cpu":
+            return ["--accelerator.mixed_precision=no"] if install.api == "main" else []
+        if install.api == "main":
+            args = [f"--accelerator.mixed_precision={mp}"]
+            if facts and facts.dtype_field and mp != "no":
+                args.append(f"--policy.dtype={DTYPES[mp]}")
+            return args
+        if facts and facts.dtype_field:
+            return [f"--policy.dtype={DTYPES[mp]}"]
+        return ["--policy.use_amp=true"] if mp != "no" else []
+
+    def parse_line(self, line: str) -> LineInfo | None:
+        return parse_lerobot(line)
+
+
+TRAINER = LeRobotTrainer()

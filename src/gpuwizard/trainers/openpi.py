@@ -1,0 +1,122 @@
+"""openpi: the JAX `scripts/train.py` (one process over all visible GPUs) or `train_pytorch.py` under torchrun."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from gpuwizard.errors import Problem, note, problem, warning
+from gpuwizard.logparse import LineInfo, parse_openpi
+from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
+
+
+class OpenpiOptions(TrainerOptions):
+    config_name: str | None = None
+    backend: Literal["jax", "pytorch"] = "jax"
+    exp_name: str | None = None
+    fsdp_devices: Annotated[int, Field(gt=0)] | None = None
+    uv: bool = True
+    mem_fraction: Annotated[float, Field(gt=0, le=1)] = 0.9
+    overwrite: bool = False
+    resume: bool = False
+    wandb: bool = False
+
+
+class OpenpiTrainer(Trainer):
+    name = "openpi"
+    title = "openpi (pi0 / pi0.5, JAX or PyTorch)"
+    batch_flag = "--batch-size"
+    batch_meaning = "--batch-size is global: it is split over all devices (must divide); --fsdp-devices shards the model, not the batch."
+    Options = OpenpiOptions
+    needs_cuda = True
+    supports_fsdp = True
+
+    def uses_jax(self, preset) -> bool:  # type: ignore[no-untyped-def]
+        return preset.options.backend == "jax"
+
+    def processes_per_node(self, preset) -> int:  # type: ignore[no-untyped-def]
+        return 1 if self.uses_jax(preset) else preset.hardware.gpus
+
+    def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
+        return global_layout(size, grad_accum, world, self.batch_flag)
+
+    def default_warmup_steps(self, preset, policy, steps):  # type: ignore[no-untyped-def]
+        return policy.openpi.warmup_steps if policy.openpi else 1000
+
+    def managed_flags(self) -> tuple[str, ...]:
+        return ("--batch-size", "--batch_size", "--num-train-steps", "--num_train_steps", "--fsdp-devices", "--fsdp_devices",
+                "--exp-name", "--exp_name", "--lr-schedule.peak-lr", "--lr-schedule.warmup-steps", "--checkpoint-base-dir")
+
+    def fsdp_devices(self, ctx: BuildContext) -> int:
+        opts = ctx.preset.options
+        if opts.fsdp_devices:
+            return opts.fsdp_devices
+        return ctx.plan.world_size if ctx.plan.strategy == "fsdp" else 1
+
+    def check(self, ctx: BuildContext) -> list[Problem]:
+        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        found: list[Problem] = []
+        if not opts.config_name:
+            found.append(problem("trainer_options.config_name", "is required: openpi trains a named TrainConfig", "set it, e.g. pi05_libero or pi0_libero (run scripts/compute_norm_stats.py for it first)", value=None))
+        if preset.batch.grad_accum > 1:
+            found.append(problem("batch.grad_accum", "openpi has no gradient accumulation", "set batch.grad_accum: 1 and choose the global batch.size directly", value=preset.batch.grad_accum))
+        if opts.overwrite and opts.resume:
+            found.append(problem("trainer_options.resume", "openpi refuses --overwrite together with --resume", "choose one", value=True))
+        if opts.backend == "jax":
+            if preset.hardware.nodes > 1:
+                found.append(problem("hardware.nodes", "openpi's JAX trainer does not support multi-node training", "train on one node (hardware.nodes: 1)", value=preset.hardware.nodes))
+            fsdp = self.fsdp_devices(ctx)
+            if plan.world_size % fsdp:
+                found.append(problem("trainer_options.fsdp_devices", f"{plan.world_size} devices are not divisible by {fsdp} FSDP devices", f"use a divisor of {plan.world_size}", value=fsdp))
+            if preset.mixed_precision != "bf16":
+                found.append(warning("mixed_precision", "openpi's JAX configs fix their own dtypes; this setting is not passed", "set mixed_precision: bf16", value=preset.mixed_precision))
+            if plan.world_size > 1 and fsdp == 1:
+                found.append(note("openpi JAX shards the batch over all visible GPUs in one process; --fsdp-devices only shards parameters to save memory (openpi issue #600: multi-GPU is often I/O bound)"))
+        else:
+            if plan.strategy == "fsdp" or opts.fsdp_devices:
+                found.append(problem("strategy", "openpi's PyTorch trainer supports neither FSDP nor --fsdp-devices", "use strategy: ddp, or backend: jax", value=plan.strategy))
+            if preset.mixed_precision not in ("bf16",):
+                found.append(warning("mixed_precision", "openpi PyTorch trains in full bf16 (pytorch_training_precision); this setting is not passed", "set mixed_precision: bf16", value=preset.mixed_precision))
+        return found
+
+    def preflight(self, ctx: BuildContext) -> list[Problem]:
+        script = "scripts/train.py" if ctx.preset.options.backend == "jax" else "scripts/train_pytorch.py"
+        if not Path(ctx.workdir, script).is_file():
+            return [problem("launch.workdir", f"{script} is not in {ctx.workdir}", "set launch.workdir to your openpi checkout", value=ctx.preset.launch.workdir)]
+        return []
+
+    def build(self, ctx: BuildContext) -> LaunchSpec:
+        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        prefix = ["uv", "run"] if opts.uv else []
+        config = opts.config_name or "<trainer_options.config_name>"
+        common = [
+            f"--exp-name={opts.exp_name or preset.name}",
+            f"--batch-size={preset.batch.size}",
+            f"--num-train-steps={plan.steps}",
+            f"--lr-schedule.peak-lr={plan.lr:g}",
+            f"--lr-schedule.warmup-steps={plan.warmup_steps or 0}",
+            f"--checkpoint-base-dir={ctx.output_dir}",
+        ]
+        if opts.overwrite:
+            common.append("--overwrite")
+        if opts.resume:
+            common.append("--resume")
+        common.append("--wandb-enabled" if opts.wandb else "--no-wandb-enabled")
+        env = device_env(ctx)
+        if opts.backend == "jax":
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{opts.mem_fraction:g}"
+            if preset.hardware.devices is None:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(plan.world_size))
+            python = "python" if opts.uv else ctx.python
+            argv = prefix + [python, "scripts/train.py", config] + common + [f"--fsdp-devices={self.fsdp_devices(ctx)}"]
+        else:
+            argv = torchrun_prefix(ctx, plan.processes_per_node, uv=opts.uv) + ["scripts/train_pytorch.py", config] + common
+        return LaunchSpec(argv + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
+
+    def parse_line(self, line: str) -> LineInfo | None:
+        return parse_openpi(line)
+
+
+TRAINER = OpenpiTrainer()
