@@ -99,6 +99,7 @@ class Trainer:
     uses_torchrun: ClassVar[bool] = True
     needs_cuda: ClassVar[bool] = False
     supports_fsdp: ClassVar[bool] = False
+    batch_is_global: ClassVar[bool] = False
 
     def world_size(self, preset: Preset) -> int:
         """Data-parallel devices the batch is spread over."""

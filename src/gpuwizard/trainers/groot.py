@@ -34,6 +34,7 @@ class GrootTrainer(Trainer):
     batch_meaning = "--global-batch-size is global: N GPUs split it, each card gets batch / N; accumulation multiplies it."
     Options = GrootOptions
     needs_cuda = True
+    batch_is_global = True
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)

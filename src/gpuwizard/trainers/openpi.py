@@ -31,6 +31,7 @@ class OpenpiTrainer(Trainer):
     batch_meaning = "--batch-size is global: it is split over all devices (must divide); --fsdp-devices shards the model, not the batch."
     Options = OpenpiOptions
     needs_cuda = True
+    batch_is_global = True
     supports_fsdp = True
 
     def uses_jax(self, preset) -> bool:  # type: ignore[no-untyped-def]

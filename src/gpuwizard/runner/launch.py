@@ -1,0 +1,142 @@
+"""From a preset to a running job: smoke variants, pre-launch checks, the run folder, the detached supervisor."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuwizard.errors import Problem, UserError, problem
+from gpuwizard.plan import Plan, build_command, hardware_from_inventory, make_plan, with_gpus
+from gpuwizard.preset import ENV_NAME, Preset
+from gpuwizard.runner.monitor import Expectations
+from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
+from gpuwizard.trainers import get_trainer
+from gpuwizard.trainers.base import BuildContext, port_is_free
+
+SMOKE_STEPS = 50
+SMOKE_PER_DEVICE_BATCH = 2
+
+
+@dataclass
+class PreparedRun:
+    """A planned job that passed every check; `warnings` are shown before it starts."""
+
+    preset: Preset
+    plan: Plan
+    ctx: BuildContext
+    smoke: bool
+    warnings: list[Problem] = field(default_factory=list)
+
+
+def smoke_variant(preset: Preset) -> Preset:
+    """50 steps at the smallest batch: the quick repro of a hang or crash."""
+    trainer = get_trainer(preset.trainer)
+    world = trainer.world_size(preset)
+    size = SMOKE_PER_DEVICE_BATCH * world if trainer.batch_is_global else SMOKE_PER_DEVICE_BATCH
+    return preset.model_copy(update={
+        "batch": preset.batch.model_copy(update={"size": size, "grad_accum": 1}),
+        "optim": preset.optim.model_copy(update={"steps": SMOKE_STEPS}),
+    })
+
+
+def with_env(preset: Preset, assignments: list[str]) -> Preset:
+    """Apply NAME=VALUE pairs from the command line to launch.env."""
+    env = dict(preset.launch.env)
+    for item in assignments:
+        name, sep, value = item.partition("=")
+        if not sep or not ENV_NAME.match(name):
+            raise UserError(problem("--env", "must be NAME=VALUE with a valid variable name", "e.g. --env NCCL_P2P_DISABLE=1", value=item))
+        env[name] = value
+    return preset.model_copy(update={"launch": preset.launch.model_copy(update={"env": env})})
+
+
+def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:
+    exe = argv[0]
+    if "/" in exe:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            return [problem("launch.python", f"the launcher {exe} is not an executable file", "install torch (torchrun) in the training environment, or fix launch.python", value=exe)]
+        return []
+    if shutil.which(exe, path=env.get("PATH")) is None:
+        return [problem("launch.python", f"the launcher `{exe}` is not on PATH", f"install {exe} or set launch.python to the training environment's interpreter", value=exe)]
+    return []
+
+
+def prepare_run(preset: Preset, gpus: int | None = None, smoke: bool = False, env: list[str] | None = None,
+                inventory: Any = None) -> PreparedRun:
+    """Plan and check everything that can be checked before a process starts; UserError on any error."""
+    from gpuwizard.gpus.advice import setup_advice
+    from gpuwizard.gpus.inventory import read_inventory
+
+    preset = with_gpus(preset, gpus)
+    if env:
+        preset = with_env(preset, env)
+    if smoke:
+        preset = smoke_variant(preset)
+    inventory = inventory if inventory is not None else read_inventory()
+    plan, ctx = make_plan(preset, hardware=hardware_from_inventory(inventory, preset))
+    errors = list(plan.errors)
+    if not errors:
+        trainer = get_trainer(preset.trainer)
+        errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
+        spec = build_command(ctx)
+        errors += launcher_problems(spec.argv, spec.full_env())
+        if preset.hardware.nodes == 1 and trainer.uses_torchrun and not port_is_free(ctx.master_port):
+            errors.append(problem("launch.master_port", f"port {ctx.master_port} on 127.0.0.1 is already in use (another job?)", "set launch.master_port to a free port, or null to pick one", value=ctx.master_port))
+        if plan.device == "cuda":
+            visible = len(inventory.visible())
+            if visible < preset.hardware.gpus:
+                errors.append(problem("hardware.gpus", f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here" + (f" ({inventory.message})" if inventory.message else ""), "lower hardware.gpus, or use hardware.device: cpu for a CPU dry run", value=preset.hardware.gpus))
+    if errors:
+        raise UserError(errors, preset.name)
+    warnings = list(plan.warnings)
+    warnings += setup_advice(inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb)
+    if plan.world_size > 1 and not baseline_green(preset.name):
+        warnings.append(problem(None, f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read than a single-GPU one", f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)", level="warning"))
+    return PreparedRun(preset, plan, ctx, smoke, warnings)
+
+
+def expectations(prepared: PreparedRun) -> Expectations:
+    plan, preset = prepared.plan, prepared.preset
+    return Expectations(
+        steps=plan.steps, lr=plan.lr, warmup_steps=plan.warmup_steps or 0, effective_batch=plan.effective_batch,
+        world_size=plan.world_size, hang_timeout_s=preset.monitor.hang_timeout_s, first_step_timeout_s=preset.monitor.first_step_timeout_s,
+        multi_node=preset.hardware.nodes > 1, baseline_green=baseline_green(preset.name),
+    )
+
+
+def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 15.0) -> RunDir:
+    """Write the run folder and start its supervisor in a new session; returns once the job is launched."""
+    try:
+        run = new_run_dir(prepared.preset.name)
+    except OSError as exc:
+        raise UserError(problem(None, f"cannot create the run folder: {exc}", "set GPUWIZARD_DATA_DIR to a writable folder")) from None
+    ctx = prepared.ctx
+    if prepared.smoke:
+        ctx.output_dir = str(run.path / "output")
+    spec = build_command(ctx)
+    preset, plan = prepared.preset, prepared.plan
+    (run.path / "preset.yaml").write_text(preset.to_yaml())
+    run.write_json("plan.json", plan.to_json())
+    run.write_json("command.json", spec.to_json())
+    run.write_json("job.json", {
+        "argv": spec.argv, "env": spec.env, "unset": spec.unset, "workdir": spec.workdir, "trainer": preset.trainer,
+        "device": plan.device, "on_hang": on_hang, "stop_grace_s": 10, "expect": expectations(prepared).__dict__,
+    })
+    run.write_json("status.json", {
+        "run_id": run.run_id, "preset": preset.name, "trainer": preset.trainer, "policy": preset.policy,
+        "world_size": plan.world_size, "device": plan.device, "smoke": prepared.smoke, "steps": plan.steps,
+        "created": time.time(), "state": "starting", "command": spec.shell(), "on_hang": on_hang,
+    })
+    with open(run.path / "supervisor.log", "ab") as log:
+        subprocess.Popen([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], stdin=subprocess.DEVNULL,
+                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and run.status().get("state") == "starting":
+        time.sleep(0.05)
+    return run

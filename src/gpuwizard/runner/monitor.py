@@ -1,0 +1,366 @@
+"""Progress, plan-against-reality checks, failure signatures and hang detection for one job (no I/O)."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from gpuwizard.logparse import LineInfo, clean
+from gpuwizard.runner.procs import RankSample
+
+LR_TOLERANCE = 0.25
+BUSY_CPU_PERCENT = 50.0
+FIRST_STEP_MIN_S = 600.0
+
+
+@dataclass
+class Expectations:
+    """What the plan says the job should show."""
+
+    steps: int
+    lr: float
+    warmup_steps: int
+    effective_batch: int | None
+    world_size: int
+    hang_timeout_s: float
+    first_step_timeout_s: float | None = None
+    multi_node: bool = False
+    baseline_green: bool = True
+
+
+@dataclass
+class Progress:
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    lr: float | None = None
+    samples_per_s: float | None = None
+    eta_s: float | None = None
+    steps_per_s: float | None = None
+    last_progress_t: float | None = None
+    started_t: float = 0.0
+    lines: int = 0
+    checkpoints: int = 0
+    finished: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Event:
+    """Something the user must see: a hang, a failed rank, a mismatch with the plan."""
+
+    kind: str
+    severity: str
+    title: str
+    detail: str = ""
+    suggestion: str = ""
+    rank: int | None = None
+    t: float = field(default_factory=time.time)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        return cls(**data)
+
+
+SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
+    ("collective_timeout", re.compile(r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"),
+     "NCCL collective timed out", "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO and, on PCIe machines, NCCL_P2P_DISABLE=1."),
+    ("collective_timeout", re.compile(r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier|Rank (?P<rank>\d+) failed to pass monitoredBarrier"),
+     "gloo collective timed out", "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data)."),
+    ("collective_timeout", re.compile(r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out"),
+     "NCCL watchdog stuck", "A CUDA or NCCL call blocked the watchdog; check the GPU with nvidia-smi and dmesg for Xid errors."),
+    ("nccl_error", re.compile(r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|DistBackendError"),
+     "NCCL error", "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; across nodes set NCCL_SOCKET_IFNAME."),
+    ("gloo_error", re.compile(r"gloo::IoException|\[gloo/transport/tcp/[^\]]*\] Connection closed by peer"),
+     "gloo connection lost", "A peer process died or the network dropped; the rank that failed first is in the failure table."),
+    ("out_of_memory", re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
+     "GPU out of memory", "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP."),
+]
+
+
+class FailureTable:
+    """Reads torchrun's ChildFailedError table: which rank failed first, its exit code and error."""
+
+    ROOT = "Root Cause (first observed failure):"
+
+    def __init__(self) -> None:
+        self.active = False
+        self.fields: dict[str, str] = {}
+        self.traceback: list[str] = []
+
+    def feed(self, line: str) -> dict[str, Any] | None:
+        if self.ROOT in line:
+            self.active, self.fields, self.traceback = True, {}, []
+            return None
+        if not self.active:
+            return None
+        if line.startswith("====="):
+            self.active = False
+            return self.result()
+        match = re.match(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)", line)
+        if match:
+            self.fields[match[1]] = match[2]
+            if match[1] == "traceback":
+                self.traceback.append(match[2])
+        elif "traceback" in self.fields:
+            self.traceback.append(line.strip())
+        return None
+
+    def result(self) -> dict[str, Any]:
+        rank = re.match(r"(\d+)", self.fields.get("rank", ""))
+        code = re.match(r"(-?\d+)", self.fields.get("exitcode", ""))
+        lines = [t for t in self.traceback if t and not t.startswith("To enable traceback")]
+        error = lines[-1] if lines else None
+        return {"rank": int(rank[1]) if rank else None, "exitcode": int(code[1]) if code else None, "error": error}
+
+
+class JobMonitor:
+    """Feed it every log line and a per-rank sample every second; it keeps progress and raises events."""
+
+    def __init__(self, expect: Expectations, parse_line: Callable[[str], LineInfo | None], now: float | None = None):
+        self.expect = expect
+        self.parse_line = parse_line
+        start = now if now is not None else time.time()
+        self.progress = Progress(total=expect.steps, started_t=start)
+        self.events: list[Event] = []
+        self.intervals: deque[float] = deque(maxlen=64)
+        self.checkpoint_started: float | None = None
+        self.checkpoint_durations: list[float] = []
+        self.last_output_t = start
+        self.rate_window: deque[tuple[float, int]] = deque(maxlen=32)
+        self.failure_table = FailureTable()
+        self.last_exception: str | None = None
+        self.lr_checked = False
+        self.batch_checked = False
+        self.hang_reported = False
+        self.slow_extension_until: float | None = None
+        self.last_ranks: list[RankSample] = []
+        self.exact_steps_seen = False
+        self._seen_signatures: set[str] = set()
+
+    # -- log lines -------------------------------------------------------------------------
+    def feed(self, raw: str, now: float | None = None) -> list[Event]:
+        now = now if now is not None else time.time()
+        line = clean(raw)
+        self.last_output_t = now
+        self.progress.lines += 1
+        new: list[Event] = []
+        if not line:
+            return new
+        info = self.parse_line(line)
+        if info:
+            new += self._apply(info, now)
+        new += self._signatures(line, now)
+        return new
+
+    def _apply(self, info: LineInfo, now: float) -> list[Event]:
+        p, new = self.progress, []
+        if info.total and info.total != p.total and info.step is not None:
+            p.total = info.total
+        if info.step is not None and info.step_is_exact:
+            self.exact_steps_seen = True
+        usable = info.step is not None and (info.step_is_exact or not self.exact_steps_seen)
+        if usable and (p.step is None or info.step > p.step):
+            if p.last_progress_t is not None:
+                self.intervals.append(now - p.last_progress_t)
+            if self.checkpoint_started is not None:
+                self.checkpoint_durations.append(now - self.checkpoint_started)
+                self.checkpoint_started = None
+            p.step, p.last_progress_t = info.step, now
+            self.hang_reported = False
+            self.slow_extension_until = None
+            self.rate_window.append((now, info.step))
+            self._update_rate()
+        if info.loss is not None:
+            p.loss = info.loss
+        if info.samples_per_s is not None:
+            p.samples_per_s = info.samples_per_s
+        if info.lr is not None:
+            p.lr = info.lr
+            new += self._check_lr(info.lr)
+        if info.effective_batch is not None:
+            new += self._check_batch(info.effective_batch)
+        if info.checkpoint:
+            p.checkpoints += 1
+            self.checkpoint_started = now
+        if info.finished:
+            p.finished = True
+        return new
+
+    def _update_rate(self) -> None:
+        if len(self.rate_window) < 2:
+            return
+        (t0, s0), (t1, s1) = self.rate_window[0], self.rate_window[-1]
+        if t1 > t0 and s1 > s0:
+            rate = (s1 - s0) / (t1 - t0)
+            self.progress.steps_per_s = rate
+            total = self.progress.total or self.expect.steps
+            self.progress.eta_s = max(0.0, (total - s1) / rate)
+
+    def expected_lr(self, step: int) -> float:
+        """The planned peak lr, ramped linearly during warmup."""
+        w = self.expect.warmup_steps
+        return self.expect.lr * min(1.0, (step + 1) / w) if w else self.expect.lr
+
+    def _check_lr(self, logged: float) -> list[Event]:
+        """Compare the first lr logged after warmup with the plan; a trainer that dropped the flag shows here."""
+        step = self.progress.step or 0
+        if self.lr_checked or (self.expect.warmup_steps and step < self.expect.warmup_steps and logged <= self.expect.lr * (1 + LR_TOLERANCE)):
+            return []
+        self.lr_checked = True
+        expected = self.expected_lr(step)
+        if expected > 0 and abs(logged / expected - 1) > LR_TOLERANCE:
+            return [self._event(Event(
+                "lr_mismatch", "error", f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
+                f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
+                "The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites --optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each trainer honours.",
+                data={"logged": logged, "expected": expected, "step": step}))]
+        return []
+
+    def _check_batch(self, logged: int) -> list[Event]:
+        if self.batch_checked or self.expect.effective_batch is None:
+            return []
+        self.batch_checked = True
+        if logged != self.expect.effective_batch:
+            return [self._event(Event(
+                "batch_mismatch", "error", f"effective batch mismatch: trainer says {logged}, plan says {self.expect.effective_batch}",
+                "The trainer's own banner disagrees with the planned samples per update.",
+                "Check the process count against the trainer's GPU count and the batch flag's meaning for this trainer.",
+                data={"logged": logged, "expected": self.expect.effective_batch}))]
+        return []
+
+    def _signatures(self, line: str, now: float) -> list[Event]:
+        new = []
+        if (failure := self.failure_table.feed(line)) is not None:
+            error = failure["error"] or self.last_exception or "no error message (see the log)"
+            rank = failure["rank"]
+            new.append(self._event(Event(
+                "rank_failed", "error", f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
+                "torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
+                "Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
+                rank=rank, data=failure)))
+        if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*", line) and not line.startswith("torch.distributed.elastic"):
+            self.last_exception = line
+        for kind, pattern, title, suggestion in SIGNATURES:
+            match = pattern.search(line)
+            if not match:
+                continue
+            key = f"{kind}:{title}"
+            if key in self._seen_signatures:
+                break
+            self._seen_signatures.add(key)
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            rank = int(groups["rank"]) if "rank" in groups else None
+            new.append(self._event(Event(kind, "error", title, line[:300], suggestion, rank=rank, data=groups)))
+            break
+        return new
+
+    # -- time and processes --------------------------------------------------------------
+    def first_step_limit(self) -> float:
+        e = self.expect
+        return e.first_step_timeout_s or max(3 * e.hang_timeout_s, FIRST_STEP_MIN_S)
+
+    def threshold(self, now: float) -> tuple[float, str]:
+        """Seconds without progress that count as a hang here, and why."""
+        if self.progress.step is None:
+            return self.first_step_limit(), "before the first step (model load, compile, communicator init)"
+        base, why = self.expect.hang_timeout_s, "monitor.hang_timeout_s"
+        if len(self.intervals) >= 3:
+            ordered = sorted(self.intervals)
+            p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+            if 5 * p95 > base:
+                base, why = 5 * p95, f"5x the 95th-percentile step interval ({p95:.1f} s)"
+        if self.checkpoint_started is not None:
+            # the first checkpoint gets the start-up allowance; later ones 3x the slowest seen
+            allowance = 3 * max(self.checkpoint_durations) if self.checkpoint_durations else self.first_step_limit()
+            if allowance > base:
+                base, why = allowance, "a checkpoint is being written"
+        return base, why
+
+    def tick(self, now: float, ranks: list[RankSample], gpus: list[Any] | None = None) -> list[Event]:
+        """Called about once a second; returns a hang event when progress has stopped for too long."""
+        self.last_ranks = ranks
+        if self.progress.finished or self.hang_reported:
+            return []
+        since = self.progress.last_progress_t or self.progress.started_t
+        stale = now - since
+        limit, why = self.threshold(now)
+        if self.slow_extension_until is not None:
+            if now < self.slow_extension_until:
+                return []
+        if stale < limit:
+            return []
+        verdict = classify_ranks(ranks, gpus)
+        if verdict["busy"] and self.slow_extension_until is None:
+            self.slow_extension_until = now + limit
+            return [self._event(Event(
+                "slow_progress", "warning", f"no progress for {stale:.0f} s, but every rank is busy",
+                f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very slow step, not a hang. Waiting another {limit:.0f} s.",
+                "If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.", data=verdict))]
+        self.hang_reported = True
+        return [self._event(self.hang_event(stale, limit, why, verdict))]
+
+    def hang_event(self, stale: float, limit: float, why: str, verdict: dict[str, Any]) -> Event:
+        differing = verdict.get("differing_rank")
+        detail = f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: {self.progress.step if self.progress.step is not None else 'none yet'}. " + verdict["summary"]
+        return Event("hang_suspected", "error", f"hang suspected: no progress for {stale:.0f} s", detail,
+                     self.suggestion(differing, verdict), rank=differing, data={"stale_s": stale, "limit_s": limit, **verdict})
+
+    def suggestion(self, differing: int | None, verdict: dict[str, Any]) -> str:
+        e, steps = self.expect, []
+        if differing is not None:
+            steps.append(f"rank {differing} behaves unlike the others: look at code that runs on some ranks only (rank-0 saves or eval, uneven data shards)")
+        if self.progress.step is None and e.world_size > 1:
+            steps.append("it never reached the first step: rerun with NCCL_DEBUG=INFO; on a PCIe machine retry with NCCL_P2P_DISABLE=1")
+        elif verdict.get("spinning"):
+            steps.append("GPUs spin at full utilization on low power (NCCL waiting): retry with NCCL_P2P_DISABLE=1 to rule out broken peer-to-peer")
+        if e.multi_node:
+            steps.append("across nodes set NCCL_SOCKET_IFNAME to the right interface, and NCCL_IB_DISABLE=1 where there is no InfiniBand")
+        if not e.baseline_green:
+            steps.append("this preset never finished green on one GPU: run the single-GPU baseline first (--gpus 1)")
+        steps.append("reproduce fast with a smoke run (50 steps, batch 2), and take a stack dump of every rank")
+        return "; ".join(steps) + "."
+
+    def _event(self, event: Event) -> Event:
+        self.events.append(event)
+        return event
+
+
+def classify_ranks(ranks: list[RankSample], gpus: list[Any] | None) -> dict[str, Any]:
+    """Read the per-rank evidence: all busy (slow), all idle (host-side stall), or one rank unlike the rest."""
+    live = [r for r in ranks if r.cpu_percent is not None]
+    cpu = {r.rank: r.cpu_percent for r in live}
+    dead = [r.rank for r in ranks if not r.alive]
+    busy_cpu = bool(live) and all((r.cpu_percent or 0) >= BUSY_CPU_PERCENT for r in live)
+    spinning = False
+    busy_gpu = True
+    if gpus:
+        powered = [g for g in gpus if g.power_w is not None and g.power_limit_w]
+        busy_gpu = bool(powered) and all(g.power_w / g.power_limit_w > 0.4 for g in powered)
+        spinning = bool(powered) and all((g.utilization or 0) >= 95 and g.power_w / g.power_limit_w < 0.4 for g in powered)
+    differing = None
+    if dead:
+        differing = dead[0]
+    elif len(live) >= 2:
+        values = sorted(cpu.values())
+        median = values[len(values) // 2]
+        outliers = [r for r, v in cpu.items() if abs(v - median) >= max(20.0, 0.5 * median)]
+        if len(outliers) == 1:
+            differing = outliers[0]
+    parts = [f"CPU per rank: {', '.join(f'rank {r} {v:.0f}%' for r, v in sorted(cpu.items()))}." if cpu else "No per-rank CPU data."]
+    if dead:
+        parts.append(f"Rank(s) {', '.join(map(str, dead))} exited.")
+    if spinning:
+        parts.append("GPUs at ~100% utilization on low power: NCCL kernels spin-waiting.")
+    return {"busy": busy_cpu and busy_gpu and not spinning and not dead, "spinning": spinning, "cpu": cpu,
+            "differing_rank": differing, "summary": " ".join(parts)}

@@ -1,0 +1,185 @@
+"""The detached process that owns one job: `python -m gpuwizard.runner.supervisor RUN_DIR`.
+
+It starts the job in its own session, tails the log into the monitor, samples ranks and GPUs,
+records events, dumps stacks on a suspected hang, and stops the whole process tree on request
+(SIGTERM) or, when asked to, on a hang. It outlives the wizard and a dropped SSH connection.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpuwizard.runner.monitor import Event, Expectations, JobMonitor
+from gpuwizard.runner.procs import JobProcesses
+from gpuwizard.runner.rundir import RunDir
+from gpuwizard.runner.stacks import dump_stacks
+from gpuwizard.runner.tail import LogTail
+from gpuwizard.trainers import get_trainer
+
+POLL_S = 0.1
+TICK_S = 1.0
+PROGRESS_EVERY_S = 0.5
+EXIT_HANG = 3
+EXIT_STOPPED = 4
+
+
+class Supervisor:
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.job_cfg: dict[str, Any] = run.read_json("job.json")
+        self.stop_reason: str | None = None
+        self.dump_requested = False
+        self.job: subprocess.Popen[bytes] | None = None
+        self.gpu_source: Any = None
+
+    def request_stop(self, signum: int, frame: Any) -> None:
+        self.stop_reason = self.stop_reason or "user"
+
+    def request_dump(self, signum: int, frame: Any) -> None:
+        self.dump_requested = True
+
+    def start_job(self) -> bool:
+        cfg = self.job_cfg
+        env = dict(os.environ)
+        for name in cfg["unset"]:
+            env.pop(name, None)
+        env.update(cfg["env"])
+        log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.job = subprocess.Popen(cfg["argv"], cwd=cfg["workdir"], env=env, stdin=subprocess.DEVNULL, stdout=log_fd,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            os.write(log_fd, f"gpuwizard: could not start {cfg['argv'][0]}: {exc}\n".encode())
+            self.run.update_status(state="failed", exit_code=127, ended=time.time(), error=str(exc))
+            return False
+        finally:
+            os.close(log_fd)
+        self.run.update_status(state="running", job_pid=self.job.pid, started=time.time())
+        return True
+
+    def record(self, events: list[Event]) -> None:
+        for event in events:
+            self.run.append_jsonl(self.run.events_file, event.to_json())
+
+    def sample_gpus(self, pids: set[int]) -> list[Any]:
+        if self.gpu_source is None:
+            return []
+        try:
+            samples = self.gpu_source.sample(pids)
+        except Exception:  # noqa: BLE001 - telemetry must never stop the job
+            return []
+        now = time.time()
+        for s in samples:
+            self.run.append_jsonl(self.run.gpu_file, s.to_json())
+            if s.lost:
+                self.record([Event("gpu_lost", "error", f"GPU {s.index} fell off the bus", "NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
+                                   "Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.", t=now)])
+        return samples
+
+    def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
+        report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
+        event.data["stacks"] = report.to_json()
+        if report.ok and len(report.outside_collective) == 1:
+            event.rank = report.outside_collective[0]
+            event.suggestion = monitor.suggestion(event.rank, event.data)
+        event.detail += f" Stacks: {report.note}."
+        self.record([event])
+        if self.job_cfg.get("on_hang") == "stop":
+            self.stop_reason = "hang"
+
+    def run_forever(self) -> int:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, self.request_dump)
+        self.run.update_status(supervisor_pid=os.getpid(), state="starting")
+        if not self.start_job():
+            return 127
+        assert self.job is not None
+        expect = Expectations(**self.job_cfg["expect"])
+        monitor = JobMonitor(expect, get_trainer(self.job_cfg["trainer"]).parse_line)
+        procs = JobProcesses(self.job.pid)
+        if self.job_cfg.get("device") == "cuda":
+            from gpuwizard.gpus.sampler import open_sample_source
+
+            self.gpu_source = open_sample_source()
+        tail = LogTail(self.run.log)
+        last_tick = last_progress = 0.0
+        rc: int | None = None
+        while True:
+            for segment in tail.read():
+                self.record(monitor.feed(segment.text))
+            now = time.time()
+            if now - last_tick >= TICK_S:
+                last_tick = now
+                procs.refresh()
+                ranks = procs.sample_ranks()
+                if ranks:
+                    self.run.append_jsonl(self.run.ranks_file, {"t": now, "ranks": [r.to_json() for r in ranks]})
+                gpus = self.sample_gpus(procs.pids())
+                for event in monitor.tick(now, ranks, gpus):
+                    if event.kind == "hang_suspected":
+                        self.handle_hang(monitor, event)
+                    else:
+                        self.record([event])
+            if self.dump_requested:
+                self.dump_requested = False
+                procs.refresh()
+                report = dump_stacks(procs.sample_ranks(), self.run.stacks_dir)
+                self.record([Event("stack_dump", "info", "stack dump of every rank", report.note, data=report.to_json())])
+            if now - last_progress >= PROGRESS_EVERY_S:
+                last_progress = now
+                self.run.write_json("progress.json", monitor.progress.to_json())
+            if self.stop_reason:
+                self.run.update_status(state="stopping", stop_reason=self.stop_reason)
+                survivors = procs.stop(grace_s=float(self.job_cfg.get("stop_grace_s", 10)))
+                rc = self.job.wait()
+                break
+            rc = self.job.poll()
+            if rc is not None:
+                time.sleep(POLL_S)
+                for segment in tail.read():
+                    self.record(monitor.feed(segment.text))
+                survivors = procs.stop(grace_s=2) if procs.alive() else []
+                break
+            time.sleep(POLL_S)
+        self.run.write_json("progress.json", monitor.progress.to_json())
+        if self.gpu_source is not None:
+            self.gpu_source.close()
+        return self.finish(rc, survivors)
+
+    def finish(self, rc: int, survivors: list[int]) -> int:
+        job_exit = rc if rc >= 0 else 128 - rc
+        if self.stop_reason == "hang":
+            state, code = "hung", EXIT_HANG
+        elif self.stop_reason == "user":
+            state, code = "stopped", EXIT_STOPPED
+        elif rc == 0:
+            state, code = "finished", 0
+        else:
+            state, code = "failed", job_exit
+        self.run.update_status(state=state, exit_code=code, job_exit_code=job_exit, ended=time.time(), survivors=survivors)
+        return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    run = RunDir(Path(args[0]))
+    try:
+        return Supervisor(run).run_forever()
+    except Exception as exc:  # noqa: BLE001 - record why the supervisor died, for attach and runs
+        import traceback
+
+        run.update_status(state="failed", exit_code=1, supervisor_error=f"{type(exc).__name__}: {exc}", ended=time.time())
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
