@@ -203,11 +203,14 @@ def batch_table(trainer: Trainer, preset: Preset) -> list[dict[str, Any]]:
     return rows
 
 
-def dataset_findings(preset: Preset, effective: int | None) -> tuple[dict[str, Any] | None, list[Problem]]:
+def dataset_findings(preset: Preset, trainer: Trainer, effective: int | None) -> tuple[dict[str, Any] | None, list[Problem]]:
     if not preset.dataset.root:
         return None, []
+    root = Path(os.path.expanduser(preset.dataset.root))
+    if trainer.writes_dataset and not root.exists():
+        return None, [note(f"the {trainer.name} trainer writes its synthetic dataset to {root} on the first run")]
     try:
-        meta = datasets.read_metadata(Path(os.path.expanduser(preset.dataset.root)))
+        meta = datasets.read_metadata(root)
     except datasets.DatasetError as exc:
         return None, [problem("dataset.root", str(exc), "point dataset.root at a LeRobot dataset folder (the one containing meta/info.json)", value=preset.dataset.root)]
     found = []
@@ -271,7 +274,7 @@ def make_plan(preset: Preset, gpus: int | None = None, hardware: Hardware | None
     fit = estimate_fit(policy, preset, layout.per_device, world, hw)
     strategy, strategy_findings = choose_strategy(preset, trainer, policy, world, fit)
     found += strategy_findings
-    dataset_meta, dataset_problems = dataset_findings(preset, layout.effective)
+    dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective)
     found += dataset_problems
     found.append(note("the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so compare against the single-GPU baseline"))
 

@@ -191,7 +191,7 @@ class Preset(Strict):
         except ValidationError as exc:
             err = exc.errors()[0]
             sub = ".".join(str(p) for p in err["loc"])
-            raise TrainerOptionError(sub, err["msg"], err.get("input")) from None
+            raise TrainerOptionError(sub, err["msg"], err.get("input"), err["type"]) from None
         return parsed.model_dump(exclude_defaults=True)
 
     @property
@@ -213,8 +213,8 @@ class Preset(Strict):
 class TrainerOptionError(ValueError):
     """A trainer_options field failed its trainer's typed model."""
 
-    def __init__(self, sub: str, msg: str, value: Any):
-        self.sub, self.msg, self.value = sub, msg, value
+    def __init__(self, sub: str, msg: str, value: Any, kind: str):
+        self.sub, self.msg, self.value, self.kind = sub, msg, value, kind
         super().__init__(f"{sub}: {msg}")
 
 
@@ -242,17 +242,15 @@ def problems_from_validation(exc: ValidationError) -> list[Problem]:
     found = []
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
-        value = err.get("input")
-        message = err["msg"]
+        value, message, kind = err.get("input"), err["msg"], err["type"]
         ctx_err = (err.get("ctx") or {}).get("error")
         if isinstance(ctx_err, TrainerOptionError):
             loc.append(ctx_err.sub)
-            message, value = ctx_err.msg, ctx_err.value
+            message, value, kind = ctx_err.msg, ctx_err.value, ctx_err.kind
         elif message.startswith("Value error, "):
             message = message[len("Value error, "):]
         elif message.startswith("Assertion failed, "):
             message = message[len("Assertion failed, "):]
-        kind = err["type"]
         if kind == "extra_forbidden":
             message = "unknown key"
         fix = _FIXES.get(kind)

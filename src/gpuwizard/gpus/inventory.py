@@ -28,6 +28,13 @@ class NvmlUnavailable(Exception):
     """NVML cannot be used here; the message is what the user sees."""
 
 
+class DeviceLost(Exception):
+    """The GPU fell off the bus (NVML_ERROR_GPU_IS_LOST)."""
+
+
+GPU_IS_LOST = 15
+
+
 def import_pynvml() -> Any:
     """The nvidia-ml-py module, imported quietly (the deprecated `pynvml` shim warns on import)."""
     with warnings.catch_warnings():
@@ -190,12 +197,16 @@ class NvmlReader:
             info.name = _text(nv.nvmlDeviceGetName(h))
             info.uuid = _text(nv.nvmlDeviceGetUUID(h))
         except nv.NVMLError as exc:
-            info.error = "GPU is lost (fell off the bus)" if getattr(exc, "value", None) == 15 else f"unreadable: {exc}"
+            info.error = "GPU is lost (fell off the bus)" if getattr(exc, "value", None) == GPU_IS_LOST else f"unreadable: {exc}"
             return info
         pci = self.query(nv.nvmlDeviceGetPciInfo, h)
         info.bus_id = _text(pci.busId) if pci is not None else None
         info.cuda_index = cuda_order.get(info.uuid or "", cuda_order.get(str(index)))
-        self.fill_sample(info, h)
+        try:
+            self.fill_sample(info, h)
+        except DeviceLost:
+            info.error = "GPU is lost (fell off the bus)"
+            return info
         cc = self.query(nv.nvmlDeviceGetCudaComputeCapability, h)
         info.compute_capability = f"{cc[0]}.{cc[1]}" if cc else None
         info.pcie_gen = self.query(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)
@@ -211,9 +222,14 @@ class NvmlReader:
         return info
 
     def fill_sample(self, info: GpuInfo, h: Any) -> None:
-        """The fields that change over time."""
+        """The fields that change over time; raises DeviceLost when the GPU is gone."""
         nv = self.nv
-        memory = self.query(nv.nvmlDeviceGetMemoryInfo, h)
+        try:
+            memory = nv.nvmlDeviceGetMemoryInfo(h)
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) == GPU_IS_LOST:
+                raise DeviceLost from None
+            memory = None
         if memory is not None:
             info.memory_total_mb = memory.total / 2**20
             info.memory_used_mb = memory.used / 2**20
@@ -242,9 +258,11 @@ class NvmlReader:
         return result
 
     def links(self, gpus: list[GpuInfo]) -> list[Link]:
+        """Pairwise topology: direct NVLinks by remote bus id, NVSwitch links, else the PCIe level."""
         nv = self.nv
         by_bus = {g.bus_id.lower(): g.index for g in gpus if g.bus_id}
-        nvlink_counts: dict[tuple[int, int], int] = {}
+        direct: dict[tuple[int, int], int] = {}
+        to_switch: dict[int, int] = {}
         for g in gpus:
             if g.error:
                 continue
@@ -254,9 +272,11 @@ class NvmlReader:
                     continue
                 remote = self.query(nv.nvmlDeviceGetNvLinkRemotePciInfo_v2, h, link)
                 other = by_bus.get(_text(remote.busId).lower()) if remote is not None else None
-                if other is not None and other != g.index:
+                if other is None:
+                    to_switch[g.index] = to_switch.get(g.index, 0) + 1
+                elif other != g.index:
                     key = (min(g.index, other), max(g.index, other))
-                    nvlink_counts[key] = nvlink_counts.get(key, 0) + 1
+                    direct[key] = direct.get(key, 0) + 1
         result = []
         for i, a in enumerate(gpus):
             for b in gpus[i + 1 :]:
@@ -265,8 +285,11 @@ class NvmlReader:
                 ha, hb = self.handles[a.index], self.handles[b.index]
                 level = self.query(nv.nvmlDeviceGetTopologyCommonAncestor, ha, hb)
                 p2p = self.query(nv.nvmlDeviceGetP2PStatus, ha, hb, P2P_CAPS_INDEX_READ)
-                count = (nvlink_counts.get((a.index, b.index), 0) + 1) // 2  # each link is reported from both ends
-                result.append(Link(a.index, b.index, TOPOLOGY_NAMES.get(level, str(level)) if level is not None else None, count, P2P_STATUS.get(p2p) if p2p is not None else None))
+                count = (direct.get((a.index, b.index), 0) + 1) // 2  # each link is reported from both ends
+                if not count and a.index in to_switch and b.index in to_switch:
+                    count = min(to_switch[a.index], to_switch[b.index])
+                topology = TOPOLOGY_NAMES.get(level, str(level)) if level is not None else None
+                result.append(Link(a.index, b.index, topology, count, P2P_STATUS.get(p2p) if p2p is not None else None))
         return result
 
     def inventory(self) -> Inventory:

@@ -25,7 +25,7 @@ class ReplayNvml:
         self.rec = recording
         self.devices = recording.get("devices", [])
         self.sample_calls = [0] * len(self.devices)
-        self.tick = 0
+        self.lost = [False] * len(self.devices)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReplayNvml:
@@ -38,12 +38,12 @@ class ReplayNvml:
 
     def _field(self, handle: int, key: str) -> Any:
         device = self.devices[handle]
-        lost_after = device.get("lost_after_samples")
-        if lost_after is not None and self.sample_calls[handle] > lost_after:
+        if self.lost[handle]:
             raise self.NVMLError(self.pynvml.NVML_ERROR_GPU_IS_LOST)
         timeline = device.get("timeline") or []
-        if timeline and key in timeline[min(self.sample_calls[handle], len(timeline) - 1)]:
-            return self._value(timeline[min(self.sample_calls[handle], len(timeline) - 1)][key])
+        tick = min(max(self.sample_calls[handle] - 1, 0), len(timeline) - 1)
+        if timeline and key in timeline[tick]:
+            return self._value(timeline[tick][key])
         if key not in device:
             raise self.NVMLError(self.pynvml.NVML_ERROR_NOT_SUPPORTED)
         return self._value(device[key])
@@ -109,10 +109,13 @@ class ReplayNvml:
     def nvmlDeviceGetTotalEccErrors(self, h: int, error_type: int, counter_type: int) -> int:
         return self._field(h, "ecc_uncorrected")
 
-    # samples: each memory read advances the device's timeline by one tick
+    # samples: each memory read starts the device's next sample (and the next timeline tick)
     def nvmlDeviceGetMemoryInfo(self, h: int, version: Any = None) -> Any:
-        total, free, used = self._field(h, "memory")
+        lost_after = self.devices[h].get("lost_after_samples")
+        if lost_after is not None and self.sample_calls[h] >= lost_after:
+            self.lost[h] = True
         self.sample_calls[h] += 1
+        total, free, used = self._field(h, "memory")
         mem = self.pynvml.c_nvmlMemory_t()
         mem.total, mem.free, mem.used = total, free, used
         return mem

@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from gpuwizard.gpus.inventory import GpuInfo, NvmlReader, NvmlUnavailable, open_nvml, replay_module_from_env
+from gpuwizard.gpus.inventory import DeviceLost, GpuInfo, NvmlReader, NvmlUnavailable, open_nvml, replay_module_from_env
 
 
 @dataclass
@@ -40,14 +40,12 @@ class NvmlSampleSource:
         now = time.time()
         samples = []
         for index, h in enumerate(self.reader.handles):
-            try:
-                self.nv.nvmlDeviceGetMemoryInfo(h)
-            except self.nv.NVMLError as exc:
-                if getattr(exc, "value", None) == 15:
-                    samples.append(GpuSample(now, index, lost=True))
-                    continue
             info = GpuInfo(index=index)
-            self.reader.fill_sample(info, h)
+            try:
+                self.reader.fill_sample(info, h)
+            except DeviceLost:
+                samples.append(GpuSample(now, index, lost=True))
+                continue
             sample = GpuSample(now, index, info.utilization_gpu, info.memory_used_mb, info.memory_total_mb, info.temperature_c, info.power_w, info.power_limit_w)
             if run_pids:
                 procs = self.reader.processes(h)

@@ -171,11 +171,11 @@ class JobMonitor:
             self.exact_steps_seen = True
         usable = info.step is not None and (info.step_is_exact or not self.exact_steps_seen)
         if usable and (p.step is None or info.step > p.step):
-            if p.last_progress_t is not None:
-                self.intervals.append(now - p.last_progress_t)
             if self.checkpoint_started is not None:
                 self.checkpoint_durations.append(now - self.checkpoint_started)
                 self.checkpoint_started = None
+            elif p.last_progress_t is not None:
+                self.intervals.append(now - p.last_progress_t)
             p.step, p.last_progress_t = info.step, now
             self.hang_reported = False
             self.slow_extension_until = None
@@ -277,9 +277,9 @@ class JobMonitor:
         base, why = self.expect.hang_timeout_s, "monitor.hang_timeout_s"
         if len(self.intervals) >= 3:
             ordered = sorted(self.intervals)
-            p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
-            if 5 * p95 > base:
-                base, why = 5 * p95, f"5x the 95th-percentile step interval ({p95:.1f} s)"
+            p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
+            if 5 * p90 > base:
+                base, why = 5 * p90, f"5x the 90th-percentile step interval ({p90:.1f} s)"
         if self.checkpoint_started is not None:
             # the first checkpoint gets the start-up allowance; later ones 3x the slowest seen
             allowance = 3 * max(self.checkpoint_durations) if self.checkpoint_durations else self.first_step_limit()

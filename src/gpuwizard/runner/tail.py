@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -12,6 +13,17 @@ from typing import IO
 class Segment:
     text: str
     transient: bool = False
+
+
+TQDM_THEN_TEXT = re.compile(r"^(?P<bar>.*?\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\])(?P<rest>\S.*)$")
+
+
+def split_bar(line: str) -> list[Segment]:
+    """A log message written right after a tqdm bar (no newline between them) becomes its own line."""
+    match = TQDM_THEN_TEXT.match(line) if "|" in line else None
+    if match:
+        return [Segment(match["bar"], transient=True), Segment(match["rest"])]
+    return [Segment(line)]
 
 
 def collapse(line: str) -> str:
@@ -53,7 +65,7 @@ class LogTail:
         out: list[Segment] = []
         cut = text.rfind("\n")
         if cut >= 0:
-            out = [Segment(collapse(line)) for line in text[:cut].split("\n")]
+            out = [seg for line in text[:cut].split("\n") for seg in split_bar(collapse(line))]
             text = text[cut + 1 :]
         bar = text.rfind("\r")
         if bar >= 0:

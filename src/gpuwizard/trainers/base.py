@@ -100,6 +100,7 @@ class Trainer:
     needs_cuda: ClassVar[bool] = False
     supports_fsdp: ClassVar[bool] = False
     batch_is_global: ClassVar[bool] = False
+    writes_dataset: ClassVar[bool] = False
 
     def world_size(self, preset: Preset) -> int:
         """Data-parallel devices the batch is spread over."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated
 
@@ -43,6 +44,7 @@ class DemoTrainer(Trainer):
     batch_flag = "--batch-size"
     batch_meaning = "--batch-size is per worker process: N workers train on N x batch x accumulation samples per update."
     Options = DemoOptions
+    writes_dataset = True
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return per_worker_layout(size, grad_accum, world)
@@ -68,7 +70,7 @@ class DemoTrainer(Trainer):
         args = ["-m", "gpuwizard.demo.train",
                 f"--steps={plan.steps}", f"--batch-size={plan.per_device_batch}", f"--grad-accum={preset.batch.grad_accum}",
                 f"--lr={plan.lr:g}", f"--warmup-steps={plan.warmup_steps or 0}",
-                f"--output-dir={ctx.output_dir}", f"--dataset-root={preset.dataset.root or demo_dataset_root(preset.dataset.repo_id)}",
+                f"--output-dir={ctx.output_dir}", f"--dataset-root={os.path.expanduser(preset.dataset.root) if preset.dataset.root else demo_dataset_root(preset.dataset.repo_id)}",
                 f"--episodes={opts.episodes}", f"--device={plan.device}", f"--log-every={opts.log_every}"]
         if opts.save_every:
             args.append(f"--save-every={opts.save_every}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -48,7 +49,8 @@ class GrootTrainer(Trainer):
                 "--embodiment-tag", "--nproc-per-node", "--nproc_per_node")
 
     def dataset_path(self, ctx: BuildContext) -> str | None:
-        return ctx.preset.options.dataset_path or ctx.preset.dataset.root
+        path = ctx.preset.options.dataset_path or ctx.preset.dataset.root
+        return os.path.expanduser(path) if path else None
 
     def check(self, ctx: BuildContext) -> list[Problem]:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options

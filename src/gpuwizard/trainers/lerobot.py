@@ -171,7 +171,7 @@ class LeRobotTrainer(Trainer):
         install = self.install(ctx)
         args = [install.train_path or "lerobot-train", f"--dataset.repo_id={preset.dataset.repo_id}"]
         if preset.dataset.root:
-            args.append(f"--dataset.root={preset.dataset.root}")
+            args.append(f"--dataset.root={os.path.expanduser(preset.dataset.root)}")
         if opts.policy_path:
             args.append(f"--policy.path={opts.policy_path}")
         else:
@@ -193,7 +193,7 @@ class LeRobotTrainer(Trainer):
             elif wrap and wrap != policy.fsdp_wrap_units:
                 args.append(f"--accelerator.fsdp.wrap_modules={json.dumps(wrap)}")
             args.append("--env_eval_freq=0")
-        args += [f"--output_dir={ctx.output_dir}", f"--job_name={preset.name}"]
+        args += [f"--output_dir={os.path.expanduser(ctx.output_dir)}", f"--job_name={preset.name}"]
         if opts.resume:
             args.append("--resume=true")
         for flag, value in (("num_workers", opts.num_workers), ("log_freq", opts.log_freq), ("save_freq", opts.save_freq), ("seed", opts.seed)):

@@ -1,0 +1,75 @@
+"""Shared fixtures: every test gets its own config and data folders, and real NVML unless it asks for a replay."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwizard import cli
+from gpuwizard.catalog import load_catalog
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUWIZARD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("GPUWIZARD_NVML_REPLAY", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    load_catalog.cache_clear()
+    yield tmp_path
+    load_catalog.cache_clear()
+
+
+@pytest.fixture
+def write_preset(tmp_path):
+    """Write a preset YAML by hand, as a user would, and return its path."""
+
+    def write(text: str, name: str = "preset.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+class CliResult:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def gw(capsys):
+    """Run the gpuwizard command line in-process and capture its exit code and output."""
+
+    def run(*args: str) -> CliResult:
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def gw_subprocess(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run the real console entry point in a child process."""
+    return subprocess.run([sys.executable, "-m", "gpuwizard", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def replay(monkeypatch, name: str) -> Path:
+    path = DATA / "nvml" / f"{name}.json"
+    monkeypatch.setenv("GPUWIZARD_NVML_REPLAY", str(path))
+    return path

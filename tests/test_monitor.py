@@ -1,0 +1,213 @@
+"""Log parsing and the job monitor, fed with real captured logs and an explicit clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+
+from gpuwizard.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
+from gpuwizard.runner.monitor import Expectations, JobMonitor, classify_ranks
+from gpuwizard.runner.procs import RankSample
+from gpuwizard.runner.tail import LogTail
+from gpuwizard.trainers import get_trainer
+
+LEROBOT_LOG = DATA / "logs" / "lerobot061_act_2proc_cpu.log"
+CRASH_LOG = DATA / "logs" / "demo_crash_rank1.log"
+
+
+def expect(**kw) -> Expectations:
+    base = dict(steps=100, lr=1e-4, warmup_steps=0, effective_batch=16, world_size=2, hang_timeout_s=30.0)
+    return Expectations(**(base | kw))
+
+
+def feed_file(monitor: JobMonitor, path: Path, t0: float = 1000.0, dt: float = 0.5):
+    events, t = [], t0
+    for seg in LogTail(path).read():
+        t += dt
+        events += monitor.feed(seg.text, now=t)
+    return events
+
+
+@pytest.mark.parametrize("text, value", [("999", (999, True)), ("12K", (12000, False)), ("2M", (2000000, False)), ("1000K", (1000000, False))])
+def test_big_number(text, value):
+    assert big_number(text) == value
+
+
+def test_real_lerobot_061_log_is_parsed_end_to_end():
+    monitor = JobMonitor(expect(steps=20, lr=2e-5, effective_batch=4, warmup_steps=1), get_trainer("lerobot").parse_line)
+    events = feed_file(monitor, LEROBOT_LOG)
+    p = monitor.progress
+    assert (p.step, p.total, p.loss, p.lr, p.samples_per_s, p.checkpoints, p.finished) == (20, 20, 8.322, 2e-5, 2.0, 1, True)
+    assert events == [], "planned lr 2e-5 and effective batch 4 match what LeRobot logged"
+
+
+def test_real_lerobot_log_catches_ignored_lr_and_wrong_batch():
+    monitor = JobMonitor(expect(steps=20, lr=2e-4, effective_batch=8), get_trainer("lerobot").parse_line)
+    kinds = {e.kind: e for e in feed_file(monitor, LEROBOT_LOG)}
+    assert kinds["lr_mismatch"].data["logged"] == pytest.approx(2e-5) and kinds["lr_mismatch"].data["expected"] == pytest.approx(2e-4)
+    assert "--optimizer.lr" in kinds["lr_mismatch"].suggestion
+    assert kinds["batch_mismatch"].data == {"logged": 4, "expected": 8}
+
+
+def test_lerobot_main_line_and_rounded_steps():
+    line = "INFO 2026-08-23 10:11:12 ot_train.py:769 step:12K smpl:384K ep:1K epch:19.20 loss:0.512 grdn:12.346 lr:1.0e-05 data_s:0.012 prep_s:0.003 updt_s:0.250 step_s:0.266 smp/s:120 mem_gb:7.12 l1_loss:0.410 kld_loss:10.200"
+    info = parse_lerobot(line)
+    assert (info.step, info.step_is_exact, info.loss, info.lr, info.samples_per_s) == (12000, False, 0.512, 1e-5, 120.0)
+    banner = parse_lerobot("INFO 2026-08-23 10:00:00 ot_train.py:614 Effective batch size: 8 x 4 dp workers x 2 grad accum = 64 (topology: dp_replicate=4, dp_shard=1)")
+    assert banner.effective_batch == 64
+    monitor = JobMonitor(expect(steps=20000), get_trainer("lerobot").parse_line)
+    monitor.feed("Training:  62%|######2   | 12400/20000 [10:00<06:00, 20.1step/s]", now=1)
+    monitor.feed(line, now=2)
+    assert monitor.progress.step == 12400, "a rounded step:12K never overrides the exact tqdm counter"
+
+
+def test_hf_groot_and_openpi_lines():
+    hf = parse_hf("{'loss': 0.0412, 'grad_norm': 0.87, 'learning_rate': 9.98e-05}")
+    assert (hf.loss, hf.lr) == (0.0412, 9.98e-05)
+    assert parse_hf("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05}").loss is None
+    assert parse_hf("{'train_runtime': 100.1, 'train_samples_per_second': 64.0, 'train_steps_per_second': 1.0, 'train_loss': 0.1}").finished
+    assert parse_hf("  5%|▌         | 500/10000 [05:00<1:35:00,  1.67it/s]").step == 500
+    jax = parse_openpi("Step 100: grad_norm=0.3368, loss=0.0830, param_norm=1803.7704")
+    assert (jax.step, jax.loss) == (100, 0.083)
+    torch_line = parse_openpi("step=200 loss=0.0412 lr=2.50e-05 grad_norm=0.87 time=0.5s")
+    assert (torch_line.step, torch_line.lr) == (200, 2.5e-5)
+    assert parse_openpi("Using batch size per GPU: 8 (total batch size across 4 GPUs: 32)").effective_batch == 32
+
+
+def test_torchrun_failure_table_names_the_rank_and_error():
+    monitor = JobMonitor(expect(), get_trainer("demo").parse_line)
+    events = [e for e in feed_file(monitor, CRASH_LOG) if e.kind == "rank_failed"]
+    assert len(events) == 1
+    assert events[0].rank == 1 and events[0].data["exitcode"] == 1
+    assert events[0].data["error"] == "RuntimeError: injected crash at step 30 on rank 1"
+
+
+@pytest.mark.parametrize("line, kind, rank", [
+    ("[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.", "collective_timeout", 1),
+    ("[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800391 milliseconds before timing out.", "collective_timeout", 0),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 1800000ms for recv operation to complete", "collective_timeout", None),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB", "out_of_memory", None),
+    ("host:1234:1300 [0] NCCL WARN NET/Socket : peer 10.0.0.2<34567> closed connection", "nccl_error", None),
+])
+def test_known_signatures_are_recognised_at_once(line, kind, rank):
+    monitor = JobMonitor(expect(), get_trainer("demo").parse_line)
+    events = monitor.feed(line, now=1)
+    assert [(e.kind, e.rank) for e in events] == [(kind, rank)]
+    assert events[0].suggestion
+    assert monitor.feed(line, now=2) == [], "the same signature is reported once"
+
+
+def steady_monitor(interval: float = 1.0, steps: int = 10, **kw) -> tuple[JobMonitor, float]:
+    monitor = JobMonitor(expect(steps=1000, **kw), get_trainer("demo").parse_line, now=0.0)
+    t = 5.0
+    for step in range(1, steps + 1):
+        monitor.feed(f"[demo] step {step}/1000 loss=0.5 lr=1.000e-04 samples/s=100.0", now=t)
+        t += interval
+    return monitor, t - interval
+
+
+IDLE = [RankSample(0, 0, 100, 1.0, "sleeping"), RankSample(1, 1, 101, 0.5, "sleeping")]
+BUSY = [RankSample(0, 0, 100, 99.0, "running"), RankSample(1, 1, 101, 98.0, "running")]
+
+
+def test_hang_is_raised_after_the_timeout_and_only_once():
+    monitor, last = steady_monitor()
+    assert monitor.tick(last + 29, IDLE) == []
+    events = monitor.tick(last + 31, IDLE)
+    assert [e.kind for e in events] == ["hang_suspected"]
+    assert "No new step for 31 s" in events[0].detail and "smoke run" in events[0].suggestion
+    assert monitor.tick(last + 40, IDLE) == []
+
+
+def test_threshold_adapts_to_slow_steps():
+    monitor, last = steady_monitor(interval=20.0)
+    limit, why = monitor.threshold(last)
+    assert limit == pytest.approx(100.0) and "90th-percentile" in why
+    assert monitor.tick(last + 60, IDLE) == []
+    assert [e.kind for e in monitor.tick(last + 101, IDLE)] == ["hang_suspected"]
+
+
+def test_longer_allowance_before_the_first_step():
+    monitor = JobMonitor(expect(hang_timeout_s=30), get_trainer("demo").parse_line, now=0.0)
+    assert monitor.threshold(0)[0] == 600.0
+    assert monitor.tick(300, IDLE) == []
+    assert [e.kind for e in monitor.tick(601, IDLE)] == ["hang_suspected"]
+    custom = JobMonitor(expect(hang_timeout_s=30, first_step_timeout_s=45), get_trainer("demo").parse_line, now=0.0)
+    assert custom.threshold(0)[0] == 45
+
+
+def test_slow_checkpoints_are_not_hangs():
+    monitor, t = steady_monitor()
+    monitor.feed("[demo] Saving checkpoint at step 10 -> out/checkpoints/000010", now=t + 0.1)
+    assert monitor.tick(t + 120, IDLE) == [], "the first checkpoint gets the start-up allowance"
+    monitor.feed("[demo] step 11/1000 loss=0.5 lr=1.000e-04 samples/s=100.0", now=t + 150)
+    assert monitor.checkpoint_durations == [pytest.approx(149.9)]
+    monitor.feed("[demo] Saving checkpoint at step 20 -> out/checkpoints/000020", now=t + 151)
+    assert monitor.threshold(t + 200) == (pytest.approx(3 * 149.9), "a checkpoint is being written")
+
+
+def test_busy_ranks_get_one_extension_then_a_hang():
+    monitor, last = steady_monitor()
+    events = monitor.tick(last + 31, BUSY)
+    assert [e.kind for e in events] == ["slow_progress"]
+    assert monitor.tick(last + 50, BUSY) == []
+    assert [e.kind for e in monitor.tick(last + 62, BUSY)] == ["hang_suspected"]
+
+
+def test_progress_clears_a_reported_hang():
+    monitor, last = steady_monitor()
+    assert monitor.tick(last + 31, IDLE)
+    monitor.feed("[demo] step 11/1000 loss=0.5 lr=1.000e-04 samples/s=100.0", now=last + 32)
+    assert monitor.tick(last + 40, IDLE) == []
+    assert [e.kind for e in monitor.tick(last + 63, IDLE)] == ["hang_suspected"]
+
+
+def test_differing_rank_from_cpu_and_exited_ranks():
+    one_spinning = [RankSample(0, 0, 1, 2.0, "sleeping"), RankSample(1, 1, 2, 100.0, "running"), RankSample(2, 2, 3, 1.0, "sleeping")]
+    assert classify_ranks(one_spinning, None)["differing_rank"] == 1
+    exited = [RankSample(0, 0, 1, 1.0, "sleeping"), RankSample(1, 1, 2, None, "exited", alive=False)]
+    verdict = classify_ranks(exited, None)
+    assert verdict["differing_rank"] == 1 and "exited" in verdict["summary"] and not verdict["busy"]
+
+
+def test_gpu_spin_wait_is_not_busy():
+    class Gpu:
+        def __init__(self, util, power):
+            self.utilization, self.power_w, self.power_limit_w = util, power, 700.0
+
+    verdict = classify_ranks(BUSY, [Gpu(100, 90), Gpu(100, 85)])
+    assert verdict["spinning"] and not verdict["busy"]
+    assert classify_ranks(BUSY, [Gpu(98, 600), Gpu(97, 620)])["busy"]
+
+
+def test_lr_is_compared_after_warmup():
+    monitor = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo").parse_line)
+    assert monitor.feed("[demo] step 10/100 loss=0.5 lr=5.000e-04 samples/s=10", now=1) == []
+    assert monitor.feed("[demo] step 30/100 loss=0.5 lr=1.000e-03 samples/s=10", now=2) == []
+    wrong = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo").parse_line)
+    assert [e.kind for e in wrong.feed("[demo] step 10/100 loss=0.5 lr=4.000e-03 samples/s=10", now=1)] == ["lr_mismatch"]
+
+
+def test_eta_from_recent_rate():
+    monitor, _ = steady_monitor(interval=2.0)
+    assert monitor.progress.steps_per_s == pytest.approx(0.5)
+    assert monitor.progress.eta_s == pytest.approx((1000 - 10) / 0.5)
+
+
+def test_tail_collapses_carriage_returns_and_keeps_partial_lines(tmp_path):
+    log = tmp_path / "log.txt"
+    tail = LogTail(log)
+    assert tail.read() == []
+    with open(log, "w") as fh:
+        fh.write("first line\nTraining:  10%|#  | 1/10 [00:01<00:09, 1.0it/s]\rTraining:  20%|## | 2/10 [00:02<00:08, 1.0it/s]")
+    segments = tail.read()
+    assert [(s.text, s.transient) for s in segments] == [("first line", False), ("Training:  20%|## | 2/10 [00:02<00:08, 1.0it/s]", True)]
+    with open(log, "a") as fh:
+        fh.write("\rTraining: 100%|###| 10/10 [00:10<00:00, 1.0it/s]\nhalf a li")
+    segments = tail.read()
+    assert [(s.text, s.transient) for s in segments] == [("Training: 100%|###| 10/10 [00:10<00:00, 1.0it/s]", False)]
+    with open(log, "a") as fh:
+        fh.write("ne\n\u00e9t\u00e9 ok\n")
+    assert [s.text for s in tail.read()] == ["half a line", "\u00e9t\u00e9 ok"]

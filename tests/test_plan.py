@@ -1,0 +1,344 @@
+"""The worked examples and hand-written presets, checked through `plan --json` and `preview --format json`."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+LEROBOT_MAIN_ACCUM = """\
+version: 1
+name: act-4x-accum
+trainer: lerobot
+policy: act
+dataset: {repo_id: me/pick}
+hardware: {gpus: 4}
+batch: {size: 8, grad_accum: 2}
+optim: {lr: 1.0e-5, steps: 20000}
+scaling: {rule: none, reference_gpus: 4}
+trainer_options: {api: main}
+"""
+
+GROOT_8 = """\
+version: 1
+name: groot-8
+trainer: groot
+policy: groot
+dataset: {repo_id: so100}
+hardware: {gpus: 8}
+batch: {size: 64}
+optim: {lr: 1.0e-4, steps: 10000}
+trainer_options:
+  base_model_path: nvidia/GR00T-N1.7-3B
+  dataset_path: /data/so100
+  embodiment_tag: new_embodiment
+  modality_config_path: examples/SO100/so100_config.py
+"""
+
+
+def plan_json(gw, path, *extra):
+    result = gw("plan", path, "--json", *extra)
+    return result, result.json()
+
+
+def preview_json(gw, path, *extra):
+    result = gw("preview", path, "--format", "json", *extra)
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def flag(argv, name):
+    """Value of --name=value or --name value in an argv list."""
+    for i, arg in enumerate(argv):
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+        if arg == name:
+            return argv[i + 1]
+    return None
+
+
+def test_lerobot_batch_is_per_worker_8_x_4_x_accum_2_is_64(gw, write_preset):
+    result, plan = plan_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
+    assert result.code == 0, result.err
+    assert (plan["world_size"], plan["per_device_batch"], plan["effective_batch"]) == (4, 8, 64)
+    table = {row["gpus"]: row["effective"] for row in plan["batch_table"]}
+    assert table == {1: 16, 2: 32, 4: 64, 8: 128}
+    argv = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))["argv"]
+    assert flag(argv, "--batch_size") == "8"
+    assert flag(argv, "--accelerator.gradient_accumulation.steps") == "2"
+    assert flag(argv, "--nproc-per-node") == "4"
+
+
+def test_groot_global_64_on_8_gpus_is_8_per_card_and_64_per_update(gw, write_preset):
+    result, plan = plan_json(gw, write_preset(GROOT_8))
+    assert result.code == 0, result.err
+    assert (plan["per_device_batch"], plan["effective_batch"], plan["scale_factor"]) == (8, 64, 1.0)
+    argv = preview_json(gw, write_preset(GROOT_8))["argv"]
+    assert flag(argv, "--global-batch-size") == "64"
+    assert flag(argv, "--num-gpus") == flag(argv, "--nproc-per-node") == "8"
+
+
+def test_groot_global_32_accum_8_on_4_gpus_is_256_per_update_8_per_card(gw, write_preset):
+    text = GROOT_8.replace("gpus: 8", "gpus: 4").replace("batch: {size: 64}", "batch: {size: 32, grad_accum: 8}")
+    result, plan = plan_json(gw, write_preset(text))
+    assert result.code == 0, result.err
+    assert (plan["per_device_batch"], plan["effective_batch"]) == (8, 256)
+    argv = preview_json(gw, write_preset(text))["argv"]
+    assert flag(argv, "--gradient-accumulation-steps") == "8"
+    assert flag(argv, "--num-gpus") == "4"
+
+
+def test_linear_rule_on_two_gpus_doubles_lr_and_reaches_the_trainer(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla").replace("hardware: {gpus: 4}", "hardware: {gpus: 2}").replace("grad_accum: 2", "grad_accum: 1") \
+        .replace("rule: none, reference_gpus: 4", "rule: linear_lr, reference_gpus: 1").replace("lr: 1.0e-5", "lr: 1.0e-4")
+    result, plan = plan_json(gw, write_preset(text))
+    assert result.code == 0, result.err
+    assert plan["scale_factor"] == 2 and plan["lr"] == pytest.approx(2e-4) and plan["steps"] == 20000
+    argv = preview_json(gw, write_preset(text))["argv"]
+    assert flag(argv, "--policy.optimizer_lr") == "0.0002"
+    assert flag(argv, "--optimizer.lr") is None, "--optimizer.lr is silently overwritten by LeRobot's policy preset"
+    assert flag(argv, "--policy.scheduler_warmup_steps") == "1000"
+
+
+def test_divide_steps_halves_steps_on_two_gpus(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 2}").replace("grad_accum: 2", "grad_accum: 1").replace("rule: none, reference_gpus: 4", "rule: divide_steps, reference_gpus: 1")
+    result, plan = plan_json(gw, write_preset(text))
+    assert result.code == 0
+    assert (plan["steps"], plan["lr"]) == (10000, pytest.approx(1e-5))
+    assert flag(preview_json(gw, write_preset(text))["argv"], "--steps") == "10000"
+
+
+def test_sqrt_rule_and_none_rule_warning(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace("reference_gpus: 4", "reference_gpus: 1")
+    _, plan = plan_json(gw, write_preset(text))
+    assert plan["scale_factor"] == 4 and plan["lr"] == pytest.approx(1e-5)
+    assert any("scaling.rule" in w and "4x" in w for w in plan["warnings"])
+    _, plan = plan_json(gw, write_preset(text.replace("rule: none", "rule: sqrt_lr")))
+    assert plan["lr"] == pytest.approx(2e-5)
+
+
+def test_linear_rule_adds_a_warmup_where_the_policy_has_none(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace("rule: none, reference_gpus: 4", "rule: linear_lr, reference_gpus: 1")
+    _, plan = plan_json(gw, write_preset(text))
+    assert plan["lr"] == pytest.approx(4e-5) and plan["warmup_steps"] == 1000 and plan["warmup_source"] == "added for linear_lr"
+    argv = preview_json(gw, write_preset(text))["argv"]
+    assert "--use_policy_training_preset=false" in argv
+    assert flag(argv, "--optimizer.lr") == "4e-05" and flag(argv, "--scheduler.num_warmup_steps") == "1000"
+
+
+def test_same_preset_on_another_gpu_count(gw, write_preset):
+    path = write_preset(GROOT_8)
+    _, plan = plan_json(gw, path, "--gpus", "4")
+    assert (plan["world_size"], plan["per_device_batch"], plan["effective_batch"]) == (4, 16, 64)
+    result, plan = plan_json(gw, path, "--gpus", "3")
+    assert result.code == 2 and plan["effective_batch"] is None
+    assert "batch.size = 64" in result.err and "divide evenly over 3" in result.err and "Fix:" in result.err
+
+
+def test_groot_one_gpu_runs_plain_python_with_one_visible_device(gw, write_preset):
+    spec = preview_json(gw, write_preset(GROOT_8), "--gpus", "1")
+    assert "torchrun" not in " ".join(spec["argv"]) and "torch.distributed.run" not in spec["argv"]
+    assert spec["argv"][1].endswith("launch_finetune.py")
+    assert spec["env"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert flag(spec["argv"], "--num-gpus") == "1"
+
+
+def test_openpi_jax_is_one_process_with_fsdp_devices_and_mem_fraction(gw):
+    spec = preview_json(gw, "pi05-openpi-fsdp")
+    assert spec["argv"][:4] == ["uv", "run", "python", "scripts/train.py"] and spec["argv"][4] == "pi05_libero"
+    assert flag(spec["argv"], "--fsdp-devices") == "4" and flag(spec["argv"], "--batch-size") == "32"
+    assert spec["env"]["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.9"
+    assert spec["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+
+
+def test_openpi_pytorch_runs_under_torchrun(gw, write_preset):
+    text = """\
+version: 1
+name: pi0-torch
+trainer: openpi
+policy: pi0
+dataset: {repo_id: libero}
+hardware: {gpus: 2}
+batch: {size: 32}
+optim: {steps: 3000}
+trainer_options: {config_name: pi0_libero, backend: pytorch, uv: false}
+"""
+    spec = preview_json(gw, write_preset(text))
+    assert "torch.distributed.run" in spec["argv"] or spec["argv"][0].endswith("torchrun")
+    assert "scripts/train_pytorch.py" in spec["argv"] and flag(spec["argv"], "--nproc-per-node") == "2"
+
+
+def test_hf_trainer_flags(gw, write_preset):
+    text = """\
+version: 1
+name: hf-job
+trainer: hf
+policy: smolvla
+dataset: {repo_id: me/data}
+hardware: {gpus: 2}
+batch: {size: 4, grad_accum: 4}
+optim: {lr: 2.0e-5, steps: 500, warmup_ratio: 0.1}
+mixed_precision: bf16
+trainer_options: {script: train.py}
+"""
+    load_catalog_with_hf(write_preset)
+    spec = preview_json(gw, write_preset(text))
+    argv = spec["argv"]
+    assert flag(argv, "--per_device_train_batch_size") == "4" and flag(argv, "--gradient_accumulation_steps") == "4"
+    assert flag(argv, "--learning_rate") == "2e-05" and flag(argv, "--max_steps") == "500" and flag(argv, "--warmup_steps") == "50"
+    assert "--bf16" in argv
+
+
+def load_catalog_with_hf(write_preset):
+    """Users extend the catalog with their own file; here smolvla also lists the hf trainer."""
+    from gpuwizard import paths
+    from gpuwizard.catalog import load_catalog
+
+    paths.config_dir().mkdir(parents=True, exist_ok=True)
+    (paths.config_dir() / "policies.yaml").write_text("smolvla:\n  trainers: [lerobot, hf]\n")
+    load_catalog.cache_clear()
+
+
+def test_single_node_binds_loopback_multi_node_uses_endpoint(gw, write_preset):
+    spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
+    assert flag(spec["argv"], "--rdzv-endpoint").startswith("127.0.0.1:")
+    multi = LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 4, nodes: 2, node_rank: 1, rdzv_endpoint: 10.0.0.5:29500}")
+    argv = preview_json(gw, write_preset(multi))["argv"]
+    assert (flag(argv, "--nnodes"), flag(argv, "--node-rank"), flag(argv, "--rdzv-endpoint"), flag(argv, "--rdzv-backend")) == ("2", "1", "10.0.0.5:29500", "c10d")
+    _, plan = plan_json(gw, write_preset(multi))
+    assert plan["world_size"] == 8 and plan["effective_batch"] == 128
+
+
+def test_lerobot_always_sets_output_dir_and_push_to_hub_false(gw, write_preset):
+    argv = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))["argv"]
+    assert flag(argv, "--output_dir") == "outputs/train/act-4x-accum"
+    assert "--policy.push_to_hub=false" in argv
+    pushed = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{api: main}", "{api: main, repo_id: me/act}")))["argv"]
+    assert "--policy.repo_id=me/act" in pushed and "--policy.push_to_hub=false" not in pushed
+
+
+def test_accelerate_variables_removed_with_a_warning(gw, write_preset, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
+    spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
+    assert {"ACCELERATE_USE_FSDP", "ACCELERATE_MIXED_PRECISION"} <= set(spec["unset"])
+    assert any("ACCELERATE_USE_FSDP" in w for w in spec["warnings"])
+    assert spec["shell"].split(" && ", 1)[1].startswith("env -u ") and "-u ACCELERATE_USE_FSDP" in spec["shell"]
+
+
+# --- validation: one paragraph, exit 2, the field, the value, the fix ---------------------------------
+
+def plan_error(gw, path):
+    result = gw("plan", path)
+    assert result.code == 2
+    assert "Traceback" not in result.err and "Fix:" in result.err
+    return result.err
+
+
+def test_fsdp_without_wrap_units_is_refused(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla") + "strategy: fsdp\n"
+    assert "fsdp.wrap_modules" in plan_error(gw, write_preset(text))
+    ok = text + "fsdp: {wrap_modules: [SmolVLMDecoderLayer]}\n"
+    argv = preview_json(gw, write_preset(ok))["argv"]
+    assert flag(argv, "--parallelism.dp_shard") == "4" and flag(argv, "--accelerator.fsdp.wrap_modules") == '["SmolVLMDecoderLayer"]'
+    assert "--env_eval_freq=0" in argv
+
+
+def test_fp16_with_fsdp_on_lerobot_is_refused(gw, write_preset):
+    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM + "strategy: fsdp\nmixed_precision: fp16\n"))
+    assert "mixed_precision = 'fp16'" in err
+
+
+def test_grad_accum_on_lerobot_061_is_refused(gw, write_preset):
+    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("api: main", "api: v0.6")))
+    assert "batch.grad_accum = 2" in err and "0.6.1" in err
+
+
+def test_fsdp_on_pi05_lerobot_is_refused(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05") + "strategy: fsdp\nfsdp: {min_num_params: 100000000}\n"
+    assert "cannot be sharded" in plan_error(gw, write_preset(text))
+
+
+def test_missing_required_trainer_options(gw, write_preset):
+    text = GROOT_8.replace("  embodiment_tag: new_embodiment\n", "").replace("  base_model_path: nvidia/GR00T-N1.7-3B\n", "")
+    err = plan_error(gw, write_preset(text))
+    assert "trainer_options.base_model_path" in err and "trainer_options.embodiment_tag" in err
+    err = plan_error(gw, write_preset(GROOT_8.replace("  modality_config_path: examples/SO100/so100_config.py\n", "")))
+    assert "trainer_options.modality_config_path" in err
+
+
+def test_process_count_must_match_the_trainers_gpu_count(gw, write_preset):
+    err = plan_error(gw, write_preset(GROOT_8 + "launch:\n  extra_args: ['--num-gpus', '4']\n"))
+    assert "launch.extra_args" in err and "--num-gpus" in err and "8 processes" in err
+
+
+def test_dataset_root_without_metadata(gw, write_preset, tmp_path):
+    (tmp_path / "empty").mkdir()
+    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{repo_id: me/pick}", f"{{repo_id: me/pick, root: {tmp_path / 'empty'}}}")))
+    assert "dataset.root" in err and "meta/info.json" in err
+
+
+def test_dataset_root_metadata_is_read(gw, write_preset):
+    from conftest import DATA
+
+    root = DATA / "datasets" / "so100_tiny_lerobot061"
+    _, plan = plan_json(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{repo_id: me/pick}", f"{{repo_id: local/tiny, root: {root}}}")))
+    assert (plan["dataset"]["episodes"], plan["dataset"]["frames"], plan["dataset"]["fps"]) == (4, 160, 30)
+    assert plan["dataset"]["cameras"] == ["observation.images.front"]
+    assert any("effective batch (64)" in w and "160 frames" in w for w in plan["warnings"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_output_dir_that_cannot_be_written_nonroot(gw, write_preset, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM + f"output_dir: {locked}/out\n"))
+    assert "output_dir" in err
+
+
+def test_output_dir_that_is_a_file(gw, write_preset, tmp_path):
+    (tmp_path / "taken").write_text("x")
+    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM + f"output_dir: {tmp_path / 'taken'}\n"))
+    assert "output_dir" in err and "not a folder" in err
+
+
+def test_launch_python_that_is_not_executable(gw, write_preset, tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("not a program")
+    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM + f"launch:\n  python: {fake}\n"))
+    assert "launch.python" in err and "not an executable" in err
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert gw("plan", write_preset(LEROBOT_MAIN_ACCUM + f"launch:\n  python: {fake}\n")).code == 0
+
+
+def test_cpu_device_refused_for_groot(gw, write_preset):
+    err = plan_error(gw, write_preset(GROOT_8.replace("hardware: {gpus: 8}", "hardware: {gpus: 8, device: cpu}")))
+    assert "hardware.device = 'cpu'" in err
+
+
+def test_bad_flag_is_exit_2_without_traceback(gw):
+    result = gw("plan", "demo-cpu", "--gpus", "zero")
+    assert result.code == 2 and "Traceback" not in result.err and "--gpus" in result.err
+
+
+@pytest.mark.parametrize("name", ["demo-cpu", "so100-act-1gpu", "so100-act-ddp2", "smolvla-ddp4", "groot-n17-8gpu", "groot-n17-accum", "pi05-openpi-fsdp"])
+def test_shipped_presets_plan_and_preview_cleanly(gw, name):
+    result, plan = plan_json(gw, name)
+    assert result.code == 0 and plan["errors"] == [], result.err
+    for key in ("trainer", "policy", "world_size", "per_device_batch", "effective_batch", "reference_effective_batch", "scale_factor", "lr", "steps", "warmup_steps", "strategy", "fits", "warnings", "errors"):
+        assert key in plan
+    assert preview_json(gw, name)["argv"]
+    assert gw("plan", name).code == 0
+
+
+def test_fit_advice_is_honest_about_a_second_gpu(gw, write_preset):
+    text = LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 2, gpu_memory_gb: 24}")
+    _, plan = plan_json(gw, write_preset(text))
+    assert plan["fits"]["fits"] is True and plan["fits"]["device_gb"] == 24
+    assert any("will not pay" in a for a in plan["advice"])
+    assert any("(1) the model does not fit" in a and "(2) the same fine-tune runs many times" in a and "(3)" in a for a in plan["advice"])
+    big = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05").replace("hardware: {gpus: 4}", "hardware: {gpus: 2, gpu_memory_gb: 24}")
+    _, plan = plan_json(gw, write_preset(big))
+    assert plan["fits"]["fits"] is False and any("does not fit one device" in a for a in plan["advice"])

@@ -1,0 +1,145 @@
+"""Preset validation, YAML I/O and lookup: bad input is one paragraph naming the field, value and fix."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpuwizard import yamlio
+from gpuwizard.errors import UserError
+from gpuwizard.preset import find_preset, load_preset, load_preset_file, save_user_preset
+
+GOOD = """\
+version: 1
+name: my-act
+trainer: lerobot
+policy: act
+dataset: {repo_id: me/pick}
+hardware: {gpus: 2}
+batch: {size: 8}
+optim: {lr: 1e-4, steps: 1000}
+"""
+
+
+def error_of(write_preset, text):
+    with pytest.raises(UserError) as info:
+        load_preset_file(write_preset(text))
+    message = info.value.paragraph()
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_good_preset_loads_and_reads_1e_minus_4_as_a_number(write_preset):
+    preset = load_preset_file(write_preset(GOOD))
+    assert preset.optim.lr == pytest.approx(1e-4)
+    assert preset.world_size == 2
+    assert preset.scaling.rule == "none"
+
+
+def test_malformed_yaml_names_the_line(write_preset):
+    message = error_of(write_preset, GOOD.replace("trainer: lerobot", "trainer: [lerobot"))
+    assert "malformed YAML" in message and "line" in message and "Fix:" in message
+
+
+def test_unknown_key_names_its_dotted_path(write_preset):
+    message = error_of(write_preset, GOOD.replace("batch: {size: 8}", "batch: {size: 8, sise: 4}"))
+    assert "batch.sise" in message and "unknown key" in message and "Fix:" in message
+
+
+def test_wrong_type_names_field_and_value(write_preset):
+    message = error_of(write_preset, GOOD.replace("batch: {size: 8}", 'batch: {size: "eight"}'))
+    assert "batch.size = 'eight'" in message and "whole number" in message
+
+
+@pytest.mark.parametrize("field, text", [("batch.size", "batch: {size: 0}"), ("batch.grad_accum", "batch: {size: 8, grad_accum: -2}")])
+def test_non_positive_numbers_rejected(write_preset, field, text):
+    message = error_of(write_preset, GOOD.replace("batch: {size: 8}", text))
+    assert field in message and "greater than 0" in message
+
+
+def test_non_positive_lr_and_steps(write_preset):
+    assert "optim.lr = -0.001" in error_of(write_preset, GOOD.replace("lr: 1e-4", "lr: -1e-3"))
+    assert "optim.steps = 0" in error_of(write_preset, GOOD.replace("steps: 1000", "steps: 0"))
+
+
+def test_invalid_environment_variable_name(write_preset):
+    message = error_of(write_preset, GOOD + "launch:\n  env:\n    1BAD-NAME: x\n")
+    assert "launch.env" in message and "'1BAD-NAME'" in message
+
+
+def test_unquoted_numeric_env_values_become_strings(write_preset):
+    preset = load_preset_file(write_preset(GOOD + "launch:\n  env:\n    NCCL_P2P_DISABLE: 1\n"))
+    assert preset.launch.env == {"NCCL_P2P_DISABLE": "1"}
+
+
+def test_unknown_trainer_and_policy(write_preset):
+    assert "unknown trainer" in error_of(write_preset, GOOD.replace("trainer: lerobot", "trainer: deepspeed"))
+    assert "not in the policy catalog" in error_of(write_preset, GOOD.replace("policy: act", "policy: rt2"))
+
+
+def test_trainer_options_are_typed_per_trainer(write_preset):
+    message = error_of(write_preset, GOOD + "trainer_options: {num_workers: many}\n")
+    assert "trainer_options.num_workers = 'many'" in message
+    message = error_of(write_preset, GOOD + "trainer_options: {embodiment_tag: so100}\n")
+    assert "trainer_options.embodiment_tag" in message and "unknown key" in message
+
+
+def test_multi_node_needs_rendezvous_and_devices_must_match(write_preset):
+    assert "rdzv_endpoint" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2}"))
+    assert "hardware.devices lists 1" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, devices: [0]}"))
+    assert "host:port" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2, rdzv_endpoint: nohost}"))
+
+
+def test_not_a_mapping(write_preset):
+    assert "YAML mapping" in error_of(write_preset, "- just\n- a list\n")
+
+
+def test_lookup_prefers_user_folder_then_shipped(tmp_path):
+    shipped = load_preset("demo-cpu")
+    assert shipped.trainer == "demo"
+    mine = shipped.model_copy(update={"description": "my own demo"})
+    save_user_preset(mine)
+    assert load_preset("demo-cpu").description == "my own demo"
+    assert find_preset("demo-cpu").parent == tmp_path / "config" / "presets"
+
+
+def test_unknown_preset_name_lists_choices():
+    with pytest.raises(UserError) as info:
+        load_preset("no-such-preset")
+    assert "demo-cpu" in info.value.paragraph()
+
+
+def test_save_round_trips_and_is_atomic(tmp_path, monkeypatch):
+    preset = load_preset("so100-act-ddp2")
+    path = save_user_preset(preset)
+    assert load_preset_file(path) == preset
+    before = path.read_text()
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        save_user_preset(preset.model_copy(update={"description": "changed"}))
+    assert path.read_text() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_atomic_write_creates_folders(tmp_path):
+    target = tmp_path / "a" / "b" / "c.yaml"
+    yamlio.atomic_write(target, "x: 1\n")
+    assert yamlio.load_file(target) == {"x": 1}
+
+
+def test_presets_commands(gw, write_preset):
+    listed = gw("presets", "list")
+    assert listed.code == 0
+    for name in ("demo-cpu", "so100-act-1gpu", "so100-act-ddp2", "smolvla-ddp4", "groot-n17-8gpu", "groot-n17-accum", "pi05-openpi-fsdp"):
+        assert name in listed.out
+    shown = gw("presets", "show", "groot-n17-accum")
+    assert shown.code == 0 and "grad_accum: 8" in shown.out
+    assert gw("presets", "delete", "demo-cpu").code == 2
+    save_user_preset(load_preset("demo-cpu").model_copy(update={"name": "mine"}))
+    assert gw("presets", "delete", "mine").code == 0
+    assert "mine" not in gw("presets").out

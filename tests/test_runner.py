@@ -1,0 +1,206 @@
+"""Real torchrun jobs (gloo on CPU) through the real `gpuwizard` entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from conftest import gw_subprocess
+
+from gpuwizard.runner.launch import launcher_problems
+from gpuwizard.runner.rundir import RunDir, all_runs, read_jsonl
+
+pytestmark = pytest.mark.slow
+
+DEMO = """\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: {gpus}, device: cpu}}
+batch: {{size: 4}}
+optim: {{lr: {lr}, steps: {steps}}}
+mixed_precision: "no"
+output_dir: {root}/out-{name}
+trainer_options:
+  log_every: 5
+  save_every: 30
+{options}
+monitor: {{hang_timeout_s: {hang}}}
+"""
+
+
+@pytest.fixture
+def demo_preset(tmp_path):
+    def make(name="demo-test", gpus=2, steps=60, options="", hang=30, extra="", lr="1.0e-3"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(DEMO.format(name=name, gpus=gpus, steps=steps, root=tmp_path, options=options, hang=hang, lr=lr) + extra)
+        return path
+
+    return make
+
+
+def only_run() -> RunDir:
+    runs = all_runs()
+    assert runs, "a run folder was created"
+    return runs[0]
+
+
+def rank_pids(run: RunDir) -> set[int]:
+    return {r["pid"] for sample in read_jsonl(run.ranks_file) for r in sample["ranks"]}
+
+
+def assert_nothing_left(run: RunDir) -> None:
+    status = run.status()
+    assert status.get("survivors") in (None, [])
+    pids = rank_pids(run) | {status.get("job_pid"), status.get("supervisor_pid")}
+    alive = [p for p in pids if p and psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"processes of the run still alive: {alive}"
+
+
+def wait_for(predicate, timeout=60.0, every=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False
+
+
+def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
+    path = demo_preset()
+    single = gw_subprocess("run", path, "--headless", "--gpus", "1", timeout=180)
+    assert single.returncode == 0, single.stdout + single.stderr
+    result = gw_subprocess("run", path, "--headless", timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "never finished green" not in result.stderr, "the one-GPU baseline above finished green"
+    assert "step 60/60" in result.stdout and "finished green" in result.stdout
+    run = only_run()
+    status, progress = run.status(), run.read_json("progress.json")
+    assert (status["state"], status["exit_code"], status["world_size"]) == ("finished", 0, 2)
+    assert (progress["step"], progress["total"], progress["finished"]) == (60, 60, True)
+    assert progress["loss"] is not None and progress["lr"] == pytest.approx(1e-3) and progress["samples_per_s"] > 0
+    assert (tmp_path / "out-demo-test" / "checkpoints" / "000060" / "model.pt").is_file()
+    assert run.events() == []
+    assert "Effective batch size: 4 x 2 workers x 1 grad accum = 8" in run.log.read_text()
+    for name in ("preset.yaml", "command.json", "plan.json", "log.txt", "status.json", "ranks.jsonl"):
+        assert (run.path / name).is_file()
+    assert json.loads((run.path / "command.json").read_text())["argv"][0].endswith("torchrun")
+    assert_nothing_left(run)
+    history = json.loads(gw_subprocess("runs", "--json").stdout)
+    assert [r["state"] for r in history] == ["finished", "finished"] and history[0]["baseline_green"] is True
+
+
+def test_injected_hang_is_detected_and_the_job_stopped(demo_preset):
+    timeout = 4
+    path = demo_preset(name="demo-hang", steps=2000, options="  inject_hang: {rank: 1, step: 25}", hang=timeout)
+    result = gw_subprocess("run", path, "--headless", timeout=180)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "hang suspected" in result.stdout
+    run = only_run()
+    hang = [e for e in run.events() if e["kind"] == "hang_suspected"]
+    assert len(hang) == 1
+    assert hang[0]["data"]["stale_s"] <= timeout + 3
+    assert hang[0]["rank"] == 1, hang[0]["detail"]
+    assert "rank 1" in hang[0]["suggestion"]
+    assert run.status()["state"] == "hung"
+    assert_nothing_left(run)
+
+
+def test_injected_crash_reports_the_rank_and_error(demo_preset):
+    path = demo_preset(name="demo-crash", steps=200, options="  inject_crash: {rank: 1, step: 12}")
+    result = gw_subprocess("run", path, "--headless", timeout=180)
+    assert result.returncode == 1
+    run = only_run()
+    failed = [e for e in run.events() if e["kind"] == "rank_failed"]
+    assert len(failed) == 1 and failed[0]["rank"] == 1
+    assert failed[0]["data"]["error"] == "RuntimeError: injected crash at step 12 on rank 1"
+    assert "rank 1 failed" in result.stdout
+    assert_nothing_left(run)
+
+
+def test_ctrl_c_stops_every_process(demo_preset):
+    path = demo_preset(name="demo-stop", steps=5000, options="  step_time_s: 0.05")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: all_runs() and (all_runs()[0].read_json("progress.json") or {}).get("step"), timeout=90)
+    run = only_run()
+    assert rank_pids(run), "ranks were seen"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, out + err
+    assert "stopped by the user" in out
+    assert run.status()["state"] == "stopped"
+    assert_nothing_left(run)
+
+
+def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
+    path = demo_preset(name="demo-detach", steps=150, options="  step_time_s: 0.05")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    assert wait_for(lambda: all_runs() and all_runs()[0].status().get("state") == "running", timeout=60)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run = only_run()
+    assert run.is_active(), "the supervisor outlives the killed wizard"
+    step_before = (run.read_json("progress.json") or {}).get("step") or 0
+    assert wait_for(lambda: ((run.read_json("progress.json") or {}).get("step") or 0) > step_before, timeout=60)
+    listed = json.loads(gw_subprocess("runs", "--json").stdout)
+    assert listed[0]["run_id"] == run.run_id and listed[0]["state"] == "running"
+    attached = gw_subprocess("attach", "--headless", timeout=180)
+    assert attached.returncode == 0, attached.stdout + attached.stderr
+    assert f"attached to {run.run_id}" in attached.stdout and "finished green" in attached.stdout
+    assert_nothing_left(run)
+
+
+def test_lr_mismatch_is_reported(demo_preset):
+    preset = demo_preset(name="demo-lr", steps=40, options="  ignore_lr_flag: true", lr="2.5e-4")
+    result = gw_subprocess("run", preset, "--headless", timeout=180)
+    assert result.returncode == 0
+    mismatch = [e for e in only_run().events() if e["kind"] == "lr_mismatch"]
+    assert len(mismatch) == 1
+    assert mismatch[0]["data"]["logged"] == pytest.approx(1e-3) and mismatch[0]["data"]["expected"] == pytest.approx(2.5e-4)
+    assert "lr mismatch" in result.stdout
+
+
+def test_smoke_run_is_short_and_small(demo_preset):
+    result = gw_subprocess("run", demo_preset(name="demo-smoke", steps=5000), "--headless", "--smoke", timeout=180)
+    assert result.returncode == 0
+    run = only_run()
+    assert run.status()["smoke"] is True and run.read_json("progress.json")["step"] == 50
+    argv = run.read_json("command.json")["argv"]
+    assert "--steps=50" in argv and "--batch-size=2" in argv
+    assert (run.path / "output" / "checkpoints" / "000050" / "model.pt").is_file()
+
+
+def test_busy_port_is_refused_before_anything_starts(demo_preset):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        path = demo_preset(name="demo-port", extra=f"launch: {{master_port: {port}}}\n")
+        result = gw_subprocess("run", path, "--headless")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"launch.master_port = {port}" in result.stderr and "in use" in result.stderr
+    assert all_runs() == []
+
+
+def test_missing_interpreter_and_launcher_are_clear_errors(demo_preset, tmp_path):
+    result = gw_subprocess("run", demo_preset(name="demo-py", extra="launch: {python: /nonexistent/bin/python}\n"), "--headless")
+    assert result.returncode == 2 and "launch.python = '/nonexistent/bin/python'" in result.stderr
+    problems = launcher_problems(["uv", "run", "torchrun"], {"PATH": str(tmp_path)})
+    assert problems and "`uv` is not on PATH" in problems[0].paragraph()
+    assert launcher_problems([sys.executable], {"PATH": ""}) == []
+
+
+def test_unwritable_run_folder_is_a_clear_error(demo_preset, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    result = gw_subprocess("run", demo_preset(name="demo-dir"), "--headless", env={"GPUWIZARD_DATA_DIR": str(blocker / "data")})
+    assert result.returncode == 2 and "run folder" in result.stderr and "GPUWIZARD_DATA_DIR" in result.stderr
