@@ -324,3 +324,20 @@ def delete_user_preset(name: str) -> Path:
         raise UserError(problem("NAME", "no user preset of that name", "see `gpuwizard presets list`", value=name))
     files[name].unlink()
     return files[name]
+
+
+def with_field(preset: Preset, dotted: str, value: Any) -> Preset:
+    """A copy with one field changed (e.g. "batch.size"), validated like a loaded file."""
+    data = preset.model_dump(mode="json")
+    node = data
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is None and leaf in node and parents and parents[0] == "trainer_options":
+        node.pop(leaf)
+    else:
+        node[leaf] = value
+    try:
+        return Preset.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(problems_from_validation(exc)) from None

@@ -1,0 +1,1 @@
+"""The Textual face of gpuwizard: the wizard, the live monitor, presets and themes."""

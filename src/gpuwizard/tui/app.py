@@ -1,0 +1,76 @@
+"""The gpuwizard Textual app: themes, command palette, and the first screen (wizard or monitor)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from gpuwizard.preset import Preset
+from gpuwizard.runner.rundir import RunDir
+from gpuwizard.tui.themes import DEFAULT_THEME, load_themes, read_settings, remember
+
+
+class GpuWizardApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "gpuwizard"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("ctrl+t", "next_theme", "Theme"),
+    ]
+
+    def __init__(self, preset: Preset | None = None, run: RunDir | None = None):
+        super().__init__()
+        self.start_preset, self.start_run = preset, run
+        self.animation_level = "none"
+        themes, self.theme_problems = load_themes()
+        for theme in themes:
+            self.register_theme(theme)
+        self.own_themes = [t.name for t in themes]
+        wanted = read_settings().get("theme", DEFAULT_THEME)
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, lambda theme: remember(theme=theme.name))
+        for problem in self.theme_problems:
+            self.notify(problem, severity="warning")
+        if self.start_run is not None:
+            from gpuwizard.tui.monitor import MonitorScreen
+
+            self.push_screen(MonitorScreen(self.start_run))
+        else:
+            from gpuwizard.preset import load_preset
+            from gpuwizard.tui.wizard import WizardScreen
+
+            self.push_screen(WizardScreen(self.start_preset or load_preset("demo-cpu")))
+
+    def action_next_theme(self) -> None:
+        names = self.own_themes + [n for n in ("textual-dark", "textual-light", "ansi-dark") if n in self.available_themes]
+        self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
+        self.notify(f"Theme: {self.theme}")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        from gpuwizard.tui.monitor import MonitorScreen
+        from gpuwizard.tui.wizard import STEPS, WizardScreen
+
+        if isinstance(screen, WizardScreen):
+            yield SystemCommand("job: Run", "Check the plan and launch the job", screen.action_run)
+            yield SystemCommand("job: Smoke run", "50 steps at the smallest batch", screen.action_smoke)
+            yield SystemCommand("job: Copy command", "Copy the exact command (OSC 52)", screen.action_copy)
+            yield SystemCommand("job: Export shell script", "Write the command as a bash script", screen.action_export)
+            yield SystemCommand("preset: Open", "Open, duplicate or delete a preset", screen.action_open)
+            yield SystemCommand("preset: Save as", "Save the wizard's state as a preset", screen.action_save)
+            for index, (_, title) in enumerate(STEPS):
+                yield SystemCommand(f"wizard: {index + 1} {title}", "Go to this step", partial(screen.action_goto, index))
+        if isinstance(screen, MonitorScreen):
+            yield SystemCommand("job: Stop", "Stop every process of this run", screen.action_stop)
+            yield SystemCommand("job: Stack dump", "py-spy dump of every rank", screen.action_dump)
+            yield SystemCommand("job: Smoke repro", "Restart as a 50-step smoke run", screen.action_smoke)
+            yield SystemCommand("job: Retry with NCCL_P2P_DISABLE=1", "Stop and restart without peer-to-peer", screen.action_retry_p2p)
+        for name in self.own_themes:
+            yield SystemCommand(f"theme: {name}", "Switch theme (remembered)", partial(setattr, self, "theme", name))

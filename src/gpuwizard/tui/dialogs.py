@@ -1,0 +1,146 @@
+"""Small modal dialogs: ask for text, confirm, and pick / duplicate / delete presets."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Input, Label, OptionList
+from textual.widgets.option_list import Option
+
+from gpuwizard.errors import UserError
+from gpuwizard.preset import Preset, delete_user_preset, load_preset_file, save_user_preset, shipped_preset_files, user_preset_files, with_field
+
+
+class AskText(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, label: str, value: str = ""):
+        super().__init__()
+        self.title_text, self.label, self.value = title, label, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(self.value, placeholder=self.label, id="answer")
+            yield Label("enter: confirm · esc: cancel", classes="dialog-hint")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class Confirm(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str):
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.question, classes="dialog-title")
+            yield Label("y: yes · n / esc: no", classes="dialog-hint")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class PresetPicker(ModalScreen[Preset | None]):
+    """Your presets and the shipped ones: open, duplicate, delete."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open", priority=True),
+        Binding("ctrl+d", "duplicate", "Duplicate"),
+        Binding("delete,ctrl+x", "delete", "Delete"),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide"):
+            yield Label("Presets", classes="dialog-title")
+            yield OptionList(id="presets")
+            yield Label("", id="picker-error", classes="dialog-hint")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        options = self.query_one("#presets", OptionList)
+        options.clear_options()
+        user = user_preset_files()
+        for source, files in (("yours", user), ("shipped", shipped_preset_files())):
+            for name, path in files.items():
+                if source == "shipped" and name in user:
+                    continue
+                try:
+                    preset = load_preset_file(path)
+                    text = f"{name:<22} {source:<8} {preset.trainer:<8} {preset.world_size} GPU  {preset.description[:50]}"
+                except UserError:
+                    text = f"{name:<22} {source:<8} (invalid: open it in an editor)"
+                options.add_option(Option(text, id=f"{source}:{name}"))
+        options.focus()
+
+    def selected(self) -> tuple[str, str] | None:
+        options = self.query_one("#presets", OptionList)
+        if options.highlighted is None:
+            return None
+        source, name = options.get_option_at_index(options.highlighted).id.split(":", 1)
+        return source, name
+
+    def path_of(self, source: str, name: str):
+        return (user_preset_files() if source == "yours" else shipped_preset_files())[name]
+
+    def action_open(self) -> None:
+        chosen = self.selected()
+        if chosen:
+            try:
+                self.dismiss(load_preset_file(self.path_of(*chosen)))
+            except UserError as exc:
+                self.query_one("#picker-error", Label).update(exc.paragraph())
+
+    @on(OptionList.OptionSelected)
+    def _selected(self) -> None:
+        self.action_open()
+
+    def action_duplicate(self) -> None:
+        chosen = self.selected()
+        if not chosen:
+            return
+
+        def copy(name: str | None) -> None:
+            if not name:
+                return
+            try:
+                preset = with_field(load_preset_file(self.path_of(*chosen)), "name", name)
+                save_user_preset(preset, overwrite=False)
+            except UserError as exc:
+                self.query_one("#picker-error", Label).update(exc.paragraph())
+                return
+            self.reload()
+
+        self.app.push_screen(AskText(f"Duplicate {chosen[1]} as", "name", f"{chosen[1]}-copy"), copy)
+
+    def action_delete(self) -> None:
+        chosen = self.selected()
+        if not chosen:
+            return
+        if chosen[0] != "yours":
+            self.query_one("#picker-error", Label).update("Shipped presets cannot be deleted; duplicate one to change it.")
+            return
+
+        def delete(yes: bool) -> None:
+            if yes:
+                delete_user_preset(chosen[1])
+                self.reload()
+
+        self.app.push_screen(Confirm(f"Delete your preset '{chosen[1]}'?"), delete)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

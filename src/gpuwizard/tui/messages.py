@@ -1,0 +1,40 @@
+"""Messages that background workers post to screens (workers never touch widgets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.message import Message
+
+from gpuwizard.gpus.inventory import Inventory
+from gpuwizard.plan import Plan
+from gpuwizard.runner.follow import RunUpdate
+from gpuwizard.trainers.base import BuildContext, LaunchSpec
+
+
+class InventoryReady(Message):
+    def __init__(self, inventory: Inventory):
+        super().__init__()
+        self.inventory = inventory
+
+
+class PlanReady(Message):
+    def __init__(self, seq: int, plan: Plan, ctx: BuildContext, spec: LaunchSpec | None):
+        super().__init__()
+        self.seq, self.plan, self.ctx, self.spec = seq, plan, ctx, spec
+
+
+class RunStarted(Message):
+    """A launch attempt ended: a run folder, or the paragraph saying why not."""
+
+    def __init__(self, run_path: Path | None, error: str | None, warnings: list[str]):
+        super().__init__()
+        self.run_path, self.error, self.warnings = run_path, error, warnings
+
+
+class RunPolled(Message):
+    """What the follower read since the last poll."""
+
+    def __init__(self, update: RunUpdate):
+        super().__init__()
+        self.update = update

@@ -1,0 +1,54 @@
+"""Themes from YAML files (shipped themes/ plus the user's), and the remembered choice."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from textual.theme import Theme
+
+from gpuwizard import paths, yamlio
+from gpuwizard.errors import UserError
+
+DEFAULT_THEME = "gpuwizard-dark"
+THEME_FIELDS = {f.name for f in dataclasses.fields(Theme)}
+
+
+def theme_from_file(path: Path) -> Theme:
+    data = yamlio.load_file(path)
+    if not isinstance(data, dict) or "name" not in data or "primary" not in data:
+        raise UserError([], str(path))
+    unknown = set(data) - THEME_FIELDS
+    if unknown:
+        raise ValueError(f"{path}: unknown theme fields {sorted(unknown)}")
+    return Theme(**data)
+
+
+def load_themes() -> tuple[list[Theme], list[str]]:
+    """Shipped themes, then the user's (same name overrides); returns themes and load problems."""
+    themes: dict[str, Theme] = {}
+    problems = []
+    for folder in (paths.shipped_themes_dir(), paths.user_themes_dir()):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.yaml")):
+            try:
+                theme = theme_from_file(path)
+            except (UserError, ValueError, TypeError) as exc:
+                problems.append(f"theme {path.name} skipped: {exc}")
+                continue
+            themes[theme.name] = theme
+    return list(themes.values()), problems
+
+
+def read_settings() -> dict[str, Any]:
+    try:
+        data = yamlio.load_file(paths.settings_file())
+    except UserError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def remember(**values: Any) -> None:
+    yamlio.atomic_write(paths.settings_file(), yamlio.dumps(read_settings() | values))
