@@ -22,7 +22,7 @@ class RunUpdate:
     bar: str | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     gpu: list[dict[str, Any]] = field(default_factory=list)
-    ranks: dict[str, Any] | None = None
+    ranks: list[dict[str, Any]] = field(default_factory=list)
     progress: dict[str, Any] | None = None
     status: dict[str, Any] = field(default_factory=dict)
 
@@ -62,8 +62,7 @@ class RunFollower:
                 update.lines.append(seg.text)
         update.events = self.events.read()
         update.gpu = self.gpu.read()
-        ranks = self.ranks.read()
-        update.ranks = ranks[-1] if ranks else None
+        update.ranks = self.ranks.read()
         progress_file = self.run.path / "progress.json"
         try:
             mtime = progress_file.stat().st_mtime

@@ -50,9 +50,9 @@ class TelemetryRow(Horizontal):
 class MonitorScreen(Screen[None]):
     BINDINGS = [
         Binding("s", "stop", "Stop", priority=True),
-        Binding("m", "smoke", "Smoke repro"),
-        Binding("p", "retry_p2p", "Retry P2P off"),
-        Binding("d", "dump", "Stack dump"),
+        Binding("m", "smoke", "Smoke"),
+        Binding("p", "retry_p2p", "P2P off"),
+        Binding("d", "dump", "Stacks"),
         Binding("slash", "search", "Search"),
         Binding("n", "next_match", "Next match", show=False),
         Binding("f", "follow", "Follow"),
@@ -74,7 +74,7 @@ class MonitorScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="run-title")
         with Horizontal(id="progress-row"):
-            yield ProgressBar(total=self.status.get("steps") or 100, show_eta=False, id="progress")
+            yield ProgressBar(total=self.status.get("steps") or 100, show_eta=False, show_percentage=False, id="progress")
             yield Static("", id="stats")
         yield Static("", id="banner")
         yield Log(max_lines=LOG_MAX_LINES, highlight=False, id="log")
@@ -87,6 +87,8 @@ class MonitorScreen(Screen[None]):
         self.query_one("#banner", Static).display = False
         self.query_one("#log", Log).focus()
         self.refresh_title()
+        if is_final(self.status):
+            self.show_banner()
         self.follow()
 
     # -- polling thread: reads files, posts messages, never touches widgets -------------------
@@ -149,10 +151,11 @@ class MonitorScreen(Screen[None]):
             util = sample.get("utilization") or 0.0
             mem = f"{(sample.get('memory_used_mb') or 0) / 1024:.1f}/{(sample.get('memory_total_mb') or 0) / 1024:.0f}G"
             row.push(util, f"{util:3.0f}% {mem} {sample.get('temperature_c', 0):.0f}C {sample.get('power_w', 0):.0f}W")
-        if update.ranks and self.status.get("device") == "cpu":
-            for rank in update.ranks["ranks"]:
-                cpu = rank.get("cpu") or 0.0
-                self._row(box, f"rank{rank['rank']}", f"rank {rank['rank']}").push(cpu, f"CPU {cpu:4.0f}% pid {rank['pid']}")
+        if self.status.get("device") == "cpu":
+            for sample in update.ranks[-HISTORY:]:
+                for rank in sample["ranks"]:
+                    cpu = rank.get("cpu") or 0.0
+                    self._row(box, f"rank{rank['rank']}", f"rank {rank['rank']}").push(cpu, f"CPU {cpu:4.0f}% pid {rank['pid']}")
 
     def _row(self, box: Vertical, key: str, title: str) -> TelemetryRow:
         for row in box.query(TelemetryRow):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from rich.syntax import Syntax
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,6 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Label, RadioButton, RadioSet, SelectionList, Static
 
 from gpuwizard import datasets
@@ -26,6 +26,7 @@ from gpuwizard.trainers.base import BuildContext, LaunchSpec, free_port
 from gpuwizard.tui.messages import InventoryReady, PlanReady, RunStarted
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, InvalidInput, options_form, row
 
+REPLAN_DELAY_S = 0.12
 STEPS = [("gpus", "GPUs"), ("policy", "Policy & data"), ("trainer", "Trainer & batch"), ("scaling", "Scaling"), ("preview", "Preview")]
 RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
 RULES_HELP = "none keeps lr and steps as tuned · linear_lr: lr x k plus a warmup · sqrt_lr: lr x sqrt(k) · divide_steps: steps / k"
@@ -81,6 +82,8 @@ class GpusStep(VerticalScroll):
 
 
 class PolicyStep(VerticalScroll):
+    fits_for: tuple[float, str] | None = None
+
     def compose(self) -> ComposeResult:
         table = DataTable(id="policies", cursor_type="row", zebra_stripes=True)
         table.add_columns("policy", "params", "VRAM need", "fits", "trainers")
@@ -101,7 +104,8 @@ class PolicyStep(VerticalScroll):
     def show(self, preset: Preset, plan: Plan | None) -> None:
         entry = load_catalog()[preset.policy]
         table = self.query_one("#policies", DataTable)
-        if plan and plan.fits.device_gb:
+        if plan and plan.fits.device_gb and (plan.fits.device_gb, preset.mixed_precision) != self.fits_for:
+            self.fits_for = (plan.fits.device_gb, preset.mixed_precision)
             for key, policy in load_catalog().items():
                 need = policy.estimate_gb(policy.vram.at_batch, preset.mixed_precision)
                 table.update_cell(key, table.ordered_columns[3].key, "yes" if need <= plan.fits.device_gb * 0.92 else "no")
@@ -135,6 +139,8 @@ class DatasetBox(Vertical):
 
 
 class TrainerStep(VerticalScroll):
+    shown_rows: list[tuple[str, str, str]] = []
+
     def compose(self) -> ComposeResult:
         preset: Preset = self.app.screen.preset  # type: ignore[attr-defined]
         yield row("trainer", FieldSelect("trainer", load_catalog()[preset.policy].trainers, preset.trainer))
@@ -169,11 +175,14 @@ class TrainerStep(VerticalScroll):
         if plan is None:
             return
         self.query_one("#batch-meaning", Static).update(Content.assemble(("What the number means: ", "bold"), plan.batch_meaning))
-        table = self.query_one("#batch-table", DataTable)
-        table.clear()
-        for r in plan.batch_table:
-            mark = " <" if r["chosen"] else ""
-            table.add_row(f"{r['gpus']}{mark}", "-" if r["per_device"] is None else str(r["per_device"]), "-" if r["effective"] is None else str(r["effective"]))
+        rows = [(f"{r['gpus']}{' <' if r['chosen'] else ''}", "-" if r["per_device"] is None else str(r["per_device"]), "-" if r["effective"] is None else str(r["effective"]))
+                for r in plan.batch_table]
+        if rows != self.shown_rows:
+            self.shown_rows = rows
+            table = self.query_one("#batch-table", DataTable)
+            table.clear()
+            for cells in rows:
+                table.add_row(*cells)
 
 
 class ScalingStep(VerticalScroll):
@@ -216,7 +225,7 @@ class PreviewStep(VerticalScroll):
         if spec is None:
             command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
         else:
-            command.update(Syntax(pretty_command(spec.argv), "bash", word_wrap=True, background_color="default"))
+            command.update(Content.styled(pretty_command(spec.argv), "bold"))
             env = [f"{k}={v}" for k, v in spec.env.items()] + [f"unset {n}" for n in spec.unset]
             self.query_one("#environment", Static).update(f"workdir: {spec.workdir}\nenv: " + (" ".join(env) or "(unchanged)"))
         parts = [(f"{level}: {p.paragraph()}\n", style)
@@ -269,6 +278,7 @@ class WizardScreen(Screen[None]):
         self.master_port = preset.launch.master_port or free_port()
         self.plan_seq = 0
         self.input_error: str | None = None
+        self.replan_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
@@ -315,13 +325,24 @@ class WizardScreen(Screen[None]):
     def _plan(self, message: PlanReady) -> None:
         if message.seq != self.plan_seq:
             return
+        could_run = self.plan is None or not self.plan.errors
         self.plan, self.ctx, self.spec = message.plan, message.ctx, message.spec
-        self.query_one(PolicyStep).show(self.preset, self.plan)
-        self.query_one(TrainerStep).show(self.preset, self.plan)
-        self.query_one(ScalingStep).show(self.preset, self.plan)
-        self.query_one(PreviewStep).show(self.plan, self.spec)
+        self.render_step()
         self.refresh_summary()
-        self.refresh_bindings()
+        if could_run != (not self.plan.errors):
+            self.refresh_bindings()  # the footer is rebuilt only when Run turns on or off
+
+    def render_step(self) -> None:
+        """Only the visible step is redrawn; the others are drawn when entered (keeps typing fast)."""
+        name = STEPS[self.step][0]
+        if name == "policy":
+            self.query_one(PolicyStep).show(self.preset, self.plan)
+        elif name == "trainer":
+            self.query_one(TrainerStep).show(self.preset, self.plan)
+        elif name == "scaling":
+            self.query_one(ScalingStep).show(self.preset, self.plan)
+        elif name == "preview":
+            self.query_one(PreviewStep).show(self.plan, self.spec)
 
     @on(Edit)
     async def _edit(self, message: Edit) -> None:
@@ -334,9 +355,11 @@ class WizardScreen(Screen[None]):
             elif message.path == "hardware.gpus":
                 new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", message.value)
             elif message.path == "policy" and message.value != old.policy:
+                # follow the new policy's preferred trainer unless the user picked a non-default one
                 new = with_field(old, "policy", message.value)
                 trainers = load_catalog()[message.value].trainers
-                if old.trainer not in trainers:
+                user_choice = old.trainer != load_catalog()[old.policy].trainers[0]
+                if old.trainer not in trainers or (not user_choice and old.trainer != trainers[0]):
                     new = with_field(with_field(new, "trainer_options", {}), "trainer", trainers[0])
             elif message.path == "trainer" and message.value != old.trainer:
                 new = with_field(with_field(old, "trainer_options", {}), "trainer", message.value)
@@ -354,7 +377,13 @@ class WizardScreen(Screen[None]):
             self.query_one(DatasetBox).show(new)
         if new.hardware != old.hardware and self.inventory:
             self.query_one(GpusStep).show(new, self.inventory)
-        self.replan()
+        self.replan_soon()
+
+    def replan_soon(self) -> None:
+        """Typing fast plans once, 120 ms after the last key."""
+        if self.replan_timer is not None:
+            self.replan_timer.stop()
+        self.replan_timer = self.set_timer(REPLAN_DELAY_S, self.replan)
 
     @on(InvalidInput)
     def _invalid(self, message: InvalidInput) -> None:
@@ -382,6 +411,8 @@ class WizardScreen(Screen[None]):
         first = next((w for w in switcher.visible_content.query("*") if w.focusable), None) if switcher.visible_content else None
         if first is not None:
             self.call_after_refresh(first.focus)
+        if self.plan is not None:
+            self.render_step()
         parts: list[tuple[str, str]] = []
         for i, (_, title) in enumerate(STEPS):
             parts.append((f" {i + 1} {title} ", "bold reverse $accent" if i == step else "$text-muted"))

@@ -1,0 +1,314 @@
+"""The Textual app driven with Pilot: the wizard for three trainers, a real demo run, a hang, presets, themes."""
+
+from __future__ import annotations
+
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DATA, replay
+from textual.widgets import Input, Log
+
+from gpuwizard import paths
+from gpuwizard.preset import load_preset, load_preset_file, user_preset_files
+from gpuwizard.runner.rundir import all_runs
+from gpuwizard.tui.app import GpuWizardApp
+from gpuwizard.tui.monitor import MonitorScreen
+from gpuwizard.tui.wizard import WizardScreen
+
+SIZE = (80, 24)
+
+
+async def settle(pilot, app) -> None:
+    """Let the replan debounce fire and workers (GPU detection, planning) finish and post."""
+    for _ in range(3):
+        await pilot.pause(0.15)
+        await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def type_into(pilot, selector: str, text: str) -> None:
+    widget = pilot.app.screen.query_one(selector, Input)
+    widget.focus()
+    await pilot.pause()
+    await pilot.press("end", *(["backspace"] * len(widget.value)), *list(text))
+    await settle(pilot, pilot.app)
+
+
+async def goto(pilot, app, step: int) -> None:
+    while app.screen.step < step:
+        await pilot.press("ctrl+n")
+    while app.screen.step > step:
+        await pilot.press("escape")
+    await settle(pilot, app)
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    replay(monkeypatch, "workstation_2x4090")
+
+
+async def test_walk_demo_from_start_to_preview(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        assert isinstance(screen, WizardScreen) and screen.preset.name == "demo-cpu"
+        await goto(pilot, app, 2)
+        await type_into(pilot, "#f-batch-size", "16")
+        assert screen.plan.per_device_batch == 16 and screen.plan.effective_batch == 32
+        await type_into(pilot, "#f-batch-size", "x")
+        assert "batch.size" in str(app.screen.query_one("#summary").render())
+        await type_into(pilot, "#f-batch-size", "12")
+        await goto(pilot, app, 4)
+        argv = screen.spec.argv
+        assert argv[argv.index("-m") + 1] == "gpuwizard.demo.train" and "--batch-size=12" in argv
+        assert "--nproc-per-node=2" in argv and "--device=cpu" in argv
+        await pilot.press("ctrl+y")
+        assert app.clipboard == screen.spec.shell()
+
+
+async def test_walk_lerobot_with_scaling_rule(gpus):
+    app = GpuWizardApp(preset=load_preset("so100-act-ddp2"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        assert screen.plan.fits.device_gb == 24.0
+        await goto(pilot, app, 3)
+        app.screen.query_one("#rules").focus()
+        await pilot.press("down", "down", "down", "enter")
+        await settle(pilot, app)
+        assert screen.preset.scaling.rule == "divide_steps"
+        assert (screen.plan.steps, screen.plan.lr) == (50000, pytest.approx(1e-5))
+        await goto(pilot, app, 4)
+        assert "--steps=50000" in screen.spec.argv and "--policy.optimizer_lr=1e-05" in screen.spec.argv
+        assert not any(a.startswith("--optimizer.lr") for a in screen.spec.argv)
+
+
+async def test_walk_groot_from_the_policy_table(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        await goto(pilot, app, 1)
+        table = app.screen.query_one("#policies")
+        table.focus()
+        await pilot.pause()
+        moves = list(table.rows).index(next(k for k in table.rows if k.value == "groot")) - table.cursor_row
+        await pilot.press(*(["down"] * moves if moves > 0 else ["up"] * -moves))
+        await settle(pilot, app)
+        assert (screen.preset.policy, screen.preset.trainer) == ("groot", "groot")
+        assert any(p.field == "trainer_options.base_model_path" for p in screen.plan.errors)
+        assert screen.check_action("run", ()) is None, "Run is disabled while the plan has errors"
+        await goto(pilot, app, 0)
+        app.screen.query_one("#f-hardware-device").value = "cuda"
+        await type_into(pilot, "#f-hardware-gpus", "4")
+        await goto(pilot, app, 2)
+        await type_into(pilot, "#f-trainer-options-base-model-path", "nvidia/GR00T-N1.7-3B")
+        await type_into(pilot, "#f-trainer-options-embodiment-tag", "new_embodiment")
+        await type_into(pilot, "#f-trainer-options-modality-config-path", "examples/SO100/so100_config.py")
+        await type_into(pilot, "#f-trainer-options-dataset-path", "demo_data/cube_to_bowl_5")
+        await type_into(pilot, "#f-batch-size", "32")
+        await type_into(pilot, "#f-batch-grad-accum", "8")
+        assert screen.plan.errors == []
+        assert (screen.plan.per_device_batch, screen.plan.effective_batch) == (8, 256)
+        await goto(pilot, app, 4)
+        argv = screen.spec.argv
+        assert argv[argv.index("--num-gpus") + 1] == "4" and argv[argv.index("--global-batch-size") + 1] == "32"
+
+
+async def wait_until(pilot, predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await pilot.pause(0.3)
+    return False
+
+
+def quick_demo(tmp_path, name: str, extra: str = "") -> None:
+    paths.user_presets_dir().mkdir(parents=True, exist_ok=True)
+    (paths.user_presets_dir() / f"{name}.yaml").write_text(f"""\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {tmp_path}/dataset}}
+hardware: {{gpus: 2, device: cpu}}
+batch: {{size: 4}}
+optim: {{lr: 1.0e-3, steps: 60}}
+mixed_precision: "no"
+output_dir: {tmp_path}/out-{name}
+{extra}
+""")
+
+
+@pytest.mark.slow
+async def test_run_the_demo_to_completion_in_the_monitor(tmp_path):
+    quick_demo(tmp_path, "tui-demo", "trainer_options: {log_every: 5}")
+    app = GpuWizardApp(preset=load_preset("tui-demo"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+r")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 30)
+        monitor = app.screen
+        assert await wait_until(pilot, lambda: monitor.status.get("state") == "finished", 120)
+        await pilot.pause(1.0)
+        assert monitor.query_one("#progress").progress == 60
+        log = monitor.query_one("#log", Log)
+        assert any("Training finished" in line for line in log.lines)
+        assert "60/60" in str(monitor.query_one("#stats").render())
+        assert monitor.query_one("#banner").display
+        await pilot.press("slash")
+        await pilot.press(*list("step 30/60"), "enter")
+        await pilot.pause()
+        assert not log.auto_scroll and monitor.search_from > 0
+    assert all_runs()[0].status()["exit_code"] == 0
+
+
+@pytest.mark.slow
+async def test_monitor_reacts_to_an_injected_hang(tmp_path):
+    quick_demo(tmp_path, "tui-hang", "trainer_options: {inject_hang: {rank: 1, step: 15}, step_time_s: 0.02}\nmonitor: {hang_timeout_s: 4}")
+    app = GpuWizardApp(preset=load_preset("tui-hang"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+r")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 30)
+        monitor = app.screen
+        assert await wait_until(pilot, lambda: any(e["kind"] == "hang_suspected" for e in monitor.events), 90)
+        banner = str(monitor.query_one("#banner").render())
+        assert "hang suspected" in banner and "rank 1" in banner and "s stop" in banner
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        assert await wait_until(pilot, lambda: monitor.status.get("state") == "stopped", 60)
+    run = all_runs()[0]
+    assert run.status()["survivors"] == []
+
+
+async def test_presets_save_duplicate_delete_open(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        await pilot.press("ctrl+a", "ctrl+k", *list("my-demo"), "enter")
+        await pilot.pause()
+        assert load_preset_file(user_preset_files()["my-demo"]).trainer == "demo"
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        picker = app.screen
+        options = picker.query_one("#presets")
+        options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "yours:my-demo")
+        await pilot.press("ctrl+d")
+        await pilot.pause()
+        await pilot.press("ctrl+a", "ctrl+k", *list("my-demo-2"), "enter")
+        await pilot.pause()
+        assert set(user_preset_files()) == {"my-demo", "my-demo-2"}
+        options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "yours:my-demo")
+        await pilot.press("delete")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert set(user_preset_files()) == {"my-demo-2"}
+        options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "shipped:groot-n17-accum")
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert isinstance(app.screen, WizardScreen) and app.screen.preset.name == "groot-n17-accum"
+
+
+async def test_export_script(gpus, tmp_path):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await goto(pilot, app, 4)
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        await pilot.press("ctrl+a", "ctrl+k", *list(str(tmp_path / "job.sh")), "enter")
+        await pilot.pause()
+    script = tmp_path / "job.sh"
+    assert script.stat().st_mode & stat.S_IXUSR
+    text = script.read_text()
+    assert text.startswith("#!/usr/bin/env bash") and "exec " in text and "gpuwizard.demo.train" in text
+
+
+async def test_theme_switch_is_remembered(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        assert app.theme == "gpuwizard-dark"
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert app.theme == "gpuwizard-light"
+    assert "gpuwizard-light" in paths.settings_file().read_text()
+    again = GpuWizardApp()
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert again.theme == "gpuwizard-light"
+        assert {"gpuwizard-dark", "gpuwizard-light", "terminal-16"} <= set(again.available_themes)
+
+
+async def test_palette_has_the_main_actions(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("job: Run", "job: Smoke run", "job: Copy command", "job: Export shell script", "preset: Open", "preset: Save as", "theme: terminal-16"):
+            assert title in titles
+
+
+async def test_every_wizard_key_is_in_the_footer(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await goto(pilot, app, 4)
+        shown = {b.binding.description for b in app.screen.active_bindings.values() if b.binding.show and b.enabled}
+        assert {"Back", "Run", "Save", "Open", "Copy", "Export", "Quit", "Theme"} <= shown
+
+
+def test_bad_preset_flag_is_an_error_line_not_a_ui(gw):
+    result = gw("--preset", "no-such-preset")
+    assert result.code == 2 and "PRESET" in result.err and "Traceback" not in result.err
+
+
+# --- SVG snapshots of each step at 80x24 and 120x40 ------------------------------------------
+
+SNAP_PRESET = DATA / "presets" / "snap-demo.yaml"
+
+
+def snap_app() -> GpuWizardApp:
+    return GpuWizardApp(preset=load_preset_file(SNAP_PRESET))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("step", range(5))
+def test_snapshot_wizard_steps(snap_compare, gpus, size, step):
+    async def before(pilot):
+        await settle(pilot, pilot.app)
+        for widget in pilot.app.screen.query(Input):
+            widget.cursor_blink = False
+        for _ in range(step):
+            await pilot.press("ctrl+n")
+        await settle(pilot, pilot.app)
+
+    assert snap_compare(snap_app(), terminal_size=size, run_before=before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp_path):
+    import shutil
+
+    from gpuwizard.runner.rundir import RunDir
+
+    data = Path("/tmp/gpuwizard-snapshot-data")  # fixed, because the banner shows the run folder
+    shutil.rmtree(data, ignore_errors=True)
+    run_dir = data / "runs" / "20261129-120000-demo-cpu"
+    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir)
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
+
+    async def before(pilot):
+        await pilot.pause(1.0)
+        await pilot.pause()
+
+    assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)
