@@ -302,9 +302,8 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
     from gpuwizard.runner.rundir import RunDir
 
     data = Path("/tmp/gpuwizard-snapshot-data")  # fixed, because the banner shows the run folder
-    shutil.rmtree(data, ignore_errors=True)
     run_dir = data / "runs" / "20261129-120000-demo-cpu"
-    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir)
+    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir, dirs_exist_ok=True)
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
     async def before(pilot):

@@ -1,0 +1,47 @@
+"""Start-up stays light: heavy modules are imported only where they are used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CHECK = """
+import sys
+from gpuwizard import cli
+try:
+    cli.main({argv!r})
+except SystemExit:
+    pass
+print(",".join(sorted(m for m in ("torch", "textual", "pynvml", "numpy") if m in sys.modules)))
+"""
+
+
+def loaded_after(argv: list[str]) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", CHECK.format(argv=argv)], capture_output=True, text=True, check=True)
+    last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    return set(filter(None, last.split(",")))
+
+
+def test_import_gpuwizard_is_light():
+    out = subprocess.run([sys.executable, "-c", "import sys, gpuwizard, gpuwizard.cli; print([m for m in ('torch','textual','pynvml','pydantic') if m in sys.modules])"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plan", "demo-cpu"], ["preview", "so100-act-ddp2"], ["presets", "list"]])
+def test_command_paths_never_import_torch_or_textual(argv):
+    loaded = loaded_after(argv)
+    assert "torch" not in loaded and "textual" not in loaded and "numpy" not in loaded
+
+
+def test_core_never_imports_textual():
+    """The core package (everything outside tui/) must work without Textual."""
+    code = ("import sys, importlib, pkgutil, gpuwizard\n"
+            "mods = [m.name for m in pkgutil.walk_packages(gpuwizard.__path__, 'gpuwizard.') if '.tui' not in m.name and '.demo' not in m.name and not m.name.endswith('__main__')]\n"
+            "[importlib.import_module(m) for m in mods]\n"
+            "print('textual' in sys.modules, 'torch' in sys.modules, len(mods))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    textual, torch, count = out.stdout.split()
+    assert (textual, torch) == ("False", "False") and int(count) > 20
