@@ -23,10 +23,11 @@ def expect(**kw) -> Expectations:
 
 
 def feed_file(monitor: JobMonitor, path: Path, t0: float = 1000.0, dt: float = 0.5):
+    """Feed a real log line by line (each line a chunk), with an explicit clock."""
     events, t = [], t0
-    for seg in LogTail(path).read():
+    for line in LogTail(path).read().lines:
         t += dt
-        events += monitor.feed(seg.text, now=t)
+        events += monitor.feed(line, now=t)
     return events
 
 
@@ -36,7 +37,7 @@ def test_big_number(text, value):
 
 
 def test_real_lerobot_061_log_is_parsed_end_to_end():
-    monitor = JobMonitor(expect(steps=20, lr=2e-5, effective_batch=4, warmup_steps=1), get_trainer("lerobot").parse_line)
+    monitor = JobMonitor(expect(steps=20, lr=2e-5, effective_batch=4, warmup_steps=1), get_trainer("lerobot"))
     events = feed_file(monitor, LEROBOT_LOG)
     p = monitor.progress
     assert (p.step, p.total, p.loss, p.lr, p.samples_per_s, p.checkpoints, p.finished) == (20, 20, 8.322, 2e-5, 2.0, 1, True)
@@ -44,7 +45,7 @@ def test_real_lerobot_061_log_is_parsed_end_to_end():
 
 
 def test_real_lerobot_log_catches_ignored_lr_and_wrong_batch():
-    monitor = JobMonitor(expect(steps=20, lr=2e-4, effective_batch=8), get_trainer("lerobot").parse_line)
+    monitor = JobMonitor(expect(steps=20, lr=2e-4, effective_batch=8), get_trainer("lerobot"))
     kinds = {e.kind: e for e in feed_file(monitor, LEROBOT_LOG)}
     assert kinds["lr_mismatch"].data["logged"] == pytest.approx(2e-5) and kinds["lr_mismatch"].data["expected"] == pytest.approx(2e-4)
     assert "--optimizer.lr" in kinds["lr_mismatch"].suggestion
@@ -57,7 +58,7 @@ def test_lerobot_main_line_and_rounded_steps():
     assert (info.step, info.step_is_exact, info.loss, info.lr, info.samples_per_s) == (12000, False, 0.512, 1e-5, 120.0)
     banner = parse_lerobot("INFO 2026-08-23 10:00:00 ot_train.py:614 Effective batch size: 8 x 4 dp workers x 2 grad accum = 64 (topology: dp_replicate=4, dp_shard=1)")
     assert banner.effective_batch == 64
-    monitor = JobMonitor(expect(steps=20000), get_trainer("lerobot").parse_line)
+    monitor = JobMonitor(expect(steps=20000), get_trainer("lerobot"))
     monitor.feed("Training:  62%|######2   | 12400/20000 [10:00<06:00, 20.1step/s]", now=1)
     monitor.feed(line, now=2)
     assert monitor.progress.step == 12400, "a rounded step:12K never overrides the exact tqdm counter"
@@ -77,7 +78,7 @@ def test_hf_groot_and_openpi_lines():
 
 
 def test_torchrun_failure_table_names_the_rank_and_error():
-    monitor = JobMonitor(expect(), get_trainer("demo").parse_line)
+    monitor = JobMonitor(expect(), get_trainer("demo"))
     events = [e for e in feed_file(monitor, CRASH_LOG) if e.kind == "rank_failed"]
     assert len(events) == 1
     assert events[0].rank == 1 and events[0].data["exitcode"] == 1
@@ -92,7 +93,7 @@ def test_torchrun_failure_table_names_the_rank_and_error():
     ("host:1234:1300 [0] NCCL WARN NET/Socket : peer 10.0.0.2<34567> closed connection", "nccl_error", None),
 ])
 def test_known_signatures_are_recognised_at_once(line, kind, rank):
-    monitor = JobMonitor(expect(), get_trainer("demo").parse_line)
+    monitor = JobMonitor(expect(), get_trainer("demo"))
     events = monitor.feed(line, now=1)
     assert [(e.kind, e.rank) for e in events] == [(kind, rank)]
     assert events[0].suggestion
@@ -100,7 +101,7 @@ def test_known_signatures_are_recognised_at_once(line, kind, rank):
 
 
 def steady_monitor(interval: float = 1.0, steps: int = 10, **kw) -> tuple[JobMonitor, float]:
-    monitor = JobMonitor(expect(steps=1000, **kw), get_trainer("demo").parse_line, now=0.0)
+    monitor = JobMonitor(expect(steps=1000, **kw), get_trainer("demo"), now=0.0)
     t = 5.0
     for step in range(1, steps + 1):
         monitor.feed(f"[demo] step {step}/1000 loss=0.5 lr=1.000e-04 samples/s=100.0", now=t)
@@ -130,11 +131,11 @@ def test_threshold_adapts_to_slow_steps():
 
 
 def test_longer_allowance_before_the_first_step():
-    monitor = JobMonitor(expect(hang_timeout_s=30), get_trainer("demo").parse_line, now=0.0)
+    monitor = JobMonitor(expect(hang_timeout_s=30), get_trainer("demo"), now=0.0)
     assert monitor.threshold(0)[0] == 600.0
     assert monitor.tick(300, IDLE) == []
     assert [e.kind for e in monitor.tick(601, IDLE)] == ["hang_suspected"]
-    custom = JobMonitor(expect(hang_timeout_s=30, first_step_timeout_s=45), get_trainer("demo").parse_line, now=0.0)
+    custom = JobMonitor(expect(hang_timeout_s=30, first_step_timeout_s=45), get_trainer("demo"), now=0.0)
     assert custom.threshold(0)[0] == 45
 
 
@@ -183,10 +184,10 @@ def test_gpu_spin_wait_is_not_busy():
 
 
 def test_lr_is_compared_after_warmup():
-    monitor = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo").parse_line)
+    monitor = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo"))
     assert monitor.feed("[demo] step 10/100 loss=0.5 lr=5.000e-04 samples/s=10", now=1) == []
     assert monitor.feed("[demo] step 30/100 loss=0.5 lr=1.000e-03 samples/s=10", now=2) == []
-    wrong = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo").parse_line)
+    wrong = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo"))
     assert [e.kind for e in wrong.feed("[demo] step 10/100 loss=0.5 lr=4.000e-03 samples/s=10", now=1)] == ["lr_mismatch"]
 
 
@@ -199,15 +200,32 @@ def test_eta_from_recent_rate():
 def test_tail_collapses_carriage_returns_and_keeps_partial_lines(tmp_path):
     log = tmp_path / "log.txt"
     tail = LogTail(log)
-    assert tail.read() == []
+    assert not tail.read()
     with open(log, "w") as fh:
         fh.write("first line\nTraining:  10%|#  | 1/10 [00:01<00:09, 1.0it/s]\rTraining:  20%|## | 2/10 [00:02<00:08, 1.0it/s]")
-    segments = tail.read()
-    assert [(s.text, s.transient) for s in segments] == [("first line", False), ("Training:  20%|## | 2/10 [00:02<00:08, 1.0it/s]", True)]
+    chunk = tail.read()
+    assert chunk.lines == ["first line"] and chunk.bar == "Training:  20%|## | 2/10 [00:02<00:08, 1.0it/s]"
     with open(log, "a") as fh:
         fh.write("\rTraining: 100%|###| 10/10 [00:10<00:00, 1.0it/s]\nhalf a li")
-    segments = tail.read()
-    assert [(s.text, s.transient) for s in segments] == [("Training: 100%|###| 10/10 [00:10<00:00, 1.0it/s]", False)]
+    chunk = tail.read()
+    assert chunk.lines == ["Training: 100%|###| 10/10 [00:10<00:00, 1.0it/s]"] and chunk.bar == chunk.lines[0]
     with open(log, "a") as fh:
-        fh.write("ne\n\u00e9t\u00e9 ok\n")
-    assert [s.text for s in tail.read()] == ["half a line", "\u00e9t\u00e9 ok"]
+        fh.write("ne\r\n\u00e9t\u00e9 ok\n")
+    assert tail.read().lines == ["half a line", "\u00e9t\u00e9 ok"]
+
+
+def test_tail_splits_a_message_written_right_after_a_bar():
+    chunk = LogTail(LEROBOT_LOG).read()
+    steps = [line for line in chunk.lines if "step:" in line]
+    assert len(steps) == 4 and all(line.startswith("INFO ") for line in steps)
+    assert chunk.bar.startswith("Training: 100%|") and "| 20/20 [00:38<00:00" in chunk.bar, "the newest bar state"
+
+
+def test_batches_find_progress_and_signatures_among_noise():
+    monitor = JobMonitor(expect(steps=1000), get_trainer("demo"), now=0.0)
+    noise = [f"debug line {i} fetched shard {i % 7}" for i in range(5000)]
+    noise[1234] = "[demo] step 7/1000 loss=0.5 lr=1.000e-04 samples/s=100.0"
+    noise[4321] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    events = monitor.feed_many(noise, now=1.0, bar="Training:   1%|   | 9/1000 [00:01<02:00, 8.0step/s]")
+    assert monitor.progress.step == 9 and monitor.progress.lines == 5000 and monitor.progress.loss == 0.5
+    assert [e.kind for e in events] == ["out_of_memory"]

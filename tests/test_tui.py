@@ -37,11 +37,13 @@ async def type_into(pilot, selector: str, text: str) -> None:
 
 
 async def goto(pilot, app, step: int) -> None:
-    while app.screen.step < step:
-        await pilot.press("ctrl+n")
-    while app.screen.step > step:
-        await pilot.press("escape")
+    for _ in range(10):
+        if app.screen.step == step:
+            break
+        await pilot.press("ctrl+n" if app.screen.step < step else "escape")
+        await pilot.pause()
     await settle(pilot, app)
+    assert app.screen.step == step
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from gpuwizard.errors import UserError
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Vram(_Entry):

@@ -22,7 +22,10 @@ _FLOAT = re.compile(
 )
 
 
-class _Loader(yaml.SafeLoader):
+_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses ~8x faster where it is built in
+
+
+class _Loader(_BASE):  # type: ignore[misc, valid-type]
     """SafeLoader that also reads `1e-4` (no dot) as a float, as users write learning rates."""
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import sys
 import time
@@ -92,8 +92,13 @@ def action_chunks(actions: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
     return actions[idx]
 
 
-def _injected_hang(rank: int, step: int) -> None:
-    """This rank stops entering collectives; the others block in all-reduce."""
+def _injected_hang(rank: int, step: int, out: Path) -> None:
+    """This rank stops entering collectives; the others block in all-reduce.
+
+    The start time goes to a side file (never the log) so benchmarks can measure detection latency.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "injected_hang.json").write_text(json.dumps({"rank": rank, "step": step, "t": time.time()}))
     while True:
         time.sleep(0.5)
 
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.inject_crash and args.inject_crash == (rank, step):
             raise RuntimeError(f"injected crash at step {step} on rank {rank}")
         if args.inject_hang and args.inject_hang == (rank, step):
-            _injected_hang(rank, step)
+            _injected_hang(rank, step, Path(args.output_dir))
         for micro in range(args.grad_accum):
             idx = torch.randint(0, frames, (args.batch_size,), generator=generator)
             image = images[idx].to(device, non_blocking=True).float().div_(255.0)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
-import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
-
-import psutil
 
 NO_DRIVER_LINE = "no NVIDIA driver found: CPU only; the demo and CPU dry runs still work"
 TOPOLOGY_NAMES = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -128,11 +126,15 @@ class CpuInfo:
 class Inventory:
     gpus: list[GpuInfo]
     links: list[Link]
-    cpu: CpuInfo
     driver_version: str | None = None
     cuda_version: str | None = None
     cuda_visible_devices: str | None = None
     message: str | None = None
+
+    @functools.cached_property
+    def cpu(self) -> CpuInfo:
+        """Read on first use: planning needs only the GPUs."""
+        return cpu_info()
 
     @property
     def has_gpus(self) -> bool:
@@ -150,10 +152,12 @@ class Inventory:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"cpu": asdict(self.cpu)}
 
 
 def cpu_info() -> CpuInfo:
+    import psutil
+
     memory = psutil.virtual_memory()
     return CpuInfo(
         model=_cpu_model(),
@@ -305,7 +309,7 @@ class NvmlReader:
                 uuids.append(None)
         order = cuda_order(visible_env, uuids)
         gpus = [self.device(i, order) for i in range(len(self.handles))]
-        return Inventory(gpus, self.links(gpus), cpu_info(), driver, f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None, visible_env)
+        return Inventory(gpus, self.links(gpus), driver, f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None, visible_env)
 
 
 def _text(value: Any) -> str:
@@ -341,6 +345,8 @@ _user_cache: dict[int, tuple[str | None, str | None]] = {}
 def describe_process(pid: int, used_mb: float | None) -> GpuProcess:
     """Who runs a GPU process (psutil); processes we cannot inspect keep their pid only."""
     if pid not in _user_cache:
+        import psutil
+
         try:
             proc = psutil.Process(pid)
             _user_cache[pid] = (proc.username(), " ".join(proc.cmdline())[:200] or proc.name())
@@ -355,11 +361,11 @@ def read_inventory(module: Any | None = None) -> Inventory:
     try:
         nv = open_nvml(module or replay_module_from_env())
     except NvmlUnavailable as exc:
-        return Inventory([], [], cpu_info(), message=str(exc))
+        return Inventory([], [], message=str(exc))
     try:
         return NvmlReader(nv).inventory()
     except Exception as exc:  # noqa: BLE001 - a broken driver must not crash the wizard
-        return Inventory([], [], cpu_info(), message=f"NVML failed while reading the GPUs ({exc}): CPU only; the demo and CPU dry runs still work")
+        return Inventory([], [], message=f"NVML failed while reading the GPUs ({exc}): CPU only; the demo and CPU dry runs still work")
     finally:
         try:
             nv.nvmlShutdown()
@@ -377,5 +383,3 @@ def replay_module_from_env() -> Any | None:
     return ReplayNvml.from_file(path)
 
 
-def sample_time() -> float:
-    return time.time()

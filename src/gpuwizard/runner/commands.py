@@ -9,7 +9,7 @@ import time
 
 from gpuwizard.errors import UserError, problem
 from gpuwizard.runner.follow import RunFollower, event_text, is_final, request_stop, status_line, supervisor_lost
-from gpuwizard.runner.rundir import RunDir, all_runs, baseline_green, find_run
+from gpuwizard.runner.rundir import RunDir, all_runs, baseline_green, find_run, scaling_report, scaling_text
 
 STATUS_EVERY_S = 2.0
 
@@ -95,7 +95,9 @@ def final_summary(run: RunDir) -> str:
         "stopped": "stopped by the user",
     }.get(state, state)
     extra = f"; processes left behind: {s['survivors']}" if s.get("survivors") else ""
-    return f"run {run.run_id} {text}; exit code {code}{extra}. Folder: {run.path}"
+    summary = f"run {run.run_id} {text}; exit code {code}{extra}. Folder: {run.path}"
+    scaling = scaling_text(s.get("preset", "")) if state == "finished" else None
+    return summary + (f"\nscaling of {s.get('preset')}: {scaling}" if scaling else "")
 
 
 def runs_command(args: argparse.Namespace) -> int:
@@ -113,6 +115,7 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    presets = sorted({r["preset"] for r in rows if r["preset"]})
     if not rows:
         print("no runs yet: `gpuwizard run demo-cpu --headless` starts one")
         return 0
@@ -121,4 +124,11 @@ def runs_command(args: argparse.Namespace) -> int:
         step = f"{r['step'] if r['step'] is not None else '-'}/{r['steps'] or '?'}"
         mark = "green" if r["baseline_green"] else "never"
         print(f"{r['run_id'][:36]:<36} {r['state'] or '?':<9} {r['exit_code'] if r['exit_code'] is not None else '-':>4} {r['world_size'] or '?':>4} {step:>12} {int(r['duration_s'])//60:>5}:{int(r['duration_s'])%60:02d}  {mark}{' (smoke)' if r['smoke'] else ''}")
+    for preset in presets:
+        report = scaling_report(preset)
+        if len(report) > 1:
+            print(f"\nscaling of {preset} (latest finished run per process count):")
+            for r in report:
+                eff = f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}" if r["efficiency"] is not None else "no 1-process run to compare"
+                print(f"  {r['world_size']} process(es): {r['samples_per_s']:.0f} samples/s  {eff}")
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuwizard.runner.procs import JobProcesses
 from gpuwizard.runner.rundir import ACTIVE_STATES, RunDir, pid_alive
-from gpuwizard.runner.tail import LogTail, Segment
+from gpuwizard.runner.tail import LogTail
 
 FINAL_STATES = ("finished", "failed", "hung", "stopped")
 
@@ -33,10 +33,10 @@ class JsonlTail:
 
     def read(self) -> list[dict[str, Any]]:
         records = []
-        for seg in self.tail.read():
-            if seg.text.strip():
+        for line in self.tail.read().lines:
+            if line.strip():
                 try:
-                    records.append(json.loads(seg.text))
+                    records.append(json.loads(line))
                 except ValueError:
                     continue
         return records
@@ -47,19 +47,15 @@ class RunFollower:
 
     def __init__(self, run: RunDir, log_offset: int = 0):
         self.run = run
-        self.log = LogTail(run.log, offset=log_offset)
+        self.log = LogTail(run.log, offset=log_offset, chunk=1 << 20)  # small batches keep keys responsive in a flood
         self.events = JsonlTail(run.events_file)
         self.gpu = JsonlTail(run.gpu_file)
         self.ranks = JsonlTail(run.ranks_file)
         self._progress_mtime = 0.0
 
     def poll(self) -> RunUpdate:
-        update = RunUpdate()
-        for seg in self.log.read():
-            if seg.transient:
-                update.bar = seg.text
-            else:
-                update.lines.append(seg.text)
+        chunk = self.log.read()
+        update = RunUpdate(lines=chunk.lines, bar=chunk.bar)
         update.events = self.events.read()
         update.gpu = self.gpu.read()
         update.ranks = self.ranks.read()

@@ -7,10 +7,11 @@ import re
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from gpuwizard.logparse import LineInfo, clean
 from gpuwizard.runner.procs import RankSample
+from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
 BUSY_CPU_PERCENT = 50.0
@@ -39,6 +40,7 @@ class Progress:
     loss: float | None = None
     lr: float | None = None
     samples_per_s: float | None = None
+    samples_per_s_mean: float | None = None
     eta_s: float | None = None
     steps_per_s: float | None = None
     last_progress_t: float | None = None
@@ -88,6 +90,29 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
 ]
 
 
+SIGNAL_WORDS = ("rror", "xception", "NCCL", "atchdog", "imed out", "monitoredBarrier", "Heartbeat", "gloo", "ut of memory", "Interrupt")
+"""Every failure signature and exception line holds one of these fragments (a few scans per chunk)."""
+
+
+def lines_containing(text: str, words: tuple[str, ...]) -> list[str]:
+    """The lines of `text` holding any of `words`, in order, found with C-level str.find."""
+    starts: set[int] = set()
+    for word in words:
+        pos = text.find(word)
+        while pos >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            starts.add(start)
+            end = text.find("\n", pos)
+            if end < 0:
+                break
+            pos = text.find(word, end)
+    found = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        found.append(text[start:] if end < 0 else text[start:end])
+    return found
+
+
 class FailureTable:
     """Reads torchrun's ChildFailedError table: which rank failed first, its exit code and error."""
 
@@ -125,11 +150,12 @@ class FailureTable:
 
 
 class JobMonitor:
-    """Feed it every log line and a per-rank sample every second; it keeps progress and raises events."""
+    """Feed it log lines in batches and a per-rank sample every second; it keeps progress and raises events."""
 
-    def __init__(self, expect: Expectations, parse_line: Callable[[str], LineInfo | None], now: float | None = None):
+    def __init__(self, expect: Expectations, trainer: Trainer, now: float | None = None):
         self.expect = expect
-        self.parse_line = parse_line
+        self.parse_line = trainer.parse_line
+        self.markers = trainer.progress_markers
         start = now if now is not None else time.time()
         self.progress = Progress(total=expect.steps, started_t=start)
         self.events: list[Event] = []
@@ -146,21 +172,36 @@ class JobMonitor:
         self.slow_extension_until: float | None = None
         self.last_ranks: list[RankSample] = []
         self.exact_steps_seen = False
+        self.rate_samples: list[float] = []
         self._seen_signatures: set[str] = set()
 
     # -- log lines -------------------------------------------------------------------------
     def feed(self, raw: str, now: float | None = None) -> list[Event]:
+        """One line (tests, small logs)."""
+        return self.feed_text(raw, 1, now)
+
+    def feed_many(self, lines: list[str], now: float | None = None, bar: str | None = None) -> list[Event]:
+        return self.feed_text("\n".join(lines) if lines else None, len(lines), now, bar)
+
+    def feed_text(self, text: str | None, count: int, now: float | None = None, bar: str | None = None) -> list[Event]:
+        """`count` complete lines joined by newlines, and the newest bar state; only matching lines are parsed."""
         now = now if now is not None else time.time()
-        line = clean(raw)
-        self.last_output_t = now
-        self.progress.lines += 1
         new: list[Event] = []
-        if not line:
-            return new
-        info = self.parse_line(line)
-        if info:
-            new += self._apply(info, now)
-        new += self._signatures(line, now)
+        if text is not None:
+            self.progress.lines += count
+            self.last_output_t = now
+            for line in lines_containing(text, self.markers):
+                info = self.parse_line(clean(line))
+                if info:
+                    new += self._apply(info, now)
+            for line in lines_containing(text, SIGNAL_WORDS):
+                new += self._signatures(clean(line))
+            if self.failure_table.active or FailureTable.ROOT in text:
+                new += self._failure(text)
+        if bar:
+            info = self.parse_line(clean(bar))
+            if info:
+                new += self._apply(info, now)
         return new
 
     def _apply(self, info: LineInfo, now: float) -> list[Event]:
@@ -184,6 +225,9 @@ class JobMonitor:
         if info.loss is not None:
             p.loss = info.loss
         if info.samples_per_s is not None:
+            if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
+                self.rate_samples.append(info.samples_per_s)
+                p.samples_per_s_mean = sum(self.rate_samples) / len(self.rate_samples)
             p.samples_per_s = info.samples_per_s
         if info.lr is not None:
             p.lr = info.lr
@@ -239,16 +283,24 @@ class JobMonitor:
                 data={"logged": logged, "expected": self.expect.effective_batch}))]
         return []
 
-    def _signatures(self, line: str, now: float) -> list[Event]:
+    def _failure(self, text: str) -> list[Event]:
+        """torchrun's failure table, read line by line from its "Root Cause" header."""
+        start = 0 if self.failure_table.active else text.rfind("\n", 0, text.find(FailureTable.ROOT)) + 1
         new = []
-        if (failure := self.failure_table.feed(line)) is not None:
-            error = failure["error"] or self.last_exception or "no error message (see the log)"
-            rank = failure["rank"]
-            new.append(self._event(Event(
-                "rank_failed", "error", f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
-                "torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
-                "Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
-                rank=rank, data=failure)))
+        for line in text[start:].split("\n"):
+            failure = self.failure_table.feed(clean(line))
+            if failure is not None:
+                error = failure["error"] or self.last_exception or "no error message (see the log)"
+                rank = failure["rank"]
+                new.append(self._event(Event(
+                    "rank_failed", "error", f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
+                    "torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
+                    "Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
+                    rank=rank, data=failure)))
+                break
+        return new
+
+    def _signatures(self, line: str) -> list[Event]:
         if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*", line) and not line.startswith("torch.distributed.elastic"):
             self.last_exception = line
         for kind, pattern, title, suggestion in SIGNATURES:
@@ -257,13 +309,12 @@ class JobMonitor:
                 continue
             key = f"{kind}:{title}"
             if key in self._seen_signatures:
-                break
+                return []
             self._seen_signatures.add(key)
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
             rank = int(groups["rank"]) if "rank" in groups else None
-            new.append(self._event(Event(kind, "error", title, line[:300], suggestion, rank=rank, data=groups)))
-            break
-        return new
+            return [self._event(Event(kind, "error", title, line[:300], suggestion, rank=rank, data=groups))]
+        return []
 
     # -- time and processes --------------------------------------------------------------
     def first_step_limit(self) -> float:

@@ -145,3 +145,29 @@ def baseline_green(preset_name: str) -> bool:
         if s.get("preset") == preset_name and s.get("world_size") == 1 and s.get("state") == "finished" and s.get("exit_code") == 0:
             return True
     return False
+
+
+def scaling_report(preset_name: str) -> list[dict[str, Any]]:
+    """Measured samples/s per process count for a preset's finished full runs, with speedup and efficiency."""
+    latest: dict[int, float] = {}
+    for run in reversed(all_runs()):
+        s = run.status()
+        if s.get("preset") != preset_name or s.get("state") != "finished" or s.get("smoke"):
+            continue
+        progress = run.read_json("progress.json", {}) or {}
+        rate = progress.get("samples_per_s_mean") or progress.get("samples_per_s")
+        if rate:
+            latest[int(s.get("world_size", 1))] = float(rate)
+    base = latest.get(1)
+    rows = []
+    for world, rate in sorted(latest.items()):
+        speedup = rate / base if base else None
+        rows.append({"world_size": world, "samples_per_s": rate, "speedup": speedup, "efficiency": speedup / world if speedup else None})
+    return rows
+
+
+def scaling_text(preset_name: str) -> str | None:
+    rows = [r for r in scaling_report(preset_name) if r["efficiency"] is not None and r["world_size"] > 1]
+    if not rows:
+        return None
+    return "; ".join(f"{r['world_size']} processes: {r['speedup']:.2f}x the 1-process samples/s (efficiency {r['efficiency']:.0%})" for r in rows)

@@ -103,7 +103,7 @@ class Supervisor:
             return 127
         assert self.job is not None
         expect = Expectations(**self.job_cfg["expect"])
-        monitor = JobMonitor(expect, get_trainer(self.job_cfg["trainer"]).parse_line)
+        monitor = JobMonitor(expect, get_trainer(self.job_cfg["trainer"]))
         procs = JobProcesses(self.job.pid)
         if self.job_cfg.get("device") == "cuda":
             from gpuwizard.gpus.sampler import open_sample_source
@@ -113,8 +113,9 @@ class Supervisor:
         last_tick = last_progress = 0.0
         rc: int | None = None
         while True:
-            for segment in tail.read():
-                self.record(monitor.feed(segment.text))
+            chunk = tail.read()
+            if chunk:
+                self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
             now = time.time()
             if now - last_tick >= TICK_S:
                 last_tick = now
@@ -144,8 +145,8 @@ class Supervisor:
             rc = self.job.poll()
             if rc is not None:
                 time.sleep(POLL_S)
-                for segment in tail.read():
-                    self.record(monitor.feed(segment.text))
+                while chunk := tail.read():
+                    self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
                 survivors = procs.stop(grace_s=2) if procs.alive() else []
                 break
             time.sleep(POLL_S)

@@ -1,37 +1,49 @@
-"""Follows a growing log file: complete lines, plus the latest carriage-return (tqdm) state as it changes."""
+"""Follows a growing log file: complete lines, plus the newest carriage-return (tqdm) state as it changes.
+
+Whole chunks are handled with C-level string and regex operations so a flooding job costs
+almost nothing per line.
+"""
 
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+CR_BEFORE_NL = re.compile(r"\r+\n")
+UP_TO_LAST_CR = re.compile(r"[^\n]*\r")
+BAR = r"[^\n|]*\d+%\|[^|\n]*\|\s*\d+/\d+ \[[^\]\n]*\]"
+BAR_STATE = re.compile(BAR)
+BAR_BEFORE_TEXT = re.compile(r"(?m)^" + BAR + r"(?=\S)")
+
 
 @dataclass
-class Segment:
-    text: str
-    transient: bool = False
+class Chunk:
+    """What was appended since the last read: complete lines (as one text) and the newest bar state."""
+
+    text: str | None = None
+    bar: str | None = None
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        return self.text.split("\n") if self.text is not None else []
+
+    @property
+    def line_count(self) -> int:
+        return self.text.count("\n") + 1 if self.text is not None else 0
+
+    def __bool__(self) -> bool:
+        return self.text is not None or self.bar is not None
 
 
-TQDM_THEN_TEXT = re.compile(r"^(?P<bar>.*?\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\])(?P<rest>\S.*)$")
-
-
-def split_bar(line: str) -> list[Segment]:
-    """A log message written right after a tqdm bar (no newline between them) becomes its own line."""
-    match = TQDM_THEN_TEXT.match(line) if "|" in line else None
-    if match:
-        return [Segment(match["bar"], transient=True), Segment(match["rest"])]
-    return [Segment(line)]
-
-
-def collapse(line: str) -> str:
-    """A line holding tqdm redraws shows only its last state."""
-    if "\r" not in line:
-        return line
-    parts = [p for p in line.split("\r") if p]
-    return parts[-1] if parts else ""
+def collapse(text: str) -> str:
+    """Keep only the last carriage-return state of each line (tqdm redraws)."""
+    if "\r" not in text:
+        return text
+    return UP_TO_LAST_CR.sub("", CR_BEFORE_NL.sub("\n", text)).rstrip("\r")
 
 
 class LogTail:
@@ -53,25 +65,31 @@ class LogTail:
             self.fh.seek(self.offset)
         return self.fh
 
-    def read(self) -> list[Segment]:
+    def read(self) -> Chunk:
         fh = self._open()
         if fh is None:
-            return []
+            return Chunk()
         data = fh.read(self.chunk)
         if not data:
-            return []
+            return Chunk()
         self.offset += len(data)
         text = self.partial + self.decoder.decode(data)
-        out: list[Segment] = []
+        out = Chunk()
         cut = text.rfind("\n")
         if cut >= 0:
-            out = [seg for line in text[:cut].split("\n") for seg in split_bar(collapse(line))]
+            body = collapse(text[: cut + 1])[:-1]
+            if "%|" in body:
+                states = BAR_STATE.findall(body)
+                if states:
+                    out.bar = states[-1].strip()
+                body = BAR_BEFORE_TEXT.sub("", body)  # a message written right after a bar, no newline between
+            out.text = body
             text = text[cut + 1 :]
         bar = text.rfind("\r")
         if bar >= 0:
             state = collapse(text)
             if state and state != self.last_bar:
-                out.append(Segment(state, transient=True))
+                out.bar = state
                 self.last_bar = state
             text = text[bar:]
         self.partial = text

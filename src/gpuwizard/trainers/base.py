@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class TrainerOptions(BaseModel):
     """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)  # only the trainer in use is built
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,8 @@ class Trainer:
     supports_fsdp: ClassVar[bool] = False
     batch_is_global: ClassVar[bool] = False
     writes_dataset: ClassVar[bool] = False
+    progress_markers: ClassVar[tuple[str, ...]] = ("%|",)
+    """Substrings every line `parse_line` understands contains: the monitor parses only those lines."""
 
     def world_size(self, preset: Preset) -> int:
         """Data-parallel devices the batch is spread over."""

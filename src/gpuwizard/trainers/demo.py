@@ -42,6 +42,7 @@ class DemoTrainer(Trainer):
     name = "demo"
     title = "Built-in demo trainer"
     batch_flag = "--batch-size"
+    progress_markers = ("[demo]", "%|")
     batch_meaning = "--batch-size is per worker process: N workers train on N x batch x accumulation samples per update."
     Options = DemoOptions
     writes_dataset = True

@@ -32,6 +32,7 @@ class GrootTrainer(Trainer):
     name = "groot"
     title = "Isaac-GR00T N1.7 (launch_finetune.py)"
     batch_flag = "--global-batch-size"
+    progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")
     batch_meaning = "--global-batch-size is global: N GPUs split it, each card gets batch / N; accumulation multiplies it."
     Options = GrootOptions
     needs_cuda = True

@@ -21,6 +21,7 @@ class HfTrainer(Trainer):
     name = "hf"
     title = "Hugging Face Trainer script"
     batch_flag = "--per_device_train_batch_size"
+    progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")
     batch_meaning = "--per_device_train_batch_size is per GPU: N GPUs train on N x batch x accumulation samples per update."
     Options = HfOptions
     supports_fsdp = True

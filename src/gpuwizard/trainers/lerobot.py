@@ -93,6 +93,7 @@ class LeRobotTrainer(Trainer):
     name = "lerobot"
     title = "LeRobot (lerobot-train)"
     batch_flag = "--batch_size"
+    progress_markers = ("step:", "Effective batch size", "cfg.steps=", "Checkpoint policy", "End of training", "%|")
     batch_meaning = "--batch_size is per GPU process: N GPUs train on N x batch samples per step."
     Options = LeRobotOptions
     supports_fsdp = True

@@ -28,6 +28,7 @@ class OpenpiTrainer(Trainer):
     name = "openpi"
     title = "openpi (pi0 / pi0.5, JAX or PyTorch)"
     batch_flag = "--batch-size"
+    progress_markers = ("Step ", "step=", "total batch size", "effective_batch_size", "Progress on:", "Saved checkpoint", "%|")
     batch_meaning = "--batch-size is global: it is split over all devices (must divide); --fsdp-devices shards the model, not the batch."
     Options = OpenpiOptions
     needs_cuda = True

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from gpuwizard.preset import Preset
-from gpuwizard.runner.rundir import RunDir
 from gpuwizard.tui.themes import DEFAULT_THEME, load_themes, read_settings, remember
+
+if TYPE_CHECKING:
+    from gpuwizard.preset import Preset
+    from gpuwizard.runner.rundir import RunDir
 
 
 class GpuWizardApp(App[int]):
@@ -23,9 +26,11 @@ class GpuWizardApp(App[int]):
         Binding("ctrl+t", "next_theme", "Theme"),
     ]
 
-    def __init__(self, preset: Preset | None = None, run: RunDir | None = None):
+    def __init__(self, preset: Preset | str | None = None, run: RunDir | None = None, exit_on_error: bool = False):
         super().__init__()
-        self.start_preset, self.start_run = preset, run
+        self.start_preset, self.start_run, self.exit_on_error = preset, run, exit_on_error
+        self.exit_error: str | None = None
+        self.last_run: RunDir | None = run
         self.animation_level = "none"
         themes, self.theme_problems = load_themes()
         for theme in themes:
@@ -43,10 +48,9 @@ class GpuWizardApp(App[int]):
 
             self.push_screen(MonitorScreen(self.start_run))
         else:
-            from gpuwizard.preset import load_preset
             from gpuwizard.tui.wizard import WizardScreen
 
-            self.push_screen(WizardScreen(self.start_preset or load_preset("demo-cpu")))
+            self.push_screen(WizardScreen(self.start_preset, exit_on_error=self.exit_on_error))
 
     def action_next_theme(self) -> None:
         names = self.own_themes + [n for n in ("textual-dark", "textual-light", "ansi-dark") if n in self.available_themes]

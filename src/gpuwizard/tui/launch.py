@@ -8,10 +8,9 @@ from gpuwizard.errors import UserError, problem
 
 
 def run_app(preset: str | None = None, attach: str | None = None) -> int:
-    from gpuwizard.preset import load_preset
+    """The preset is loaded after the first frame; if it is invalid the app exits 2 with its paragraph."""
     from gpuwizard.runner.rundir import find_run
 
-    start_preset = load_preset(preset) if preset else None
     run = None
     if attach:
         run = find_run(attach)
@@ -19,9 +18,11 @@ def run_app(preset: str | None = None, attach: str | None = None) -> int:
             raise UserError(problem("RUN_ID", "no such run", "see `gpuwizard runs`", value=attach))
     from gpuwizard.tui.app import GpuWizardApp
 
-    app = GpuWizardApp(preset=start_preset, run=run)
+    app = GpuWizardApp(preset=preset, run=run, exit_on_error=True)
     app.run()
-    last = getattr(app, "last_run", None) or run
-    if last is not None and last.is_active():
-        sys.stdout.write(f"the job keeps running; `gpuwizard attach {last.run_id}` to watch it again\n")
+    if app.exit_error:
+        sys.stderr.write(app.exit_error + "\n")
+        return 2
+    if app.last_run is not None and app.last_run.is_active():
+        sys.stdout.write(f"the job keeps running; `gpuwizard attach {app.last_run.run_id}` to watch it again\n")
     return 0

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from gpuwizard.gpus.inventory import Inventory
-from gpuwizard.plan import Plan
-from gpuwizard.runner.follow import RunUpdate
-from gpuwizard.trainers.base import BuildContext, LaunchSpec
+if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
+    from gpuwizard.plan import Plan
+    from gpuwizard.preset import Preset
+    from gpuwizard.runner.follow import RunUpdate
+    from gpuwizard.trainers.base import BuildContext, LaunchSpec
+
+
+class PresetLoaded(Message):
+    """The wizard's preset, loaded after the first frame, or the paragraph saying why it could not be."""
+
+    def __init__(self, preset: Preset | None, error: str | None):
+        super().__init__()
+        self.preset, self.error = preset, error
 
 
 class InventoryReady(Message):

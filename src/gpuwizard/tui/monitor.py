@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from textual import on, work
@@ -13,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
+from textual.geometry import Size
 from textual.widgets import Footer, Input, Label, Log, ProgressBar, Sparkline, Static
 from textual.worker import get_current_worker
 
@@ -23,6 +25,34 @@ from gpuwizard.tui.messages import RunPolled, RunStarted
 LOG_MAX_LINES = 50_000
 HISTORY = 60
 ACK_TIMEOUT_S = 2.0
+
+
+class JobLog(Log):
+    """Textual's Log with a batch append for floods: our lines never hold newlines, and the width is
+    estimated with one C-level pass instead of a per-line cell-width thread (relies on Log internals;
+    textual is pinned)."""
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> JobLog:
+        lines = lines if isinstance(lines, list) else list(lines)
+        if not lines:
+            return self
+        at_end = self.is_vertical_scroll_end
+        follow = self.auto_scroll if scroll_end is None else scroll_end
+        if len(lines) > self.max_lines:
+            lines = lines[-self.max_lines :]
+        start = len(self._lines)
+        self._lines.extend(lines)
+        self._width = max(self._width, max(map(len, lines)))
+        if len(self._lines) > self.max_lines:
+            self._prune_max_lines()
+            start = max(0, len(self._lines) - len(lines))
+        self.virtual_size = Size(self._width, len(self._lines))
+        self.refresh_lines(start, len(lines))
+        if follow and at_end and not self.is_vertical_scrollbar_grabbed:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.refresh()
+        return self
 
 
 class TelemetryRow(Horizontal):
@@ -77,7 +107,7 @@ class MonitorScreen(Screen[None]):
             yield ProgressBar(total=self.status.get("steps") or 100, show_eta=False, show_percentage=False, id="progress")
             yield Static("", id="stats")
         yield Static("", id="banner")
-        yield Log(max_lines=LOG_MAX_LINES, highlight=False, id="log")
+        yield JobLog(max_lines=LOG_MAX_LINES, highlight=False, id="log")
         yield Input(placeholder="search the log (enter: find, n: next, esc: close)", id="search")
         yield Vertical(id="telemetry")
         yield Footer(compact=True)
@@ -120,7 +150,7 @@ class MonitorScreen(Screen[None]):
     def apply(self, update: RunUpdate) -> None:
         log = self.query_one("#log", Log)
         if update.lines:
-            log.write_lines(update.lines[-LOG_MAX_LINES:])
+            log.write_lines(update.lines)
             self.lines_seen += len(update.lines)
         if update.progress:
             self.progress = update.progress

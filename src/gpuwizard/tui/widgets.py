@@ -5,14 +5,16 @@ from __future__ import annotations
 import shlex
 import types
 import typing
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
 from textual import on
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class Edit(Message):

@@ -1,260 +1,40 @@
-"""The wizard: five steps over one Preset model, with a live plan and the exact command."""
+"""The wizard: five steps over one Preset model, with a live plan and the exact command.
+
+The first frame is a light shell (step names, footer); the core (pydantic models, catalog,
+trainers) is imported and the preset loaded right after it, and each step is built when first shown.
+"""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Label, RadioButton, RadioSet, SelectionList, Static
+from textual.widgets import ContentSwitcher, Footer, Static
 
-from gpuwizard import datasets
-from gpuwizard.catalog import load_catalog
-from gpuwizard.errors import UserError
-from gpuwizard.gpus.inventory import Inventory, read_inventory
-from gpuwizard.plan import Plan, build_command, hardware_from_inventory, make_plan, scale
-from gpuwizard.preset import Preset, save_user_preset, with_field
-from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import BuildContext, LaunchSpec, free_port
-from gpuwizard.tui.messages import InventoryReady, PlanReady, RunStarted
-from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, InvalidInput, options_form, row
+from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded, RunStarted
+from gpuwizard.tui.widgets import Edit, InvalidInput
+
+if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
+    from gpuwizard.plan import Plan
+    from gpuwizard.preset import Preset
+    from gpuwizard.trainers.base import BuildContext, LaunchSpec
+    from gpuwizard.tui.steps import Step
 
 REPLAN_DELAY_S = 0.12
 STEPS = [("gpus", "GPUs"), ("policy", "Policy & data"), ("trainer", "Trainer & batch"), ("scaling", "Scaling"), ("preview", "Preview")]
-RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
-RULES_HELP = "none keeps lr and steps as tuned · linear_lr: lr x k plus a warmup · sqrt_lr: lr x sqrt(k) · divide_steps: steps / k"
-
-
-class GpusStep(VerticalScroll):
-    def compose(self) -> ComposeResult:
-        preset: Preset = self.app.screen.preset  # type: ignore[attr-defined]
-        yield Static("Detecting GPUs...", id="gpu-info")
-        yield SelectionList[int](id="gpu-select")
-        yield Static("", id="topology")
-        yield row("device", FieldSelect("hardware.device", ["auto", "cuda", "cpu"], preset.hardware.device), "cpu: processes on the CPU with gloo")
-        yield row("GPUs / procs", FieldInput("hardware.gpus", "int", preset.hardware.gpus), "per node")
-        yield row("nodes", FieldInput("hardware.nodes", "int", preset.hardware.nodes))
-
-    def show(self, preset: Preset, inventory: Inventory | None) -> None:
-        info = self.query_one("#gpu-info", Static)
-        select = self.query_one("#gpu-select", SelectionList)
-        self.query_one("#f-hardware-gpus", FieldInput).set_quietly(preset.hardware.gpus)
-        if inventory is None:
-            return
-        if not inventory.has_gpus:
-            cpu = inventory.cpu
-            info.update(Content.assemble((inventory.message or "no GPUs", "bold $warning"), f"\nCPU: {cpu.model}, {cpu.cores_logical} cores, {cpu.memory_total_gb:g} GB RAM.\n"
-                                      "Plan for a GPU machine here (device auto or cuda), or choose device cpu for a dry run with gloo."))
-            select.display = False
-            return
-        visible = inventory.visible()
-        info.update(f"{len(inventory.gpus)} NVIDIA GPU(s), driver {inventory.driver_version}, CUDA {inventory.cuda_version}"
-                    + (f", CUDA_VISIBLE_DEVICES={inventory.cuda_visible_devices}" if inventory.cuda_visible_devices is not None else "")
-                    + ". Space toggles a device; the job uses the selected ones.")
-        chosen = set(preset.hardware.devices if preset.hardware.devices is not None else [g.cuda_index for g in visible[: preset.hardware.gpus]])
-        if select.option_count != len(visible):
-            select.clear_options()
-            for g in visible:
-                busy = f"busy: {len(g.processes)} proc" if g.processes else "idle"
-                mem = f"{(g.memory_used_mb or 0) / 1024:.1f}/{(g.memory_total_mb or 0) / 1024:.0f} GB"
-                select.add_option((f"GPU{g.cuda_index} {g.name} · {mem} · {g.utilization_gpu or 0:.0f}% · {busy}", g.cuda_index, g.cuda_index in chosen))
-        picked = [g for g in visible if g.cuda_index in chosen]
-        lines = []
-        for i, a in enumerate(picked):
-            for b in picked[i + 1 :]:
-                link = inventory.link(a.index, b.index)
-                if link:
-                    lines.append(f"GPU{a.cuda_index} <-> GPU{b.cuda_index}: {link.label}, P2P read {link.p2p_read or 'unavailable'}")
-        self.query_one("#topology", Static).update("\n".join(lines))
-
-    @on(SelectionList.SelectedChanged)
-    def _picked(self, event: SelectionList.SelectedChanged) -> None:
-        chosen = sorted(event.selection_list.selected)
-        if chosen:
-            self.post_message(Edit("hardware", {"gpus": len(chosen), "devices": chosen}))
-
-
-class PolicyStep(VerticalScroll):
-    fits_for: tuple[float, str] | None = None
-
-    def compose(self) -> ComposeResult:
-        table = DataTable(id="policies", cursor_type="row", zebra_stripes=True)
-        table.add_columns("policy", "params", "VRAM need", "fits", "trainers")
-        yield table
-        yield Static("", id="policy-summary")
-
-    def fill(self, preset: Preset) -> None:
-        table = self.query_one("#policies", DataTable)
-        table.clear()
-        for entry in load_catalog().values():
-            params = f"{entry.params_m:g}M" if entry.params_m and entry.params_m < 1000 else (f"{entry.params_m / 1000:g}B" if entry.params_m else "?")
-            table.add_row(entry.key, params, f"{entry.vram.full_gb:g} GB @{entry.vram.at_batch}", "", ", ".join(entry.trainers), key=entry.key)
-        keys = list(load_catalog())
-        if preset.policy in keys:
-            table.move_cursor(row=keys.index(preset.policy))
-        self.filled = True
-
-    def show(self, preset: Preset, plan: Plan | None) -> None:
-        entry = load_catalog()[preset.policy]
-        table = self.query_one("#policies", DataTable)
-        if plan and plan.fits.device_gb and (plan.fits.device_gb, preset.mixed_precision) != self.fits_for:
-            self.fits_for = (plan.fits.device_gb, preset.mixed_precision)
-            for key, policy in load_catalog().items():
-                need = policy.estimate_gb(policy.vram.at_batch, preset.mixed_precision)
-                table.update_cell(key, table.ordered_columns[3].key, "yes" if need <= plan.fits.device_gb * 0.92 else "no")
-        self.query_one("#policy-summary", Static).update(f"{entry.title}: {entry.summary}")
-
-    @on(DataTable.RowHighlighted, "#policies")
-    def _chosen(self, event: DataTable.RowHighlighted) -> None:
-        """Only the user's cursor moves choose a policy (filling the table highlights row 0 first)."""
-        if event.row_key.value and self.has_focus_within:
-            self.post_message(Edit("policy", event.row_key.value))
-
-
-class DatasetBox(Vertical):
-    def compose(self) -> ComposeResult:
-        preset: Preset = self.app.screen.preset  # type: ignore[attr-defined]
-        yield row("dataset id", FieldInput("dataset.repo_id", "str", preset.dataset.repo_id))
-        yield row("local folder", FieldInput("dataset.root", "optional_str", preset.dataset.root, placeholder="optional: a LeRobot dataset folder"))
-        yield Static("", id="dataset-info")
-
-    def show(self, preset: Preset) -> None:
-        info = self.query_one("#dataset-info", Static)
-        if not preset.dataset.root:
-            info.update("No local folder: the trainer loads the dataset by id (cache or Hub).")
-            return
-        try:
-            meta = datasets.read_metadata(Path(preset.dataset.root).expanduser())
-        except datasets.DatasetError as exc:
-            info.update(Content.styled(str(exc), "bold $warning"))
-            return
-        info.update(meta.summary())
-
-
-class TrainerStep(VerticalScroll):
-    shown_rows: list[tuple[str, str, str]] = []
-
-    def compose(self) -> ComposeResult:
-        preset: Preset = self.app.screen.preset  # type: ignore[attr-defined]
-        yield row("trainer", FieldSelect("trainer", load_catalog()[preset.policy].trainers, preset.trainer))
-        yield Static("", id="batch-meaning")
-        with Horizontal(id="batch-area"):
-            with Vertical(id="batch-fields"):
-                yield row("batch size", FieldInput("batch.size", "int", preset.batch.size))
-                yield row("grad accum", FieldInput("batch.grad_accum", "int", preset.batch.grad_accum))
-                yield row("lr", FieldInput("optim.lr", "optional_float", preset.optim.lr, placeholder="policy default"))
-                yield row("steps", FieldInput("optim.steps", "int", preset.optim.steps))
-                yield row("precision", FieldSelect("mixed_precision", ["no", "bf16", "fp16"], preset.mixed_precision))
-                yield row("strategy", FieldSelect("strategy", ["auto", "single", "ddp", "fsdp"], preset.strategy))
-            table = DataTable(id="batch-table", cursor_type="none", show_cursor=False)
-            table.add_columns("GPUs", "per device", "effective")
-            yield table
-        yield Label("Launch", classes="section")
-        yield row("python", FieldInput("launch.python", "optional_str", preset.launch.python, placeholder="training env interpreter (default: PATH)"))
-        yield row("output dir", FieldInput("output_dir", "optional_str", preset.output_dir, placeholder=f"outputs/train/{preset.name}"))
-        yield Label("Trainer options", classes="section")
-        yield Vertical(*options_form(get_trainer(preset.trainer).Options, preset.trainer_options), id="options")
-
-    async def rebuild_options(self, preset: Preset) -> None:
-        box = self.query_one("#options", Vertical)
-        await box.remove_children()
-        await box.mount_all(options_form(get_trainer(preset.trainer).Options, preset.trainer_options))
-        trainer_select = self.query_one("#f-trainer", FieldSelect)
-        with trainer_select.prevent(FieldSelect.Changed):
-            trainer_select.set_options([(t, t) for t in load_catalog()[preset.policy].trainers])
-            trainer_select.value = preset.trainer
-
-    def show(self, preset: Preset, plan: Plan | None) -> None:
-        if plan is None:
-            return
-        self.query_one("#batch-meaning", Static).update(Content.assemble(("What the number means: ", "bold"), plan.batch_meaning))
-        rows = [(f"{r['gpus']}{' <' if r['chosen'] else ''}", "-" if r["per_device"] is None else str(r["per_device"]), "-" if r["effective"] is None else str(r["effective"]))
-                for r in plan.batch_table]
-        if rows != self.shown_rows:
-            self.shown_rows = rows
-            table = self.query_one("#batch-table", DataTable)
-            table.clear()
-            for cells in rows:
-                table.add_row(*cells)
-
-
-class ScalingStep(VerticalScroll):
-    def compose(self) -> ComposeResult:
-        preset: Preset = self.app.screen.preset  # type: ignore[attr-defined]
-        with RadioSet(id="rules"):
-            for rule in RULES:
-                yield RadioButton(rule, value=rule == preset.scaling.rule, id=f"rule-{rule}")
-        yield Static(RULES_HELP, classes="field-hint")
-        yield row("ref. GPUs", FieldInput("scaling.reference_gpus", "int", preset.scaling.reference_gpus), "the GPU count lr and steps were tuned on")
-        yield Static("", id="advice")
-
-    def show(self, preset: Preset, plan: Plan | None) -> None:
-        if plan is None:
-            return
-        k = plan.scale_factor or 1.0
-        trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
-        default_warmup = trainer.default_warmup_steps(preset, policy, preset.optim.steps)
-        self.query_one("#rules", RadioSet).border_title = f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} on {plan.reference_gpus} GPU(s)"
-        for rule in RULES:
-            lr, steps, warmup, _, _ = scale(rule, k, plan.base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio)
-            self.query_one(f"#rule-{rule}", RadioButton).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}"
-        self.query_one("#advice", Static).update("\n".join(f"- {a}" for a in plan.advice))
-
-    @on(RadioSet.Changed, "#rules")
-    def _rule(self, event: RadioSet.Changed) -> None:
-        self.post_message(Edit("scaling.rule", event.pressed.id.removeprefix("rule-")))
-
-
-class PreviewStep(VerticalScroll):
-    def compose(self) -> ComposeResult:
-        yield Static("", id="command")
-        yield Static("", id="environment")
-        yield Static("", id="problems")
-
-    def show(self, plan: Plan | None, spec: LaunchSpec | None) -> None:
-        if plan is None:
-            return
-        command = self.query_one("#command", Static)
-        if spec is None:
-            command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
-        else:
-            command.update(Content.styled(pretty_command(spec.argv), "bold"))
-            env = [f"{k}={v}" for k, v in spec.env.items()] + [f"unset {n}" for n in spec.unset]
-            self.query_one("#environment", Static).update(f"workdir: {spec.workdir}\nenv: " + (" ".join(env) or "(unchanged)"))
-        parts = [(f"{level}: {p.paragraph()}\n", style)
-                 for level, items, style in (("error", plan.errors, "bold $error"), ("warning", plan.warnings, "$warning"), ("note", plan.notes, "$text-muted"))
-                 for p in items]
-        self.query_one("#problems", Static).update(Content.assemble(*parts))
-
-
-def pretty_command(argv: list[str], width: int = 74) -> str:
-    """The argv packed into continuation lines, keeping each flag next to its value."""
-    tokens: list[str] = []
-    for arg in argv:
-        quoted = shlex.quote(arg)
-        if tokens and tokens[-1].startswith("-") and "=" not in tokens[-1] and not arg.startswith("-"):
-            tokens[-1] += " " + quoted
-        else:
-            tokens.append(quoted)
-    lines, current = [], ""
-    for token in tokens:
-        if current and len(current) + 1 + len(token) > width:
-            lines.append(current)
-            current = "  " + token
-        else:
-            current = f"{current} {token}" if current else token
-    return " \\\n".join([*lines, current])
 
 
 class WizardScreen(Screen[None]):
-    """Steps on the left of the footer, a live one-line plan summary, keys for everything."""
+    """Steps, a live one-line plan summary, keys for everything in the footer."""
 
     BINDINGS = [
         Binding("ctrl+n", "next", "Next", priority=True),
@@ -268,14 +48,16 @@ class WizardScreen(Screen[None]):
     ]
     step = reactive(0, bindings=True)
 
-    def __init__(self, preset: Preset):
+    def __init__(self, preset: Preset | str | None = None, exit_on_error: bool = False):
         super().__init__()
-        self.preset = preset
+        self.source = preset if preset is not None else "demo-cpu"
+        self.exit_on_error = exit_on_error
+        self.preset: Preset | None = None
         self.inventory: Inventory | None = None
         self.plan: Plan | None = None
         self.ctx: BuildContext | None = None
         self.spec: LaunchSpec | None = None
-        self.master_port = preset.launch.master_port or free_port()
+        self.master_port = 0
         self.plan_seq = 0
         self.input_error: str | None = None
         self.replan_timer: Timer | None = None
@@ -283,42 +65,103 @@ class WizardScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
         with ContentSwitcher(initial="step-gpus", id="switcher"):
-            yield GpusStep(id="step-gpus")
-            with VerticalScroll(id="step-policy"):
-                yield PolicyStep(id="policy-step")
-                yield DatasetBox(id="dataset-box")
-            yield TrainerStep(id="step-trainer")
-            yield ScalingStep(id="step-scaling")
-            yield PreviewStep(id="step-preview")
-        yield Static("", id="summary")
+            for name, _ in STEPS:
+                yield Vertical(id=f"step-{name}", classes="step-slot")
+        yield Static("Loading the preset...", id="summary")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one(PolicyStep).fill(self.preset)
-        self.query_one(DatasetBox).show(self.preset)
-        self.watch_step(0)
+        self.draw_crumbs()
+        self.load_preset()
+
+    # -- loading: off the event loop, so the first frame reaches the terminal at once -----------
+    @work(thread=True, group="load", exit_on_error=False)
+    def load_preset(self) -> None:
+        from gpuwizard.errors import UserError
+        from gpuwizard.preset import load_preset
+
+        try:
+            preset = self.source if not isinstance(self.source, str) else load_preset(self.source)
+        except UserError as exc:
+            self.post_message(PresetLoaded(None, exc.paragraph()))
+            return
+        self.post_message(PresetLoaded(preset, None))
+
+    @on(PresetLoaded)
+    def _loaded(self, message: PresetLoaded) -> None:
+        if message.error:
+            if self.exit_on_error:
+                self.app.exit_error = message.error  # type: ignore[attr-defined]
+                self.app.exit(return_code=2)
+            else:
+                self.notify(message.error, severity="error", timeout=10)
+            return
+        from gpuwizard.trainers.base import free_port
+
+        self.preset = message.preset
+        self.master_port = self.preset.launch.master_port or free_port()
+        self.show_step(self.step)
         self.detect_gpus()
         self.replan()
 
-    # -- background work: workers post messages, handlers own the state --------------------
+    def slot(self, name: str) -> Vertical:
+        return self.query_one(f"#step-{name}", Vertical)
+
+    def built(self, name: str) -> Step | None:
+        """The step widget if it has been built."""
+        children = self.slot(name).children
+        return children[0] if children else None  # type: ignore[return-value]
+
+    def show_step(self, step: int) -> None:
+        """Build the step on first visit, then draw it from the current plan."""
+        from gpuwizard.tui.steps import STEP_CLASSES
+
+        name = STEPS[step][0]
+        widget = self.built(name)
+        if widget is None:
+            widget = STEP_CLASSES[name](self.preset, id=f"{name}-step")
+            self.slot(name).mount(widget)
+            if name == "gpus" and self.inventory is not None:
+                self.call_after_refresh(lambda: widget.show(self.preset, self.inventory))
+            self.call_after_refresh(self.render_step)  # once its children exist
+        else:
+            self.render_step()
+        self.call_after_refresh(self.focus_first, widget)
+
+    def focus_first(self, widget: Step) -> None:
+        first = next((w for w in widget.query("*") if w.focusable), None)
+        if first is not None:
+            first.focus()
+
+    # -- background work: workers post messages, handlers own the state ------------------------
     @work(thread=True, group="inventory", exit_on_error=False)
     def detect_gpus(self) -> None:
+        from gpuwizard.gpus.inventory import read_inventory
+
         self.post_message(InventoryReady(read_inventory()))
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
+        from gpuwizard.plan import build_command, hardware_from_inventory, make_plan
+
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
         hardware = hardware_from_inventory(inventory, preset) if inventory else None
         plan, ctx = make_plan(preset, hardware=hardware, master_port=self.master_port)
         self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx)))
 
+    def replan_soon(self) -> None:
+        """Typing fast plans once, 120 ms after the last key."""
+        if self.replan_timer is not None:
+            self.replan_timer.stop()
+        self.replan_timer = self.set_timer(REPLAN_DELAY_S, self.replan)
+
     @on(InventoryReady)
     def _inventory(self, message: InventoryReady) -> None:
         self.inventory = message.inventory
-        if not message.inventory.has_gpus and self.preset.hardware.device == "auto":
-            self.query_one("#summary", Static).update("No NVIDIA GPU here: planning for CUDA; set precision/device in the preset for a CPU dry run.")
-        self.query_one(GpusStep).show(self.preset, self.inventory)
+        gpus = self.built("gpus")
+        if gpus is not None:
+            gpus.show(self.preset, self.inventory)
         self.replan()
 
     @on(PlanReady)
@@ -334,20 +177,25 @@ class WizardScreen(Screen[None]):
 
     def render_step(self) -> None:
         """Only the visible step is redrawn; the others are drawn when entered (keeps typing fast)."""
+        widget = self.built(STEPS[self.step][0])
+        if widget is None or self.plan is None:
+            return
         name = STEPS[self.step][0]
-        if name == "policy":
-            self.query_one(PolicyStep).show(self.preset, self.plan)
-        elif name == "trainer":
-            self.query_one(TrainerStep).show(self.preset, self.plan)
-        elif name == "scaling":
-            self.query_one(ScalingStep).show(self.preset, self.plan)
-        elif name == "preview":
-            self.query_one(PreviewStep).show(self.plan, self.spec)
+        if name == "preview":
+            widget.show(self.plan, self.spec)
+        elif name != "gpus":
+            widget.show(self.preset, self.plan)
 
     @on(Edit)
     async def _edit(self, message: Edit) -> None:
+        from gpuwizard.catalog import load_catalog
+        from gpuwizard.errors import UserError
+        from gpuwizard.preset import with_field
+
         message.stop()
         old = self.preset
+        if old is None:
+            return
         try:
             if message.path == "hardware":
                 new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", message.value["gpus"])
@@ -371,19 +219,20 @@ class WizardScreen(Screen[None]):
             return
         self.input_error = None
         self.preset = new
-        if new.trainer != old.trainer or new.policy != old.policy:
-            await self.query_one(TrainerStep).rebuild_options(new)
-        if new.dataset != old.dataset:
-            self.query_one(DatasetBox).show(new)
-        if new.hardware != old.hardware and self.inventory:
-            self.query_one(GpusStep).show(new, self.inventory)
+        for name in ("gpus", "policy", "trainer", "scaling", "preview"):
+            widget = self.built(name)
+            if widget is not None:
+                widget.preset = new
+        trainer_step = self.built("trainer")
+        if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
+            await trainer_step.rebuild_options(new)
+        policy_step = self.built("policy")
+        if policy_step is not None and new.dataset != old.dataset:
+            policy_step.query_one("#dataset-box").show(new)
+        gpus_step = self.built("gpus")
+        if gpus_step is not None and new.hardware != old.hardware and self.inventory:
+            gpus_step.show(new, self.inventory)
         self.replan_soon()
-
-    def replan_soon(self) -> None:
-        """Typing fast plans once, 120 ms after the last key."""
-        if self.replan_timer is not None:
-            self.replan_timer.stop()
-        self.replan_timer = self.set_timer(REPLAN_DELAY_S, self.replan)
 
     @on(InvalidInput)
     def _invalid(self, message: InvalidInput) -> None:
@@ -404,21 +253,22 @@ class WizardScreen(Screen[None]):
             f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device {plan.per_device_batch} · effective {plan.effective_batch} · "
             f"lr {plan.lr:.3g} · {plan.steps} steps · {plan.strategy} ", *state))
 
-    # -- steps ------------------------------------------------------------------------------
-    def watch_step(self, step: int) -> None:
-        switcher = self.query_one("#switcher", ContentSwitcher)
-        switcher.current = f"step-{STEPS[step][0]}"
-        first = next((w for w in switcher.visible_content.query("*") if w.focusable), None) if switcher.visible_content else None
-        if first is not None:
-            self.call_after_refresh(first.focus)
-        if self.plan is not None:
-            self.render_step()
+    # -- steps ---------------------------------------------------------------------------------
+    def draw_crumbs(self) -> None:
         parts: list[tuple[str, str]] = []
         for i, (_, title) in enumerate(STEPS):
-            parts.append((f" {i + 1} {title} ", "bold reverse $accent" if i == step else "$text-muted"))
+            parts.append((f" {i + 1} {title} ", "bold reverse $accent" if i == self.step else "$text-muted"))
             if i < len(STEPS) - 1:
                 parts.append((">", "$text-muted"))
         self.query_one("#steps", Static).update(Content.assemble(*parts))
+
+    def watch_step(self, step: int) -> None:
+        if not self.is_mounted:
+            return
+        self.query_one("#switcher", ContentSwitcher).current = f"step-{STEPS[step][0]}"
+        self.draw_crumbs()
+        if self.preset is not None:
+            self.show_step(step)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "next":
@@ -426,8 +276,8 @@ class WizardScreen(Screen[None]):
         if action == "back":
             return self.step > 0
         if action in ("copy", "export"):
-            return True if self.step == len(STEPS) - 1 else False
-        if action == "run":
+            return self.step == len(STEPS) - 1
+        if action in ("run", "smoke"):
             return True if self.plan is None or not self.plan.errors else None
         return True
 
@@ -440,7 +290,7 @@ class WizardScreen(Screen[None]):
     def action_goto(self, step: int) -> None:
         self.step = step
 
-    # -- actions ------------------------------------------------------------------------------
+    # -- actions -------------------------------------------------------------------------------
     def action_copy(self) -> None:
         if self.spec is None:
             self.notify("Nothing to copy: the plan has errors.", severity="error")
@@ -471,7 +321,12 @@ class WizardScreen(Screen[None]):
         self.app.push_screen(AskText("Export as a shell script", "file", f"./{self.preset.name}.sh"), write)
 
     def action_save(self) -> None:
+        from gpuwizard.errors import UserError
+        from gpuwizard.preset import save_user_preset, with_field
         from gpuwizard.tui.dialogs import AskText, Confirm
+
+        if self.preset is None:
+            return
 
         def save(name: str | None, overwrite: bool = False) -> None:
             if not name:
@@ -496,6 +351,8 @@ class WizardScreen(Screen[None]):
         self.app.push_screen(PresetPicker(), lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None)
 
     def action_run(self, smoke: bool = False) -> None:
+        if self.preset is None:
+            return
         if self.plan is not None and self.plan.errors:
             self.notify(self.plan.errors[0].paragraph(), severity="error", timeout=8)
             return
@@ -507,6 +364,7 @@ class WizardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
+        from gpuwizard.errors import UserError
         from gpuwizard.runner.launch import prepare_run, start_run
 
         try:
@@ -527,5 +385,6 @@ class WizardScreen(Screen[None]):
         from gpuwizard.runner.rundir import RunDir
         from gpuwizard.tui.monitor import MonitorScreen
 
-        self.app.push_screen(MonitorScreen(RunDir(message.run_path)))
-
+        run = RunDir(message.run_path)
+        self.app.last_run = run  # type: ignore[attr-defined]
+        self.app.push_screen(MonitorScreen(run))

@@ -1,0 +1,67 @@
+"""Start-up: the wizard's first frame in a real terminal (a pty) against a minimal Textual app; CLI wall times."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+
+from common import PYTHON, ROOT, isolated_env, median, record, wall
+
+FIRST_FRAME_TIMEOUT_S = 30
+
+
+def first_frame(cmd: list[str], marker: bytes, env: dict[str, str]) -> float:
+    """Seconds from spawn until `marker` is drawn on an 80x24 pseudo-terminal."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env={**env, "TERM": "xterm-256color", "COLORTERM": "truecolor"},
+                            start_new_session=True, cwd=ROOT)
+    os.close(slave)
+    seen = b""
+    elapsed = None
+    try:
+        while time.perf_counter() - start < FIRST_FRAME_TIMEOUT_S:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                seen += os.read(master, 65536)
+            except OSError:
+                break
+            if marker in seen:
+                elapsed = time.perf_counter() - start
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        os.close(master)
+    if elapsed is None:
+        raise RuntimeError(f"{cmd} never drew {marker!r}")
+    return elapsed
+
+
+def run(repeat: int = 7) -> None:
+    print("1. Start-up")
+    env = isolated_env()
+    wizard = [PYTHON, "-m", "gpuwizard", "--preset", "demo-cpu"]
+    minimal = [PYTHON, str(ROOT / "bench" / "minimal_app.py")]
+    first_frame(wizard, b"Policy & data", env)  # warm the page cache for both
+    first_frame(minimal, b"minimal-first-frame", env)
+    ours, ref = [], []
+    for _ in range(repeat):
+        ours.append(first_frame(wizard, b"Policy & data", env))
+        ref.append(first_frame(minimal, b"minimal-first-frame", env))
+    w, m = median(ours), median(ref)
+    record("startup", "wizard first frame (pty 80x24) vs minimal Textual app", w, "s", m, "<= 1.5x", w / m <= 1.5)
+    python_start = wall([PYTHON, "-c", "pass"], env, repeat)
+    help_time = wall([PYTHON, "-m", "gpuwizard", "--help"], env, repeat)
+    plan_time = wall([PYTHON, "-m", "gpuwizard", "plan", "demo-cpu"], env, repeat)
+    record("startup", "gpuwizard --help wall time (ref: python -c pass)", help_time, "s", python_start, "< 0.3 s", help_time < 0.3)
+    record("startup", "gpuwizard plan demo-cpu wall time (ref: python -c pass)", plan_time, "s", python_start, "< 0.3 s", plan_time < 0.3)
