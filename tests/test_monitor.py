@@ -208,7 +208,7 @@ def test_tail_collapses_carriage_returns_and_keeps_partial_lines(tmp_path):
     with open(log, "a") as fh:
         fh.write("\rTraining: 100%|###| 10/10 [00:10<00:00, 1.0it/s]\nhalf a li")
     chunk = tail.read()
-    assert chunk.lines == ["Training: 100%|###| 10/10 [00:10<00:00, 1.0it/s]"] and chunk.bar == chunk.lines[0]
+    assert chunk.lines == ["Training: 100%|###| 10/10 [00:10<00:00, 1.0it/s]"] and chunk.bar is None
     with open(log, "a") as fh:
         fh.write("ne\r\n\u00e9t\u00e9 ok\n")
     assert tail.read().lines == ["half a line", "\u00e9t\u00e9 ok"]
@@ -218,7 +218,19 @@ def test_tail_splits_a_message_written_right_after_a_bar():
     chunk = LogTail(LEROBOT_LOG).read()
     steps = [line for line in chunk.lines if "step:" in line]
     assert len(steps) == 4 and all(line.startswith("INFO ") for line in steps)
-    assert chunk.bar.startswith("Training: 100%|") and "| 20/20 [00:38<00:00" in chunk.bar, "the newest bar state"
+    bars = [line for line in chunk.lines if line.startswith("Training:")]
+    assert bars[-1].startswith("Training: 100%|") and "| 20/20 [00:38<00:00" in bars[-1], "bar states stay, in order"
+
+
+def test_a_checkpoint_message_after_a_bar_is_not_undone_by_that_bar(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("\rTraining:  24%|##  | 29/120 [00:01<00:04, 19.6step/s]\rTraining:  25%|##  | 30/120 [00:01<00:04, 19.6step/s]"
+                   "[demo] Saving checkpoint at step 30 -> out/checkpoints/000030\n")
+    monitor = JobMonitor(expect(steps=120, hang_timeout_s=2.0), get_trainer("demo"), now=0.0)
+    chunk = LogTail(log).read()
+    monitor.feed_text(chunk.text, chunk.line_count, now=1.0, bar=chunk.bar)
+    assert monitor.progress.step == 30 and monitor.checkpoint_started == 1.0
+    assert monitor.threshold(5.0)[1] == "a checkpoint is being written"
 
 
 def test_batches_find_progress_and_signatures_among_noise():

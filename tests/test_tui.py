@@ -15,7 +15,7 @@ from gpuwizard.preset import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runner.rundir import all_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.monitor import MonitorScreen
-from gpuwizard.tui.wizard import WizardScreen
+from gpuwizard.tui.wizard import STEPS, WizardScreen
 
 SIZE = (80, 24)
 
@@ -283,15 +283,30 @@ def snap_app() -> GpuWizardApp:
     return GpuWizardApp(preset=load_preset_file(SNAP_PRESET))
 
 
+async def wizard_ready(pilot, step: int) -> None:
+    """Wait for the real condition (step built, plan drawn), not a fixed time: CI machines are slow and busy."""
+    app = pilot.app
+    for _ in range(400):
+        screen = app.screen
+        if isinstance(screen, WizardScreen) and screen.step == step and screen.plan is not None and screen.built(STEPS[step][0]) is not None:
+            break
+        if isinstance(screen, WizardScreen) and screen.plan is not None and screen.step < step:
+            await pilot.press("ctrl+n")
+        await pilot.pause(0.05)
+    await settle(pilot, app)
+    assert isinstance(app.screen, WizardScreen) and app.screen.step == step and app.screen.plan is not None
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 @pytest.mark.parametrize("step", range(5))
 def test_snapshot_wizard_steps(snap_compare, gpus, size, step):
     async def before(pilot):
-        await settle(pilot, pilot.app)
+        await wizard_ready(pilot, 0)
         for widget in pilot.app.screen.query(Input):
             widget.cursor_blink = False
-        for _ in range(step):
-            await pilot.press("ctrl+n")
+        await wizard_ready(pilot, step)
+        for widget in pilot.app.screen.query(Input):
+            widget.cursor_blink = False
         await settle(pilot, pilot.app)
 
     assert snap_compare(snap_app(), terminal_size=size, run_before=before)
@@ -309,7 +324,12 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
     async def before(pilot):
-        await pilot.pause(1.0)
-        await pilot.pause()
+        for _ in range(400):
+            screen = pilot.app.screen
+            if isinstance(screen, MonitorScreen) and screen.lines_seen == 75 and screen.query_one("#banner").display:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        assert pilot.app.screen.lines_seen == 75
 
     assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)

@@ -16,13 +16,13 @@ from typing import IO
 CR_BEFORE_NL = re.compile(r"\r+\n")
 UP_TO_LAST_CR = re.compile(r"[^\n]*\r")
 BAR = r"[^\n|]*\d+%\|[^|\n]*\|\s*\d+/\d+ \[[^\]\n]*\]"
-BAR_STATE = re.compile(BAR)
 BAR_BEFORE_TEXT = re.compile(r"(?m)^" + BAR + r"(?=\S)")
 
 
 @dataclass
 class Chunk:
-    """What was appended since the last read: complete lines (as one text) and the newest bar state."""
+    """What was appended since the last read: complete lines (as one text, in order, bar states included)
+    and the state of a bar still being redrawn on the unfinished last line."""
 
     text: str | None = None
     bar: str | None = None
@@ -79,10 +79,8 @@ class LogTail:
         if cut >= 0:
             body = collapse(text[: cut + 1])[:-1]
             if "%|" in body:
-                states = BAR_STATE.findall(body)
-                if states:
-                    out.bar = states[-1].strip()
-                body = BAR_BEFORE_TEXT.sub("", body)  # a message written right after a bar, no newline between
+                # a message written right after a bar (no newline between): two lines, in the order written
+                body = BAR_BEFORE_TEXT.sub(lambda m: m.group(0) + "\n", body)
             out.text = body
             text = text[cut + 1 :]
         bar = text.rfind("\r")

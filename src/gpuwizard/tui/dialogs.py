@@ -7,10 +7,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Label, OptionList
+from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from gpuwizard.errors import UserError
+from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.preset import Preset, delete_user_preset, load_preset_file, save_user_preset, shipped_preset_files, user_preset_files, with_field
 
 
@@ -66,7 +67,7 @@ class PresetPicker(ModalScreen[Preset | None]):
             yield Label("Presets", classes="dialog-title")
             yield OptionList(id="presets")
             yield Label("", id="picker-error", classes="dialog-hint")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.reload()

@@ -15,12 +15,13 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
 from textual.geometry import Size
-from textual.widgets import Footer, Input, Label, Log, ProgressBar, Sparkline, Static
+from textual.widgets import Input, Label, Log, ProgressBar, Sparkline, Static
 from textual.worker import get_current_worker
 
 from gpuwizard.runner.follow import RunFollower, RunUpdate, clock, is_final, request_stack_dump, request_stop
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.tui.messages import RunPolled, RunStarted
+from gpuwizard.tui.widgets import KeyBar
 
 LOG_MAX_LINES = 50_000
 HISTORY = 60
@@ -100,6 +101,7 @@ class MonitorScreen(Screen[None]):
         self.search_text = ""
         self.search_from = 0
         self.lines_seen = 0
+        self.shown_stats = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="run-title")
@@ -110,7 +112,7 @@ class MonitorScreen(Screen[None]):
         yield JobLog(max_lines=LOG_MAX_LINES, highlight=False, id="log")
         yield Input(placeholder="search the log (enter: find, n: next, esc: close)", id="search")
         yield Vertical(id="telemetry")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
@@ -221,7 +223,10 @@ class MonitorScreen(Screen[None]):
             parts.append(f"{p['samples_per_s']:.0f} smp/s")
         if not is_final(s):
             parts.append(f"ETA {clock(p.get('eta_s'))}")
-        self.query_one("#stats", Static).update(" · ".join(parts))
+        text = " · ".join(parts)
+        if text != self.shown_stats:  # a repaint per poll would cost every idle SSH session bandwidth
+            self.shown_stats = text
+            self.query_one("#stats", Static).update(text)
 
     def show_banner(self) -> None:
         banner = self.query_one("#banner", Static)

@@ -11,7 +11,8 @@ from textual import on
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Checkbox, Input, Label, Select
+from textual.content import Content
+from textual.widgets import Checkbox, Input, Label, Select, Static
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -156,3 +157,36 @@ def options_form(model: type[BaseModel], values: dict[str, Any]) -> list[Widget]
 
 
 REQUIRED_HINTS = {"base_model_path", "embodiment_tag", "config_name", "script"}
+
+
+class KeyBar(Static):
+    """The footer: every active key and what it does, as one widget.
+
+    Textual's Footer rebuilds a widget per key whenever the bindings change (each focus or step
+    change); redrawing one line of text keeps those changes fast on slow machines and SSH.
+    """
+
+    DEFAULT_CSS = """
+    KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }
+    """
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self.redraw)
+        self.redraw()
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def redraw(self, screen: object = None) -> None:
+        parts: list[Any] = []
+        seen: set[str] = set()
+        for active in self.screen.active_bindings.values():
+            binding = active.binding
+            if not binding.show or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            key_style, text_style = ("bold $accent", "$foreground") if active.enabled else ("$text-disabled", "$text-disabled")
+            parts += [(self.app.get_key_display(binding), key_style), " ", (binding.description, text_style), "  "]
+        if self.app.ENABLE_COMMAND_PALETTE:
+            parts += [("^p", "bold $accent"), " palette"]
+        self.update(Content.assemble(*parts))

@@ -17,10 +17,10 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import ContentSwitcher, Static
 
 from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded, RunStarted
-from gpuwizard.tui.widgets import Edit, InvalidInput
+from gpuwizard.tui.widgets import Edit, InvalidInput, KeyBar
 
 if TYPE_CHECKING:
     from gpuwizard.gpus.inventory import Inventory
@@ -68,7 +68,7 @@ class WizardScreen(Screen[None]):
             for name, _ in STEPS:
                 yield Vertical(id=f"step-{name}", classes="step-slot")
         yield Static("Loading the preset...", id="summary")
-        yield Footer(compact=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.draw_crumbs()
