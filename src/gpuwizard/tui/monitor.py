@@ -82,9 +82,9 @@ class MonitorScreen(Screen[None]):
     BINDINGS = [
         Binding("s", "stop", "Stop", priority=True),
         Binding("m", "smoke", "Smoke"),
-        Binding("p", "retry_p2p", "P2P off"),
-        Binding("d", "dump", "Stacks"),
-        Binding("slash", "search", "Search"),
+        Binding("p", "retry_p2p", "P2P"),
+        Binding("d", "dump", "Stack"),
+        Binding("slash", "search", "Find"),
         Binding("n", "next_match", "Next match", show=False),
         Binding("f", "follow", "Follow"),
         Binding("w", "wizard", "Wizard"),
@@ -239,7 +239,7 @@ class MonitorScreen(Screen[None]):
                 parts.append(event["detail"][:400] + "\n")
             if event.get("suggestion"):
                 parts.append(("next: " + event["suggestion"][:400] + "\n", "bold"))
-            parts.append(("keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump", "$text-muted"))
+            parts.append(("keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump of every rank", "$text-muted"))
             text = Content.assemble(*parts)
             banner.set_class(event["severity"] == "error", "-error")
         elif is_final(self.status):

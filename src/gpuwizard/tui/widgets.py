@@ -167,7 +167,7 @@ class KeyBar(Static):
     """
 
     DEFAULT_CSS = """
-    KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }
+    KeyBar { dock: bottom; height: auto; max-height: 2; background: $panel; padding: 0 1; }
     """
 
     def on_mount(self) -> None:
@@ -186,7 +186,7 @@ class KeyBar(Static):
                 continue
             seen.add(binding.action)
             key_style, text_style = ("bold $accent", "$foreground") if active.enabled else ("$text-disabled", "$text-disabled")
-            parts += [(self.app.get_key_display(binding), key_style), " ", (binding.description, text_style), "  "]
+            parts += [(self.app.get_key_display(binding), key_style), " ", (binding.description, text_style), " "]
         if self.app.ENABLE_COMMAND_PALETTE:
             parts += [("^p", "bold $accent"), " palette"]
         self.update(Content.assemble(*parts))
