@@ -333,3 +333,33 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
         assert pilot.app.screen.lines_seen == 75
 
     assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)
+
+
+@pytest.mark.slow
+def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
+    """An SSH drop without SIGHUP (own session): the TUI exits, the job runs on and finishes."""
+    import fcntl
+    import os
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from gpuwizard.runner.launch import prepare_run, start_run
+
+    quick_demo(tmp_path, "tui-ssh", "trainer_options: {step_time_s: 0.05}")
+    run = start_run(prepare_run(load_preset("tui-ssh")))
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    tui = subprocess.Popen([sys.executable, "-m", "gpuwizard", "attach", run.run_id], stdin=slave, stdout=slave, stderr=slave,
+                           env={**os.environ, "TERM": "xterm-256color"}, start_new_session=True)
+    os.close(slave)
+    time.sleep(3)
+    assert tui.poll() is None, "the monitor is up"
+    os.close(master)
+    tui.wait(timeout=15)
+    assert run.is_active(), "the job outlives its monitor"
+    deadline = time.monotonic() + 120
+    while run.is_active() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert run.status()["state"] == "finished"

@@ -77,9 +77,11 @@ class PolicyEntry(_Entry):
 
 
 def _read(path: Any) -> dict[str, Any]:
+    from gpuwizard.errors import problem
+
     data = yamlio.load_file(path)
     if not isinstance(data, dict):
-        raise UserError([], str(path))
+        raise UserError(problem(None, "a policy catalog must be a YAML mapping of policy keys to entries", "see the header of the shipped policies.yaml"), str(path))
     return data
 
 
@@ -91,7 +93,7 @@ def load_catalog() -> dict[str, PolicyEntry]:
     raw = _read(paths.PACKAGE_DIR / "policies.yaml")
     user_file = paths.config_dir() / "policies.yaml"
     if user_file.is_file():
-        for key, entry in (_read(user_file) or {}).items():
+        for key, entry in _read(user_file).items():
             raw[key] = {**raw.get(key, {}), **entry} if isinstance(entry, dict) else entry
     catalog = {}
     for key, entry in raw.items():

@@ -181,7 +181,7 @@ def record_gpus(path: str) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from gpuwizard.preset import delete_user_preset, find_preset, load_preset_file, shipped_preset_files, user_preset_files
+    from gpuwizard.preset import delete_user_preset, find_preset, listed_presets, load_preset_file
 
     if args.action in ("show", "delete") and not args.name:
         raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))
@@ -195,16 +195,12 @@ def cmd_presets(args: argparse.Namespace) -> int:
         print(f"deleted {path}")
         return 0
     rows = []
-    user = user_preset_files()
-    for source, files in (("user", user), ("shipped", shipped_preset_files())):
-        for name, path in files.items():
-            if source == "shipped" and name in user:
-                continue
-            try:
-                preset = load_preset_file(path)
-                rows.append((name, source, preset.trainer, preset.policy, str(preset.world_size), preset.description))
-            except UserError as exc:
-                rows.append((name, source, "-", "-", "-", f"INVALID: {exc.paragraph()}"))
+    for name, source, path in listed_presets():
+        try:
+            preset = load_preset_file(path)
+            rows.append((name, source, preset.trainer, preset.policy, str(preset.world_size), preset.description))
+        except UserError as exc:
+            rows.append((name, source, "-", "-", "-", f"INVALID: {exc.paragraph()}"))
     width = max((len(r[0]) for r in rows), default=4)
     print(f"{'name':<{width}}  source   trainer  policy    gpus  description")
     for r in rows:

@@ -106,7 +106,7 @@ def parse_hf(line: str) -> LineInfo | None:
         if "train_runtime" in values:
             return LineInfo(finished=True, samples_per_s=_maybe_float(values.get("train_samples_per_second")))
         return LineInfo(loss=_maybe_float(values.get("loss")), lr=_maybe_float(values.get("learning_rate")))
-    if "Saving model checkpoint to" in line or re.search(r"checkpoint-\d+", line) and "Saving" in line:
+    if "Saving model checkpoint to" in line:
         return LineInfo(checkpoint=True)
     return parse_tqdm(line)
 

@@ -289,6 +289,13 @@ def shipped_preset_files() -> dict[str, Path]:
     return _preset_files(paths.shipped_presets_dir())
 
 
+def listed_presets() -> list[tuple[str, str, Path]]:
+    """(name, "user" or "shipped", path) for every preset by name; a user preset hides a shipped one."""
+    user = user_preset_files()
+    shipped = [(name, "shipped", path) for name, path in shipped_preset_files().items() if name not in user]
+    return [(name, "user", path) for name, path in user.items()] + shipped
+
+
 def find_preset(name_or_file: str) -> Path:
     """A path to a YAML file, or a name looked up in the user folder, then the shipped presets."""
     as_path = Path(name_or_file).expanduser()

@@ -114,8 +114,23 @@ def clock(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
+def progress_parts(progress: dict[str, Any] | None, status: dict[str, Any]) -> list[str]:
+    """loss, lr, samples/s and ETA, as shown in status lines and the monitor."""
+    p = progress or {}
+    parts = []
+    if p.get("loss") is not None:
+        parts.append(f"loss {p['loss']:.4g}")
+    if p.get("lr") is not None:
+        parts.append(f"lr {p['lr']:.2e}")
+    if p.get("samples_per_s") is not None:
+        parts.append(f"{p['samples_per_s']:.0f} smp/s")
+    if p.get("step") is not None and not is_final(status):
+        parts.append(f"ETA {clock(p.get('eta_s'))}")
+    return parts
+
+
 def status_line(progress: dict[str, Any] | None, status: dict[str, Any], now: float | None = None) -> str:
-    """One line: elapsed, step/total, loss, lr, samples/s, ETA."""
+    """One line: elapsed, state, step/total, then progress_parts."""
     now = now or time.time()
     p = progress or {}
     started = status.get("started") or status.get("created") or now
@@ -126,15 +141,7 @@ def status_line(progress: dict[str, Any] | None, status: dict[str, Any], now: fl
         parts.append(f"step {step}/{total or '?'}{pct}")
     else:
         parts.append("waiting for the first step")
-    if p.get("loss") is not None:
-        parts.append(f"loss {p['loss']:.4g}")
-    if p.get("lr") is not None:
-        parts.append(f"lr {p['lr']:.2e}")
-    if p.get("samples_per_s") is not None:
-        parts.append(f"{p['samples_per_s']:.0f} smp/s")
-    if step is not None and not is_final(status):
-        parts.append(f"ETA {clock(p.get('eta_s'))}")
-    return "  ".join(parts)
+    return "  ".join(parts + progress_parts(progress, status))
 
 
 def event_text(event: dict[str, Any]) -> str:

@@ -172,7 +172,7 @@ class JobMonitor:
         self.slow_extension_until: float | None = None
         self.last_ranks: list[RankSample] = []
         self.exact_steps_seen = False
-        self.rate_samples: list[float] = []
+        self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self._seen_signatures: set[str] = set()
 
     # -- log lines -------------------------------------------------------------------------
@@ -226,8 +226,9 @@ class JobMonitor:
             p.loss = info.loss
         if info.samples_per_s is not None:
             if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
-                self.rate_samples.append(info.samples_per_s)
-                p.samples_per_s_mean = sum(self.rate_samples) / len(self.rate_samples)
+                self.rate_sum += info.samples_per_s
+                self.rate_count += 1
+                p.samples_per_s_mean = self.rate_sum / self.rate_count
             p.samples_per_s = info.samples_per_s
         if info.lr is not None:
             p.lr = info.lr

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from gpuwizard import paths
-from gpuwizard.errors import Problem
+from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
 from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, current_python, device_env, per_worker_layout, torchrun_prefix
 
@@ -57,8 +57,6 @@ class DemoTrainer(Trainer):
         return ("--steps", "--batch-size", "--grad-accum", "--lr", "--warmup-steps", "--output-dir", "--dataset-root", "--device")
 
     def check(self, ctx: BuildContext) -> list[Problem]:
-        from gpuwizard.errors import problem
-
         found = []
         opts, world = ctx.preset.options, ctx.plan.world_size
         for field, injected in (("inject_hang", opts.inject_hang), ("inject_crash", opts.inject_crash)):

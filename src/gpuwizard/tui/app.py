@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -15,6 +17,9 @@ from gpuwizard.tui.themes import DEFAULT_THEME, load_themes, read_settings, reme
 if TYPE_CHECKING:
     from gpuwizard.preset import Preset
     from gpuwizard.runner.rundir import RunDir
+
+
+TERMINAL_CHECK_S = 2.0
 
 
 class GpuWizardApp(App[int]):
@@ -40,6 +45,8 @@ class GpuWizardApp(App[int]):
         self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
 
     def on_mount(self) -> None:
+        if not self.is_headless:
+            self.set_interval(TERMINAL_CHECK_S, self.exit_if_terminal_gone)
         self.theme_changed_signal.subscribe(self, lambda theme: remember(theme=theme.name))
         for problem in self.theme_problems:
             self.notify(problem, severity="warning")
@@ -51,6 +58,14 @@ class GpuWizardApp(App[int]):
             from gpuwizard.tui.wizard import WizardScreen
 
             self.push_screen(WizardScreen(self.start_preset, exit_on_error=self.exit_on_error))
+
+    def exit_if_terminal_gone(self) -> None:
+        """A closed terminal (SSH dropped, tmux pane killed) must end the app, never leave it spinning;
+        the job itself runs on under its supervisor."""
+        try:
+            os.write(sys.__stderr__.fileno(), b"")  # Textual draws on stderr; a hung-up tty answers EIO
+        except OSError:
+            self.exit()
 
     def action_next_theme(self) -> None:
         names = self.own_themes + [n for n in ("textual-dark", "textual-light", "ansi-dark") if n in self.available_themes]

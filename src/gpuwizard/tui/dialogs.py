@@ -12,7 +12,7 @@ from textual.widgets.option_list import Option
 
 from gpuwizard.errors import UserError
 from gpuwizard.tui.widgets import KeyBar
-from gpuwizard.preset import Preset, delete_user_preset, load_preset_file, save_user_preset, shipped_preset_files, user_preset_files, with_field
+from gpuwizard.preset import Preset, delete_user_preset, listed_presets, load_preset_file, save_user_preset, shipped_preset_files, user_preset_files, with_field
 
 
 class AskText(ModalScreen[str | None]):
@@ -75,17 +75,14 @@ class PresetPicker(ModalScreen[Preset | None]):
     def reload(self) -> None:
         options = self.query_one("#presets", OptionList)
         options.clear_options()
-        user = user_preset_files()
-        for source, files in (("yours", user), ("shipped", shipped_preset_files())):
-            for name, path in files.items():
-                if source == "shipped" and name in user:
-                    continue
-                try:
-                    preset = load_preset_file(path)
-                    text = f"{name:<22} {source:<8} {preset.trainer:<8} {preset.world_size} GPU  {preset.description[:50]}"
-                except UserError:
-                    text = f"{name:<22} {source:<8} (invalid: open it in an editor)"
-                options.add_option(Option(text, id=f"{source}:{name}"))
+        for name, source, path in listed_presets():
+            source = "yours" if source == "user" else source
+            try:
+                preset = load_preset_file(path)
+                text = f"{name:<22} {source:<8} {preset.trainer:<8} {preset.world_size} GPU  {preset.description[:50]}"
+            except UserError:
+                text = f"{name:<22} {source:<8} (invalid: open it in an editor)"
+            options.add_option(Option(text, id=f"{source}:{name}"))
         options.focus()
 
     def selected(self) -> tuple[str, str] | None:

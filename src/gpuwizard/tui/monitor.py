@@ -18,7 +18,7 @@ from textual.geometry import Size
 from textual.widgets import Input, Label, Log, ProgressBar, Sparkline, Static
 from textual.worker import get_current_worker
 
-from gpuwizard.runner.follow import RunFollower, RunUpdate, clock, is_final, request_stack_dump, request_stop
+from gpuwizard.runner.follow import RunFollower, RunUpdate, is_final, progress_parts, request_stack_dump, request_stop
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.tui.messages import RunPolled, RunStarted
 from gpuwizard.tui.widgets import KeyBar
@@ -214,16 +214,7 @@ class MonitorScreen(Screen[None]):
             bar.update(total=total)
         if p.get("step") is not None:
             bar.update(progress=p["step"])
-        parts = [f"{p.get('step') if p.get('step') is not None else '-'}/{total or '?'}"]
-        if p.get("loss") is not None:
-            parts.append(f"loss {p['loss']:.4g}")
-        if p.get("lr") is not None:
-            parts.append(f"lr {p['lr']:.2e}")
-        if p.get("samples_per_s") is not None:
-            parts.append(f"{p['samples_per_s']:.0f} smp/s")
-        if not is_final(s):
-            parts.append(f"ETA {clock(p.get('eta_s'))}")
-        text = " · ".join(parts)
+        text = " · ".join([f"{p.get('step') if p.get('step') is not None else '-'}/{total or '?'}", *progress_parts(p, s)])
         if text != self.shown_stats:  # a repaint per poll would cost every idle SSH session bandwidth
             self.shown_stats = text
             self.query_one("#stats", Static).update(text)

@@ -18,7 +18,7 @@ THEME_FIELDS = {f.name for f in dataclasses.fields(Theme)}
 def theme_from_file(path: Path) -> Theme:
     data = yamlio.load_file(path)
     if not isinstance(data, dict) or "name" not in data or "primary" not in data:
-        raise UserError([], str(path))
+        raise ValueError(f"{path.name} needs at least `name` and `primary`")
     unknown = set(data) - THEME_FIELDS
     if unknown:
         raise ValueError(f"{path}: unknown theme fields {sorted(unknown)}")
@@ -35,7 +35,9 @@ def load_themes() -> tuple[list[Theme], list[str]]:
         for path in sorted(folder.glob("*.yaml")):
             try:
                 theme = theme_from_file(path)
-            except (UserError, ValueError, TypeError) as exc:
+            except UserError as exc:
+                problems.append(f"theme {path.name} skipped: {exc.paragraph()}")
+            except (ValueError, TypeError) as exc:
                 problems.append(f"theme {path.name} skipped: {exc}")
                 continue
             themes[theme.name] = theme
