@@ -47,6 +47,9 @@ def first_frame(cmd: list[str], marker: bytes, env: dict[str, str]) -> float:
     return elapsed
 
 
+DEPENDENCY_FLOOR = "from pydantic import BaseModel, Field; import pydantic.fields, importlib.metadata, yaml, pynvml, platformdirs"
+
+
 def run(repeat: int = 7) -> None:
     print("1. Start-up")
     env = isolated_env()
@@ -65,3 +68,7 @@ def run(repeat: int = 7) -> None:
     plan_time = wall([PYTHON, "-m", "gpuwizard", "plan", "demo-cpu"], env, repeat)
     record("startup", "gpuwizard --help wall time (ref: python -c pass)", help_time, "s", python_start, "< 0.3 s", help_time < 0.3)
     record("startup", "gpuwizard plan demo-cpu wall time (ref: python -c pass)", plan_time, "s", python_start, "< 0.3 s", plan_time < 0.3)
+    # What no gpuwizard code can remove: the interpreter plus the libraries `plan` must import to validate a preset and read NVML.
+    floor = wall([PYTHON, "-c", DEPENDENCY_FLOOR], env, repeat)
+    record("startup", "plan's dependency floor (pydantic, yaml, pynvml imports)", floor, "s", plan_time, "(info)")
+    record("startup", "gpuwizard plan demo-cpu above that floor", plan_time - floor, "s", floor, "(info)")

@@ -180,3 +180,15 @@ def test_real_nvml_inventory_and_sample():
     assert source is not None
     assert source.sample({os.getpid()})[0].memory_total_mb == pytest.approx(g.memory_total_mb)
     source.close()
+
+
+def test_plan_and_preview_carry_setup_advice_for_cuda_presets_only():
+    """`gpuwizard plan` warns about the machine it would run on (P2P, busy GPU); a CPU preset gets no GPU advice."""
+    env = {"GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "workstation_2x4090.json")}
+    cuda = gw_subprocess("plan", "so100-act-ddp2", env=env)
+    assert cuda.returncode == 0, cuda.stderr
+    assert "NCCL_P2P_DISABLE: 1" in cuda.stdout and "GPU 1 is busy with other processes: pid" in cuda.stdout
+    preview = json.loads(gw_subprocess("preview", "so100-act-ddp2", "--format", "json", env=env).stdout)
+    assert any("NCCL_P2P_DISABLE" in w for w in preview["warnings"])
+    cpu = gw_subprocess("plan", "demo-cpu", env=env)
+    assert cpu.returncode == 0 and "P2P" not in cpu.stdout and "busy" not in cpu.stdout

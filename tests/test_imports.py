@@ -45,3 +45,18 @@ def test_core_never_imports_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     textual, torch, count = out.stdout.split()
     assert (textual, torch) == ("False", "False") and int(count) > 20
+
+
+def test_plan_imports_only_the_trainer_it_uses():
+    code = ("import sys, io, contextlib\nfrom gpuwizard import cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
+            "print(','.join(sorted(m for m in sys.modules if m.startswith('gpuwizard.trainers.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "gpuwizard.trainers.base,gpuwizard.trainers.demo"
+
+
+def test_every_trainer_module_names_its_trainer():
+    from gpuwizard.trainers import all_trainers, trainer_names
+
+    assert [t.name for t in all_trainers()] == list(trainer_names())
+    assert set(trainer_names()) == {"lerobot", "groot", "openpi", "hf", "demo"}

@@ -98,12 +98,11 @@ def dispatch(args: argparse.Namespace) -> int:
 def resolve(preset_arg: str, gpus: int | None) -> tuple[Any, Any, Any]:
     """Load a preset and plan it against the GPUs detected here."""
     from gpuwizard.gpus.inventory import read_inventory
-    from gpuwizard.plan import hardware_from_inventory, make_plan, with_gpus
+    from gpuwizard.plan import plan_here, with_gpus
     from gpuwizard.preset import load_preset
 
     preset = with_gpus(load_preset(preset_arg), gpus)
-    inventory = read_inventory()
-    plan, ctx = make_plan(preset, hardware=hardware_from_inventory(inventory, preset))
+    plan, ctx = plan_here(preset, read_inventory())
     return preset, plan, ctx
 
 

@@ -242,6 +242,18 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
     return str(path.resolve()), []
 
 
+def plan_here(preset: Preset, inventory: Any, master_port: int | None = None) -> tuple[Plan, BuildContext]:
+    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed devices) among the warnings."""
+    if inventory is None:
+        return make_plan(preset, master_port=master_port)
+    from gpuwizard.gpus.advice import setup_advice
+
+    plan, ctx = make_plan(preset, hardware=hardware_from_inventory(inventory, preset), master_port=master_port)
+    if plan.device == "cuda":
+        plan.problems += setup_advice(inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb)
+    return plan, ctx
+
+
 def make_plan(preset: Preset, gpus: int | None = None, hardware: Hardware | None = None, master_port: int | None = None) -> tuple[Plan, BuildContext]:
     """Resolve a preset into a plan and the context its trainer builds the command from."""
     preset = with_gpus(preset, gpus)

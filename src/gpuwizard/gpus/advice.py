@@ -43,7 +43,7 @@ def setup_advice(inventory: Inventory, devices: list[int] | None, count: int, no
     for g in chosen:
         others = [p for p in g.processes if p.pid not in (own_pids or set())]
         if others:
-            who = ", ".join(f"{p.pid} {p.user or '?'} ({(p.used_mb or 0) / 1024:.1f} GB)" for p in others[:3])
+            who = ", ".join(f"pid {p.pid} ({p.user or 'unknown user'}, {(p.used_mb or 0) / 1024:.1f} GB)" for p in others[:3])
             found.append(warning("hardware.devices", f"GPU {g.index} is busy with other processes: {who}", "choose idle devices with hardware.devices, or wait for them to finish"))
         if need_gb and g.memory_free_mb is not None and g.memory_free_mb / 1024 < need_gb:
             found.append(warning("batch.size", f"GPU {g.index} has {g.memory_free_mb / 1024:.1f} GB free; the plan needs ~{need_gb} GB per device", "lower batch.size (add grad_accum), or free the device"))

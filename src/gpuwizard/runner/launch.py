@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwizard.errors import Problem, UserError, problem
-from gpuwizard.plan import Plan, build_command, hardware_from_inventory, make_plan, with_gpus
+from gpuwizard.plan import Plan, build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset
 from gpuwizard.runner.monitor import Expectations
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
@@ -70,7 +70,6 @@ def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:
 def prepare_run(preset: Preset, gpus: int | None = None, smoke: bool = False, env: list[str] | None = None,
                 inventory: Any = None) -> PreparedRun:
     """Plan and check everything that can be checked before a process starts; UserError on any error."""
-    from gpuwizard.gpus.advice import setup_advice
     from gpuwizard.gpus.inventory import read_inventory
 
     preset = with_gpus(preset, gpus)
@@ -79,7 +78,7 @@ def prepare_run(preset: Preset, gpus: int | None = None, smoke: bool = False, en
     if smoke:
         preset = smoke_variant(preset)
     inventory = inventory if inventory is not None else read_inventory()
-    plan, ctx = make_plan(preset, hardware=hardware_from_inventory(inventory, preset))
+    plan, ctx = plan_here(preset, inventory)
     errors = list(plan.errors)
     if not errors:
         trainer = get_trainer(preset.trainer)
@@ -95,7 +94,6 @@ def prepare_run(preset: Preset, gpus: int | None = None, smoke: bool = False, en
     if errors:
         raise UserError(errors, preset.name)
     warnings = list(plan.warnings)
-    warnings += setup_advice(inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb)
     if plan.world_size > 1 and not baseline_green(preset.name):
         warnings.append(problem(None, f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read than a single-GPU one", f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)", level="warning"))
     return PreparedRun(preset, plan, ctx, smoke, warnings)

@@ -1,4 +1,4 @@
-"""Trainer registry: every module in this package that defines TRAINER is a trainer."""
+"""Trainer registry: every module in this package except `base` defines TRAINER, named after the module."""
 
 from __future__ import annotations
 
@@ -8,28 +8,25 @@ import pkgutil
 
 from gpuwizard.trainers.base import Trainer
 
+ORDER = ["lerobot", "groot", "openpi", "hf", "demo"]
+
 
 @functools.lru_cache(maxsize=1)
-def _registry() -> dict[str, Trainer]:
-    found: dict[str, Trainer] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name == "base":
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        trainer = getattr(module, "TRAINER", None)
-        if isinstance(trainer, Trainer):
-            found[trainer.name] = trainer
-    order = ["lerobot", "groot", "openpi", "hf", "demo"]
-    return dict(sorted(found.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+def trainer_names() -> tuple[str, ...]:
+    """Names from the module list alone, so a plan imports only the trainer it uses."""
+    names = [info.name for info in pkgutil.iter_modules(__path__) if info.name != "base"]
+    return tuple(sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)))
 
 
-def trainer_names() -> list[str]:
-    return list(_registry())
-
-
+@functools.lru_cache(maxsize=None)
 def get_trainer(name: str) -> Trainer:
-    return _registry()[name]
+    if name not in trainer_names():
+        raise KeyError(name)
+    trainer = importlib.import_module(f"{__name__}.{name}").TRAINER
+    if not isinstance(trainer, Trainer) or trainer.name != name:
+        raise TypeError(f"gpuwizard.trainers.{name}.TRAINER must be a Trainer named {name!r}")
+    return trainer
 
 
 def all_trainers() -> list[Trainer]:
-    return list(_registry().values())
+    return [get_trainer(name) for name in trainer_names()]

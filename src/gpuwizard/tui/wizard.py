@@ -142,12 +142,11 @@ class WizardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
-        from gpuwizard.plan import build_command, hardware_from_inventory, make_plan
+        from gpuwizard.plan import build_command, plan_here
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
-        hardware = hardware_from_inventory(inventory, preset) if inventory else None
-        plan, ctx = make_plan(preset, hardware=hardware, master_port=self.master_port)
+        plan, ctx = plan_here(preset, inventory, master_port=self.master_port)
         self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx)))
 
     def replan_soon(self) -> None:
