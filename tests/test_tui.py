@@ -90,6 +90,10 @@ async def test_walk_lerobot_with_scaling_rule(gpus):
         await goto(pilot, app, 4)
         assert "--steps=50000" in screen.spec.argv and "--policy.optimizer_lr=1e-05" in screen.spec.argv
         assert not any(a.startswith("--optimizer.lr") for a in screen.spec.argv)
+        problems = str(app.screen.query_one("#problems").render())
+        assert "NCCL_P2P_DISABLE: 1" in problems and "GPU 1 is busy" in problems, "the recorded 4090s have no P2P and a busy GPU 1"
+        assert f"{len(screen.plan.warnings)} warning(s)" in str(app.screen.query_one("#summary").render())
+        assert app.focused is app.screen.query_one("#preview-step"), "the preview scrolls by keyboard"
 
 
 async def test_walk_groot_from_the_policy_table(gpus):

@@ -129,9 +129,9 @@ class WizardScreen(Screen[None]):
         self.call_after_refresh(self.focus_first, widget)
 
     def focus_first(self, widget: Step) -> None:
+        """The step's first field, else the step itself so the arrow and page keys scroll it (the preview)."""
         first = next((w for w in widget.query("*") if w.focusable), None)
-        if first is not None:
-            first.focus()
+        (first or widget).focus()
 
     # -- background work: workers post messages, handlers own the state ------------------------
     @work(thread=True, group="inventory", exit_on_error=False)
@@ -247,7 +247,10 @@ class WizardScreen(Screen[None]):
         if plan is None:
             summary.update("Planning...")
             return
-        state = [(" ready ", "bold reverse $success")] if not plan.errors else [(f" {len(plan.errors)} error(s) ", "bold reverse $error"), (" " + plan.errors[0].paragraph()[:160], "$error")]
+        if plan.errors:
+            state = [(f" {len(plan.errors)} error(s) ", "bold reverse $error"), (" " + plan.errors[0].paragraph()[:160], "$error")]
+        else:
+            state = [(" ready ", "bold reverse $success")] + ([(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else [])
         summary.update(Content.assemble(
             f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device {plan.per_device_batch} · effective {plan.effective_batch} · "
             f"lr {plan.lr:.3g} · {plan.steps} steps · {plan.strategy} ", *state))
