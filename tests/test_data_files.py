@@ -42,8 +42,10 @@ def test_user_themes_load_and_bad_ones_are_skipped():
     (paths.user_themes_dir() / "mine.yaml").write_text("name: mine\nprimary: '#ff8800'\ndark: true\n")
     (paths.user_themes_dir() / "broken.yaml").write_text("name: broken\nprimary: '#000'\nsparkle: 11\n")
     (paths.user_themes_dir() / "empty.yaml").write_text("just text\n")
+    (paths.user_themes_dir() / "unparsable.yaml").write_text("name: [unclosed\n")
     themes, problems = load_themes()
     names = [t.name for t in themes]
     assert {"gpuwizard-dark", "gpuwizard-light", "terminal-16", "mine"} <= set(names) and "broken" not in names
     assert any("broken.yaml" in p and "sparkle" in p for p in problems) and any("empty.yaml" in p for p in problems)
+    assert any("unparsable.yaml" in p for p in problems)
     assert next(t for t in themes if t.name == "terminal-16").ansi is True

@@ -37,6 +37,7 @@ def load_themes() -> tuple[list[Theme], list[str]]:
                 theme = theme_from_file(path)
             except UserError as exc:
                 problems.append(f"theme {path.name} skipped: {exc.paragraph()}")
+                continue
             except (ValueError, TypeError) as exc:
                 problems.append(f"theme {path.name} skipped: {exc}")
                 continue

@@ -23,6 +23,8 @@ from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded, RunS
 from gpuwizard.tui.widgets import Edit, InvalidInput, KeyBar
 
 if TYPE_CHECKING:
+    from textual.widget import AwaitMount
+
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.plan import Plan
     from gpuwizard.preset import Preset
@@ -72,7 +74,7 @@ class WizardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.draw_crumbs()
-        self.load_preset()
+        self.call_after_refresh(self.load_preset)  # a loading thread would compete with the first frame for the GIL
 
     # -- loading: off the event loop, so the first frame reaches the terminal at once -----------
     @work(thread=True, group="load", exit_on_error=False)
@@ -120,13 +122,19 @@ class WizardScreen(Screen[None]):
         widget = self.built(name)
         if widget is None:
             widget = STEP_CLASSES[name](self.preset, id=f"{name}-step")
-            self.slot(name).mount(widget)
-            if name == "gpus" and self.inventory is not None:
-                self.call_after_refresh(lambda: widget.show(self.preset, self.inventory))
-            self.call_after_refresh(self.render_step)  # once its children exist
+            self.call_later(self.finish_build, self.slot(name).mount(widget), widget)
         else:
             self.render_step()
-        self.call_after_refresh(self.focus_first, widget)
+            self.call_after_refresh(self.focus_first, widget)
+
+    async def finish_build(self, mounted: AwaitMount, widget: Step) -> None:
+        """Draw and focus a new step once its children exist (a refresh alone does not guarantee that)."""
+        await mounted
+        if widget.id == "gpus-step" and self.inventory is not None:
+            widget.show(self.preset, self.inventory)
+        self.render_step()
+        if self.built(STEPS[self.step][0]) is widget:
+            self.focus_first(widget)
 
     def focus_first(self, widget: Step) -> None:
         """The step's first field, else the step itself so the arrow and page keys scroll it (the preview)."""
