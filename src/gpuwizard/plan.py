@@ -183,7 +183,8 @@ def advice_lines(preset: Preset, policy: PolicyEntry, world: int, strategy: str,
         else:
             lines.append(f"{policy.title} does not fit one device: {size}. Lower batch.size with grad_accum, use LoRA, or shard the model; more GPUs with plain DDP do not lower per-device memory.")
     elif world > 1:
-        lines.append(f"{policy.title} fits one device ({size}). A second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and steps must be rescaled, and distributed runs add failure modes.")
+        lead = f"{policy.title} fits one device ({size}). A" if fit.fits else f"{policy.title} needs {size}. If one device holds that, a"
+        lines.append(f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and steps must be rescaled, and distributed runs add failure modes.")
         lines.append("More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset.")
     else:
         lines.append(f"{policy.title} on one device: {size}. One GPU is the right baseline; get it green before scaling out.")

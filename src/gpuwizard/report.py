@@ -41,8 +41,11 @@ def plan_text(plan: Plan, name: str) -> str:
     ]
     fit = plan.fits
     verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
-    device = f"{fit.device_gb:g} GB ({fit.device_source})" if fit.device_gb else "device memory unknown"
-    lines.append(f"  fits 1 device {verdict}: ~{fit.estimate_gb} GB per device needed, {device}")
+    if plan.device == "cpu":
+        lines.append(f"  memory        ~{fit.estimate_gb} GB per process on a GPU at this batch; this CPU run trains in float32")
+    else:
+        device = f"{fit.device_gb:g} GB ({fit.device_source})" if fit.device_gb else "device memory unknown: set hardware.gpu_memory_gb"
+        lines.append(f"  fits 1 GPU    {verdict}: ~{fit.estimate_gb} GB per device needed, {device}")
     if plan.dataset:
         d = plan.dataset
         lines.append(f"  dataset       {d['episodes']} episodes, {d['frames']} frames at {d['fps']:g} fps, cameras {', '.join(d['cameras']) or 'none'}")
