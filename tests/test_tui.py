@@ -334,11 +334,12 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
     async def before(pilot):
         for _ in range(400):
             screen = pilot.app.screen
-            if isinstance(screen, MonitorScreen) and screen.lines_seen == 75 and screen.query_one("#banner").display:
+            if (isinstance(screen, MonitorScreen) and screen.lines_seen == 75 and screen.query_one("#banner").display
+                    and screen.query_one("#log").max_scroll_y > 0 and screen.query_one("#log").is_vertical_scroll_end):
                 break
             await pilot.pause(0.05)
         await pilot.pause(0.3)
-        assert pilot.app.screen.lines_seen == 75
+        assert pilot.app.screen.lines_seen == 75 and pilot.app.screen.query_one("#log").is_vertical_scroll_end
 
     assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)
 
