@@ -56,8 +56,12 @@ print(f"{len(samples)} GPU samples; peak util {max((s.get('utilization', 0) for 
       f"peak power {max((s.get('power_w', 0) for s in samples), default=0):.0f} W")
 log = (run / "log.txt").read_text()
 print("backend:", "nccl" if "DDP nccl" in log else "?", "| banner:", next((l for l in log.splitlines() if "Effective batch" in l), "-"))
+print("GPU memory held after the run:", status.get("gpu_memory_held_mb") or "none")
 assert status["state"] == "finished" and samples, "the GPU run did not finish or was not sampled"
 PY
+
+step "stop a GPU run mid-training: no process and no GPU memory left behind"
+.venv/bin/python scripts/stop_check.py demo-gpu || status=1
 
 step "result"
 [ $status -eq 0 ] && echo "GPU check passed" || echo "GPU check FAILED"

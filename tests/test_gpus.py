@@ -11,7 +11,7 @@ from conftest import DATA, gw_subprocess, replay
 from gpuwizard.gpus.advice import setup_advice
 from gpuwizard.gpus.inventory import NO_DRIVER_LINE, import_pynvml, read_inventory
 from gpuwizard.gpus.replay import ReplayNvml
-from gpuwizard.gpus.sampler import GpuSampler, NvmlSampleSource, open_sample_source
+from gpuwizard.gpus.sampler import GpuSampler, NvmlSampleSource, open_sample_source, run_memory_held
 
 
 def has_driver() -> bool:
@@ -120,6 +120,18 @@ def test_sampler_keeps_bounded_history_and_attributes_to_a_run():
     assert round(latest[1].run_memory_mb / 1024, 1) == 17.8 and latest[1].run_utilization == 97.0
     assert latest[0].run_memory_mb == 0.0 and latest[0].run_utilization == 0.0
     assert sampler.series(1, "utilization") == [97.0] * 5
+
+
+def test_memory_still_held_after_a_job_is_reported_per_device():
+    """After a stop the supervisor asks NVML whether any of the run's pids still holds GPU memory."""
+    import time
+
+    source = NvmlSampleSource(machine("workstation_2x4090"))
+    held = run_memory_held(source, {1}, wait_s=0)
+    assert list(held) == [1] and round(held[1] / 1024, 1) == 17.8, "pid 1 holds 17.8 GB on GPU 1 in the recording"
+    start = time.monotonic()
+    assert run_memory_held(source, {424242}, wait_s=5) == {}
+    assert time.monotonic() - start < 1, "nothing held: no waiting"
 
 
 def test_sampler_thread_polls_off_the_caller():

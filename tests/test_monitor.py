@@ -241,3 +241,17 @@ def test_batches_find_progress_and_signatures_among_noise():
     events = monitor.feed_many(noise, now=1.0, bar="Training:   1%|   | 9/1000 [00:01<02:00, 8.0step/s]")
     assert monitor.progress.step == 9 and monitor.progress.lines == 5000 and monitor.progress.loss == 0.5
     assert [e.kind for e in events] == ["out_of_memory"]
+
+
+def test_final_summary_names_leftovers(tmp_path):
+    """A stop that left processes or GPU memory behind says so in the headless summary."""
+    from gpuwizard.runner.commands import final_summary
+    from gpuwizard.runner.rundir import RunDir
+
+    run = RunDir(tmp_path / "20261129-000000-x")
+    run.path.mkdir()
+    run.update_status(preset="x", state="stopped", exit_code=4)
+    assert "left behind" not in final_summary(run) and "still held" not in final_summary(run)
+    run.update_status(survivors=[4321], gpu_memory_held_mb={0: 2048.0})
+    text = final_summary(run)
+    assert "processes left behind: [4321]" in text and "GPU memory still held: GPU 0 2048 MB" in text

@@ -67,6 +67,19 @@ class NvmlSampleSource:
             pass
 
 
+def run_memory_held(source: NvmlSampleSource, pids: set[int], wait_s: float = 5.0) -> dict[int, float]:
+    """GPU memory (MB per device index) still held by any of a finished job's processes; the driver may take a moment to free it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            held = {s.index: s.run_memory_mb for s in source.sample(pids) if s.run_memory_mb}
+        except Exception:  # noqa: BLE001 - telemetry must never fail the run's ending
+            return {}
+        if not held or time.monotonic() >= deadline:
+            return held
+        time.sleep(0.5)
+
+
 def open_sample_source(module: Any | None = None) -> NvmlSampleSource | None:
     """A live source, or None where NVML is unavailable (CPU-only machines)."""
     try:

@@ -95,6 +95,8 @@ def final_summary(run: RunDir) -> str:
         "stopped": "stopped by the user",
     }.get(state, state)
     extra = f"; processes left behind: {s['survivors']}" if s.get("survivors") else ""
+    if s.get("gpu_memory_held_mb"):
+        extra += "; GPU memory still held: " + ", ".join(f"GPU {i} {mb:.0f} MB" for i, mb in s["gpu_memory_held_mb"].items())
     summary = f"run {run.run_id} {text}; exit code {code}{extra}. Folder: {run.path}"
     scaling = scaling_text(s.get("preset", "")) if state == "finished" else None
     return summary + (f"\nscaling of {s.get('preset')}: {scaling}" if scaling else "")

@@ -152,7 +152,15 @@ class Supervisor:
             time.sleep(POLL_S)
         self.run.write_json("progress.json", monitor.progress.to_json())
         if self.gpu_source is not None:
+            from gpuwizard.gpus.sampler import run_memory_held
+
+            held = run_memory_held(self.gpu_source, set(procs.known))
             self.gpu_source.close()
+            if held:
+                self.run.update_status(gpu_memory_held_mb=held)
+                self.record([Event("gpu_memory_held", "error", "GPU memory still held after the job ended",
+                                   ", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
+                                   "Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and kill it.")])
         return self.finish(rc, survivors)
 
     def finish(self, rc: int, survivors: list[int]) -> int:
