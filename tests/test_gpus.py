@@ -176,7 +176,7 @@ def test_plan_uses_detected_memory(gw, monkeypatch):
     replay(monkeypatch, "workstation_2x4090")
     plan = gw("plan", "so100-act-ddp2", "--json").json()
     assert plan["fits"]["device_gb"] == 24.0 and plan["fits"]["fits"] is True
-    assert "detected (NVIDIA GeForce RTX 4090)" in plan["fits"]["device_source"]
+    assert plan["fits"]["device_source"] == "detected NVIDIA GeForce RTX 4090"
     big = gw("plan", "pi05-openpi-fsdp", "--json").json()
     assert any("4 GPU" in w or "shows 2" in w for w in big["warnings"])
 

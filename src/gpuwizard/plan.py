@@ -167,7 +167,7 @@ def estimate_fit(policy: PolicyEntry, preset: Preset, per_device: int | None, wo
     if preset.hardware.gpu_memory_gb:
         device_gb, source = preset.hardware.gpu_memory_gb, "hardware.gpu_memory_gb"
     elif hw.memory_gb:
-        device_gb, source = hw.memory_gb, f"detected ({hw.name})"
+        device_gb, source = hw.memory_gb, f"detected {hw.name}" if hw.name else "detected"
     else:
         return Fit(None, estimate, None, "unknown", sharded)
     return Fit(estimate <= device_gb * 0.92, estimate, device_gb, source, sharded)
@@ -176,18 +176,18 @@ def estimate_fit(policy: PolicyEntry, preset: Preset, per_device: int | None, wo
 def advice_lines(preset: Preset, policy: PolicyEntry, world: int, strategy: str, fit: Fit, k: float | None) -> list[str]:
     """Honest words on whether more GPUs pay for this job."""
     lines = []
-    size = f"~{fit.estimate_gb} GB per device at this batch" + (f" (device: {fit.device_gb:g} GB, {fit.device_source})" if fit.device_gb else " (device memory unknown: set hardware.gpu_memory_gb)")
+    size = f"~{fit.estimate_gb} GB per device at this batch" + (f"; {fit.device_gb:g} GB per device, {fit.device_source}" if fit.device_gb else "; device memory unknown: set hardware.gpu_memory_gb")
     if fit.fits is False:
         if strategy == "fsdp" and fit.sharded_estimate_gb is not None:
-            lines.append(f"{policy.title} does not fit one device: {size}. FSDP over {world} devices brings it to ~{fit.sharded_estimate_gb} GB each, so the extra GPUs pay.")
+            lines.append(f"{policy.title} does not fit one device ({size}). FSDP over {world} devices brings it to ~{fit.sharded_estimate_gb} GB each, so the extra GPUs pay.")
         else:
-            lines.append(f"{policy.title} does not fit one device: {size}. Lower batch.size with grad_accum, use LoRA, or shard the model; more GPUs with plain DDP do not lower per-device memory.")
+            lines.append(f"{policy.title} does not fit one device ({size}). Lower batch.size with grad_accum, use LoRA, or shard the model; more GPUs with plain DDP do not lower per-device memory.")
     elif world > 1:
         lead = f"{policy.title} fits one device ({size}). A" if fit.fits else f"{policy.title} needs {size}. If one device holds that, a"
         lines.append(f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and steps must be rescaled, and distributed runs add failure modes.")
         lines.append("More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset.")
     else:
-        lines.append(f"{policy.title} on one device: {size}. One GPU is the right baseline; get it green before scaling out.")
+        lines.append(f"{policy.title} on one device ({size}). One GPU is the right baseline; get it green before scaling out.")
     if policy.single_gpu_hours:
         lines.append(f"Published single-GPU time: ~{policy.single_gpu_hours.hours:g} h ({policy.single_gpu_hours.setting}).")
     if k and k != 1:
