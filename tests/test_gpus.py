@@ -119,7 +119,7 @@ def test_sampler_keeps_bounded_history_and_attributes_to_a_run():
     latest = {s.index: s for s in sampler.latest()}
     assert round(latest[1].run_memory_mb / 1024, 1) == 17.8 and latest[1].run_utilization == 97.0
     assert latest[0].run_memory_mb == 0.0 and latest[0].run_utilization == 0.0
-    assert sampler.series(1, "utilization") == [97.0] * 5
+    assert [h.utilization for h in sampler.history[1]] == [97.0] * 5
 
 
 def test_memory_still_held_after_a_job_is_reported_per_device():

@@ -56,7 +56,7 @@ def test_plan_imports_only_the_trainer_it_uses():
 
 
 def test_every_trainer_module_names_its_trainer():
-    from gpuwizard.trainers import all_trainers, trainer_names
+    from gpuwizard.trainers import get_trainer, trainer_names
 
-    assert [t.name for t in all_trainers()] == list(trainer_names())
+    assert [get_trainer(name).name for name in trainer_names()] == list(trainer_names())
     assert set(trainer_names()) == {"lerobot", "groot", "openpi", "hf", "demo"}

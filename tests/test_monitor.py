@@ -238,7 +238,7 @@ def test_batches_find_progress_and_signatures_among_noise():
     noise = [f"debug line {i} fetched shard {i % 7}" for i in range(5000)]
     noise[1234] = "[demo] step 7/1000 loss=0.5 lr=1.000e-04 samples/s=100.0"
     noise[4321] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
-    events = monitor.feed_many(noise, now=1.0, bar="Training:   1%|   | 9/1000 [00:01<02:00, 8.0step/s]")
+    events = monitor.feed_text("\n".join(noise), len(noise), now=1.0, bar="Training:   1%|   | 9/1000 [00:01<02:00, 8.0step/s]")
     assert monitor.progress.step == 9 and monitor.progress.lines == 5000 and monitor.progress.loss == 0.5
     assert [e.kind for e in events] == ["out_of_memory"]
 

@@ -204,3 +204,33 @@ def test_unwritable_run_folder_is_a_clear_error(demo_preset, tmp_path):
     blocker.write_text("")
     result = gw_subprocess("run", demo_preset(name="demo-dir"), "--headless", env={"GPUWIZARD_DATA_DIR": str(blocker / "data")})
     assert result.returncode == 2 and "run folder" in result.stderr and "GPUWIZARD_DATA_DIR" in result.stderr
+
+
+GPU_JOB = """\
+import time
+for step in range(1, 8):
+    print(f"[demo] step {step}/7 loss=0.5 lr=1.000e-03 samples/s=10.0", flush=True)
+    time.sleep(0.8)
+"""
+
+
+def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp_path):
+    """The GPU path of the real supervisor over a recorded L40S that falls off the bus mid-run (NVML replay)."""
+    from conftest import DATA
+
+    run = RunDir(tmp_path / "20261129-000000-gpu-replay")
+    run.path.mkdir()
+    expect = {"steps": 7, "lr": 1e-3, "warmup_steps": 0, "effective_batch": None, "world_size": 1, "hang_timeout_s": 30.0,
+              "first_step_timeout_s": None, "multi_node": False, "baseline_green": True}
+    run.write_json("job.json", {"argv": [sys.executable, "-c", GPU_JOB], "env": {}, "unset": [], "workdir": str(tmp_path),
+                                "trainer": "demo", "device": "cuda", "on_hang": "stop", "stop_grace_s": 2, "expect": expect})
+    env = {**os.environ, "GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "l40s_lost_midrun.json")}
+    done = subprocess.run([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], env=env, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    samples = read_jsonl(run.gpu_file)
+    assert [s["lost"] for s in samples[:4]] == [False, False, False, True], "the recording answers three times, then the device is lost"
+    assert samples[0]["run_memory_mb"] == 0.0, "the job's pids hold nothing in the recording"
+    lost = [e for e in read_jsonl(run.events_file) if e["kind"] == "gpu_lost"]
+    assert len(lost) == 1 and "GPU 0 fell off the bus" in lost[0]["title"]
+    status = run.status()
+    assert status["state"] == "finished" and "gpu_memory_held_mb" not in status

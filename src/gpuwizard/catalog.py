@@ -104,7 +104,3 @@ def load_catalog() -> dict[str, PolicyEntry]:
             where = ".".join([key, *(str(p) for p in detail["loc"])])
             raise UserError(problem(where, detail["msg"], "correct the policy catalog entry"), str(user_file)) from None
     return catalog
-
-
-def get_policy(key: str) -> PolicyEntry:
-    return load_catalog()[key]

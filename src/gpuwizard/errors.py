@@ -56,8 +56,6 @@ def note(message: str) -> Problem:
 class UserError(Exception):
     """Bad input; the command line prints `paragraph()` on stderr and exits 2."""
 
-    exit_code = 2
-
     def __init__(self, problems: Problem | list[Problem], source: str | None = None):
         self.problems = problems if isinstance(problems, list) else [problems]
         self.source = source

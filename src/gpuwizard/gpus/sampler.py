@@ -108,11 +108,13 @@ class GpuSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, close: bool = True) -> None:
+        """End the thread; `close=False` keeps the source open for a last read by the caller."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        self.source.close()
+        if close:
+            self.source.close()
 
     def sample_once(self) -> list[GpuSample]:
         try:
@@ -129,10 +131,6 @@ class GpuSampler:
     def latest(self) -> list[GpuSample]:
         with self._lock:
             return [h[-1] for h in self.history.values() if h]
-
-    def series(self, index: int, field: str) -> list[float]:
-        with self._lock:
-            return [getattr(s, field) or 0.0 for s in self.history.get(index, ())]
 
     def _loop(self) -> None:
         while not self._stop.is_set():

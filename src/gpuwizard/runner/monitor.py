@@ -69,10 +69,6 @@ class Event:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Event:
-        return cls(**data)
-
 
 SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
     ("collective_timeout", re.compile(r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"),
@@ -179,9 +175,6 @@ class JobMonitor:
     def feed(self, raw: str, now: float | None = None) -> list[Event]:
         """One line (tests, small logs)."""
         return self.feed_text(raw, 1, now)
-
-    def feed_many(self, lines: list[str], now: float | None = None, bar: str | None = None) -> list[Event]:
-        return self.feed_text("\n".join(lines) if lines else None, len(lines), now, bar)
 
     def feed_text(self, text: str | None, count: int, now: float | None = None, bar: str | None = None) -> list[Event]:
         """`count` complete lines joined by newlines, and the newest bar state; only matching lines are parsed."""

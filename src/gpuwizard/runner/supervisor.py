@@ -24,6 +24,7 @@ from gpuwizard.trainers import get_trainer
 
 POLL_S = 0.1
 TICK_S = 1.0
+GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 PROGRESS_EVERY_S = 0.5
 EXIT_HANG = 3
 EXIT_STOPPED = 4
@@ -36,7 +37,9 @@ class Supervisor:
         self.stop_reason: str | None = None
         self.dump_requested = False
         self.job: subprocess.Popen[bytes] | None = None
-        self.gpu_source: Any = None
+        self.gpu_sampler: Any = None
+        self.run_pids: set[int] = set()
+        self.lost_gpus: set[int] = set()
 
     def request_stop(self, signum: int, frame: Any) -> None:
         self.stop_reason = self.stop_reason or "user"
@@ -67,17 +70,19 @@ class Supervisor:
         for event in events:
             self.run.append_jsonl(self.run.events_file, event.to_json())
 
-    def sample_gpus(self, pids: set[int]) -> list[Any]:
-        if self.gpu_source is None:
+    def write_gpu_samples(self, samples: list[Any]) -> None:
+        """Called on the sampler thread, which alone writes gpu.jsonl."""
+        for sample in samples:
+            self.run.append_jsonl(self.run.gpu_file, sample.to_json())
+
+    def gpu_samples(self, now: float) -> list[Any]:
+        """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a device lost for the first time is an event."""
+        if self.gpu_sampler is None:
             return []
-        try:
-            samples = self.gpu_source.sample(pids)
-        except Exception:  # noqa: BLE001 - telemetry must never stop the job
-            return []
-        now = time.time()
+        samples = [s for s in self.gpu_sampler.latest() if now - s.t <= GPU_SAMPLE_MAX_AGE_S]
         for s in samples:
-            self.run.append_jsonl(self.run.gpu_file, s.to_json())
-            if s.lost:
+            if s.lost and s.index not in self.lost_gpus:
+                self.lost_gpus.add(s.index)
                 self.record([Event("gpu_lost", "error", f"GPU {s.index} fell off the bus", "NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
                                    "Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.", t=now)])
         return samples
@@ -106,9 +111,13 @@ class Supervisor:
         monitor = JobMonitor(expect, get_trainer(self.job_cfg["trainer"]))
         procs = JobProcesses(self.job.pid)
         if self.job_cfg.get("device") == "cuda":
-            from gpuwizard.gpus.sampler import open_sample_source
+            from gpuwizard.gpus.sampler import GpuSampler, open_sample_source
 
-            self.gpu_source = open_sample_source()
+            source = open_sample_source()
+            self.run_pids = procs.pids()
+            if source is not None:
+                self.gpu_sampler = GpuSampler(source, interval=TICK_S, history=10, run_pids=lambda: self.run_pids,
+                                              on_sample=self.write_gpu_samples).start()
         tail = LogTail(self.run.log)
         last_tick = last_progress = 0.0
         rc: int | None = None
@@ -123,7 +132,8 @@ class Supervisor:
                 ranks = procs.sample_ranks()
                 if ranks:
                     self.run.append_jsonl(self.run.ranks_file, {"t": now, "ranks": [r.to_json() for r in ranks]})
-                gpus = self.sample_gpus(procs.pids())
+                self.run_pids = procs.pids()
+                gpus = self.gpu_samples(now)
                 for event in monitor.tick(now, ranks, gpus):
                     if event.kind == "hang_suspected":
                         self.handle_hang(monitor, event)
@@ -151,11 +161,12 @@ class Supervisor:
                 break
             time.sleep(POLL_S)
         self.run.write_json("progress.json", monitor.progress.to_json())
-        if self.gpu_source is not None:
+        if self.gpu_sampler is not None:
             from gpuwizard.gpus.sampler import run_memory_held
 
-            held = run_memory_held(self.gpu_source, set(procs.known))
-            self.gpu_source.close()
+            self.gpu_sampler.stop(close=False)
+            held = run_memory_held(self.gpu_sampler.source, set(procs.known))
+            self.gpu_sampler.source.close()
             if held:
                 self.run.update_status(gpu_memory_held_mb=held)
                 self.record([Event("gpu_memory_held", "error", "GPU memory still held after the job ended",

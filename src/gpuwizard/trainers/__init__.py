@@ -26,7 +26,3 @@ def get_trainer(name: str) -> Trainer:
     if not isinstance(trainer, Trainer) or trainer.name != name:
         raise TypeError(f"gpuwizard.trainers.{name}.TRAINER must be a Trainer named {name!r}")
     return trainer
-
-
-def all_trainers() -> list[Trainer]:
-    return [get_trainer(name) for name in trainer_names()]
