@@ -11,11 +11,9 @@ import subprocess
 import sys
 import time
 
-import psutil
-
 from gpuwizard.preset import load_preset, save_user_preset, with_field
 from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.rundir import all_runs, read_jsonl
+from gpuwizard.runner.rundir import all_runs, pid_alive, read_jsonl
 
 
 def slow_copy(name: str) -> str:
@@ -46,7 +44,12 @@ def main() -> int:
     rc = headless.wait(timeout=120)
     status = run.status()
     pids = {r["pid"] for line in read_jsonl(run.ranks_file) for r in line["ranks"]} | {status.get("job_pid"), status.get("supervisor_pid")}
-    alive = sorted(p for p in pids if isinstance(p, int) and psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE)
+    alive = sorted(p for p in pids if pid_alive(p))
+    for _ in range(50):  # the supervisor exits a moment after writing its final status
+        if not alive:
+            break
+        time.sleep(0.1)
+        alive = sorted(p for p in pids if pid_alive(p))
     print(f"stopped {status.get('run_id')} at step {step}: headless exit {rc}, state {status.get('state')}, "
           f"{time.time() - stop_t:.1f} s to stop; processes left: {alive or 'none'}; "
           f"GPU memory held after: {json.dumps(status.get('gpu_memory_held_mb')) if status.get('gpu_memory_held_mb') else 'none'}")

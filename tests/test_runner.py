@@ -10,12 +10,11 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 from conftest import gw_subprocess
 
 from gpuwizard.runner.launch import launcher_problems
-from gpuwizard.runner.rundir import RunDir, all_runs, read_jsonl
+from gpuwizard.runner.rundir import RunDir, all_runs, pid_alive, read_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -59,11 +58,16 @@ def rank_pids(run: RunDir) -> set[int]:
 
 
 def assert_nothing_left(run: RunDir) -> None:
+    """No process of the run remains; the supervisor may take a moment to exit after writing its final status."""
     status = run.status()
     assert status.get("survivors") in (None, [])
     pids = rank_pids(run) | {status.get("job_pid"), status.get("supervisor_pid")}
-    alive = [p for p in pids if p and psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    assert alive == [], f"processes of the run still alive: {alive}"
+
+    def alive() -> list[int]:
+        return [p for p in pids if pid_alive(p)]
+
+    wait_for(lambda: not alive(), timeout=5, every=0.05)
+    assert alive() == [], f"processes of the run still alive: {alive()}"
 
 
 def wait_for(predicate, timeout=60.0, every=0.2):
