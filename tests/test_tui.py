@@ -75,6 +75,20 @@ async def test_walk_demo_from_start_to_preview(gpus):
         assert app.clipboard == screen.spec.shell()
 
 
+async def test_dataset_folder_is_described_from_the_plan(gpus, tmp_path):
+    """Typing a local dataset folder shows its episodes, frames and cameras; a folder without metadata shows why."""
+    app = GpuWizardApp(preset=load_preset("so100-act-ddp2"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await goto(pilot, app, 1)
+        info = app.screen.query_one("#dataset-info")
+        await type_into(pilot, "#f-dataset-root", str(DATA / "datasets" / "so100_tiny_lerobot061"))
+        assert app.screen.plan.dataset is not None
+        assert str(info.render()).startswith(f"{app.screen.plan.dataset['episodes']} episodes, {app.screen.plan.dataset['frames']} frames")
+        await type_into(pilot, "#f-dataset-root", str(tmp_path))
+        assert "meta/info.json" in str(info.render())
+
+
 async def test_walk_lerobot_with_scaling_rule(gpus):
     app = GpuWizardApp(preset=load_preset("so100-act-ddp2"))
     async with app.run_test(size=SIZE) as pilot:
@@ -335,6 +349,7 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
         for _ in range(400):
             screen = pilot.app.screen
             if (isinstance(screen, MonitorScreen) and screen.lines_seen == 75 and screen.query_one("#banner").display
+                    and len(screen.query("TelemetryRow")) == 2  # both ranks drawn: the log's height is final
                     and screen.query_one("#log").max_scroll_y > 0 and screen.query_one("#log").is_vertical_scroll_end):
                 break
             await pilot.pause(0.05)

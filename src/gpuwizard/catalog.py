@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuwizard import paths, yamlio
-from gpuwizard.errors import UserError
+from gpuwizard.errors import UserError, problem
 
 
 class _Entry(BaseModel):
@@ -77,8 +77,6 @@ class PolicyEntry(_Entry):
 
 
 def _read(path: Any) -> dict[str, Any]:
-    from gpuwizard.errors import problem
-
     data = yamlio.load_file(path)
     if not isinstance(data, dict):
         raise UserError(problem(None, "a policy catalog must be a YAML mapping of policy keys to entries", "see the header of the shipped policies.yaml"), str(path))
@@ -88,8 +86,6 @@ def _read(path: Any) -> dict[str, Any]:
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> dict[str, PolicyEntry]:
     """Shipped catalog, with entries from <config>/policies.yaml added or overriding by key."""
-    from gpuwizard.errors import problem
-
     raw = _read(paths.PACKAGE_DIR / "policies.yaml")
     user_file = paths.config_dir() / "policies.yaml"
     if user_file.is_file():

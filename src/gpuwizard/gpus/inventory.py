@@ -381,5 +381,3 @@ def replay_module_from_env() -> Any | None:
     from gpuwizard.gpus.replay import ReplayNvml
 
     return ReplayNvml.from_file(path)
-
-

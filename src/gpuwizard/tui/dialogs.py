@@ -11,8 +11,8 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from gpuwizard.errors import UserError
-from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.preset import Preset, delete_user_preset, listed_presets, load_preset_file, save_user_preset, shipped_preset_files, user_preset_files, with_field
+from gpuwizard.tui.widgets import KeyBar
 
 
 class AskText(ModalScreen[str | None]):

@@ -33,6 +33,15 @@ class JobLog(Log):
     estimated with one C-level pass instead of a per-line cell-width thread (relies on Log internals;
     textual is pinned)."""
 
+    tail_max_y = 0.0
+    """max_scroll_y when the view last sat on the tail: a view still there is following."""
+
+    def on_resize(self) -> None:
+        """Keep following the tail when the pane changes height (a banner or a telemetry row appears)."""
+        if self.auto_scroll and self.scroll_y >= self.tail_max_y:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.tail_max_y = self.max_scroll_y
+
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> JobLog:
         lines = lines if isinstance(lines, list) else list(lines)
         if not lines:
@@ -51,6 +60,7 @@ class JobLog(Log):
         self.refresh_lines(start, len(lines))
         if follow and at_end and not self.is_vertical_scrollbar_grabbed:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.tail_max_y = self.max_scroll_y
         else:
             self.refresh()
         return self

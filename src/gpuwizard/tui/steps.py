@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from textual import on
 from textual.app import ComposeResult
@@ -95,7 +94,6 @@ class PolicyStep(Step):
     def on_mount(self) -> None:
         if not self.query_one("#policies", DataTable).row_count:
             self.fill(self.preset)
-        self.query_one(DatasetBox).show(self.preset)
 
     def fill(self, preset: Preset) -> None:
         table = self.query_one("#policies", DataTable)
@@ -106,7 +104,6 @@ class PolicyStep(Step):
         keys = list(load_catalog())
         if preset.policy in keys:
             table.move_cursor(row=keys.index(preset.policy))
-        self.filled = True
 
     def show(self, preset: Preset, plan: Plan | None) -> None:
         entry = load_catalog()[preset.policy]
@@ -119,6 +116,8 @@ class PolicyStep(Step):
                 need = policy.estimate_gb(policy.vram.at_batch, preset.mixed_precision)
                 table.update_cell(key, "fits", "yes" if need <= plan.fits.device_gb * 0.92 else "no")
         self.query_one("#policy-summary", Static).update(f"{entry.title}: {entry.summary}")
+        if plan is not None:
+            self.query_one(DatasetBox).show(preset, plan)
 
     @on(DataTable.RowHighlighted, "#policies")
     def _chosen(self, event: DataTable.RowHighlighted) -> None:
@@ -138,21 +137,18 @@ class DatasetBox(Vertical):
         yield row("local folder", FieldInput("dataset.root", "optional_str", preset.dataset.root, placeholder="optional: a LeRobot dataset folder"))
         yield Static("", id="dataset-info")
 
-    def show(self, preset: Preset) -> None:
+    def show(self, preset: Preset, plan: Plan) -> None:
+        """From the plan, which read the metadata off the UI thread."""
         info = self.query_one("#dataset-info", Static)
+        unreadable = next((p for p in plan.errors if p.field == "dataset.root"), None)
         if not preset.dataset.root:
             info.update("No local folder: the trainer loads the dataset by id (cache or Hub).")
-            return
-        root = Path(preset.dataset.root).expanduser()
-        if not root.exists() and get_trainer(preset.trainer).writes_dataset:
+        elif plan.dataset is not None:
+            info.update(datasets.DatasetMeta(**plan.dataset).summary())
+        elif unreadable is not None:
+            info.update(Content.styled(unreadable.message, "bold $warning"))
+        else:
             info.update(f"The {preset.trainer} trainer writes its synthetic dataset here on the first run.")
-            return
-        try:
-            meta = datasets.read_metadata(root)
-        except datasets.DatasetError as exc:
-            info.update(Content.styled(str(exc), "bold $warning"))
-            return
-        info.update(meta.summary())
 
 
 class TrainerStep(Step):

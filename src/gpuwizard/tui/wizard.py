@@ -233,9 +233,6 @@ class WizardScreen(Screen[None]):
         trainer_step = self.built("trainer")
         if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
             await trainer_step.rebuild_options(new)
-        policy_step = self.built("policy")
-        if policy_step is not None and new.dataset != old.dataset:
-            policy_step.query_one("#dataset-box").show(new)
         gpus_step = self.built("gpus")
         if gpus_step is not None and new.hardware != old.hardware and self.inventory:
             gpus_step.show(new, self.inventory)
