@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import gw_subprocess
 
+from gpuwizard.trainers import lerobot
 from gpuwizard.trainers.lerobot import _probe
 
 LEROBOT_PYTHON = os.environ.get("GPUWIZARD_LEROBOT_PYTHON")
@@ -66,6 +67,34 @@ def test_probe_tells_release_from_main_without_importing_lerobot(tmp_path, versi
     preset.write_text(PRESET.format(python=python, accum=2))
     result = gw_subprocess("plan", preset)
     assert (result.returncode == 0) == (api == "main"), result.stderr
+
+
+def test_probe_is_remembered_until_the_environment_changes(tmp_path, monkeypatch):
+    """A real interpreter's answer is kept on disk; a branch switch or an upgrade is noticed."""
+    _probe.cache_clear()
+    fake_env(tmp_path / "env", "0.6.1", parallelism=False)
+    site = tmp_path / "env" / "site"
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.symlink_to(os.path.realpath(sys.executable))  # a binary, unlike the fake env's sh wrapper
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert _probe(str(python)) == {"version": "0.6.1", "parallelism": False}
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("probed again although nothing changed")
+
+    _probe.cache_clear()
+    with monkeypatch.context() as patched:
+        patched.setattr(lerobot.subprocess, "run", no_subprocess)
+        assert _probe(str(python)) == {"version": "0.6.1", "parallelism": False}
+
+    (site / "lerobot" / "configs" / "parallelism.py").write_text("")  # git switch to main in an editable checkout
+    _probe.cache_clear()
+    assert _probe(str(python)) == {"version": "0.6.1", "parallelism": True}
+    (site / "lerobot-0.6.1.dist-info").rename(site / "lerobot-0.7.0.dist-info")  # pip install --upgrade
+    (site / "lerobot-0.7.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: lerobot\nVersion: 0.7.0\n")
+    _probe.cache_clear()
+    assert _probe(str(python)) == {"version": "0.7.0", "parallelism": True}
 
 
 def test_version_can_be_stated_where_it_cannot_be_probed(gw, write_preset, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from gpuwizard import yamlio
 from gpuwizard.errors import UserError
 from gpuwizard.preset import find_preset, load_preset, load_preset_file, save_user_preset
+from gpuwizard.schema import updated
 
 GOOD = """\
 version: 1
@@ -55,7 +56,7 @@ def test_wrong_type_names_field_and_value(write_preset):
 @pytest.mark.parametrize("field, text", [("batch.size", "batch: {size: 0}"), ("batch.grad_accum", "batch: {size: 8, grad_accum: -2}")])
 def test_non_positive_numbers_rejected(write_preset, field, text):
     message = error_of(write_preset, GOOD.replace("batch: {size: 8}", text))
-    assert field in message and "greater than 0" in message
+    assert field in message and "must be 1 or more" in message and "use a positive number" in message
 
 
 def test_non_positive_lr_and_steps(write_preset):
@@ -98,7 +99,7 @@ def test_not_a_mapping(write_preset):
 def test_lookup_prefers_user_folder_then_shipped(tmp_path):
     shipped = load_preset("demo-cpu")
     assert shipped.trainer == "demo"
-    mine = shipped.model_copy(update={"description": "my own demo"})
+    mine = updated(shipped, description="my own demo")
     save_user_preset(mine)
     assert load_preset("demo-cpu").description == "my own demo"
     assert find_preset("demo-cpu").parent == tmp_path / "config" / "presets"
@@ -121,7 +122,7 @@ def test_save_round_trips_and_is_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError):
-        save_user_preset(preset.model_copy(update={"description": "changed"}))
+        save_user_preset(updated(preset, description="changed"))
     assert path.read_text() == before
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
@@ -140,6 +141,6 @@ def test_presets_commands(gw, write_preset):
     shown = gw("presets", "show", "groot-n17-accum")
     assert shown.code == 0 and "grad_accum: 8" in shown.out
     assert gw("presets", "delete", "demo-cpu").code == 2
-    save_user_preset(load_preset("demo-cpu").model_copy(update={"name": "mine"}))
+    save_user_preset(updated(load_preset("demo-cpu"), name="mine"))
     assert gw("presets", "delete", "mine").code == 0
     assert "mine" not in gw("presets").out

@@ -4,45 +4,43 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from msgspec import Meta
 
 from gpuwizard import paths, yamlio
 from gpuwizard.errors import UserError, problem
+from gpuwizard.schema import FieldError, Strict, convert
 
 
-class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class Vram(_Entry):
-    full_gb: float = Field(gt=0)
-    at_batch: int = Field(gt=0)
+class Vram(Strict):
+    full_gb: Annotated[float, Meta(gt=0)]
+    at_batch: Annotated[int, Meta(gt=0)]
     precision: Literal["fp32", "bf16", "fp16"] = "bf16"
-    fixed_fraction: float = Field(0.5, ge=0, le=1)
+    fixed_fraction: Annotated[float, Meta(ge=0, le=1)] = 0.5
     lora_gb: float | None = None
 
 
-class LeRobotPolicyFacts(_Entry):
+class LeRobotPolicyFacts(Strict):
     scheduler: Literal["none", "diffuser", "cosine_decay_with_warmup"] = "none"
     warmup_steps: int | None = None
     decay_steps: int | None = None
     decay_lr: float | None = None
     dtype_field: bool = False
-    optimizer: dict[str, Any] = Field(default_factory=dict)
+    optimizer: dict[str, Any] = {}
 
 
-class OpenpiPolicyFacts(_Entry):
+class OpenpiPolicyFacts(Strict):
     warmup_steps: int = 1000
 
 
-class TrainingTime(_Entry):
+class TrainingTime(Strict):
     hours: float
     setting: str
 
 
-class PolicyEntry(_Entry):
+class PolicyEntry(Strict, kw_only=True):
     """What gpuwizard knows about one policy; see the header of policies.yaml."""
 
     key: str = ""
@@ -51,15 +49,15 @@ class PolicyEntry(_Entry):
     params_m: float | None = None
     vram: Vram
     trainers: list[str]
-    default_lr: dict[str, float] = Field(default_factory=dict)
+    default_lr: dict[str, float] = {}
     lerobot: LeRobotPolicyFacts | None = None
     openpi: OpenpiPolicyFacts | None = None
     fsdp_wrap_units: list[str] | None = None
     fsdp_supported: bool = True
-    base_ids: dict[str, str] = Field(default_factory=dict)
+    base_ids: dict[str, str] = {}
     single_gpu_hours: TrainingTime | None = None
     inference_ms: dict[str, float] | None = None
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = {}
 
     def estimate_gb(self, per_device_batch: int, precision: str, shard_over: int = 1) -> float:
         """Peak memory per device: the fixed part (sharded by FSDP) plus activations scaled by batch."""
@@ -93,10 +91,11 @@ def load_catalog() -> dict[str, PolicyEntry]:
             raw[key] = {**raw.get(key, {}), **entry} if isinstance(entry, dict) else entry
     catalog = {}
     for key, entry in raw.items():
+        if not isinstance(entry, dict):
+            raise UserError(problem(key, "a catalog entry must be a mapping (title, vram, trainers, ...)", "see the header of the shipped policies.yaml", value=entry), str(user_file))
         try:
-            catalog[key] = PolicyEntry.model_validate({**entry, "key": key})
-        except (ValidationError, TypeError) as exc:
-            detail = exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
-            where = ".".join([key, *(str(p) for p in detail["loc"])])
-            raise UserError(problem(where, detail["msg"], "correct the policy catalog entry"), str(user_file)) from None
+            catalog[key] = convert({**entry, "key": key}, PolicyEntry)
+        except FieldError as exc:
+            found = exc.problem
+            raise UserError(replace(found, field=f"{key}.{found.field}" if found.field else key), str(user_file)) from None
     return catalog

@@ -12,6 +12,7 @@ from gpuwizard import datasets
 from gpuwizard.catalog import PolicyEntry, load_catalog
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.preset import Preset
+from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import BuildContext, LaunchSpec, Trainer, check_python, conflicting_extra_args, free_port, resolve_python
 
@@ -105,8 +106,7 @@ def with_gpus(preset: Preset, gpus: int | None) -> Preset:
     """The same preset on another GPU count (explicit device lists are dropped if they no longer fit)."""
     if gpus is None or gpus == preset.hardware.gpus:
         return preset
-    hardware = preset.hardware.model_copy(update={"gpus": gpus, "devices": None})
-    return preset.model_copy(update={"hardware": hardware})
+    return updated(preset, hardware=updated(preset.hardware, gpus=gpus, devices=None))
 
 
 def resolve_device(preset: Preset, hw: Hardware) -> tuple[str, list[Problem]]:

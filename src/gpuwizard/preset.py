@@ -1,46 +1,29 @@
-"""The preset (SPEC §3): one strict pydantic model that is also the wizard's state."""
+"""The preset (SPEC §3): one strict typed record that is also the wizard's state."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from msgspec import Meta, field
 
 from gpuwizard import paths, yamlio
-from gpuwizard.errors import Problem, UserError, problem
+from gpuwizard.errors import UserError, problem
+from gpuwizard.schema import FieldError, Strict, convert, field_error, to_data
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ENDPOINT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})$")
 
-
-class Strict(BaseModel):
-    """Base for every preset section: unknown keys and wrong types are errors."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
-
-
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-PositiveFloat = Annotated[float, Field(gt=0)]
-
-
-def _env_value(value: Any) -> Any:
-    """Environment values may be written unquoted in YAML (NCCL_P2P_DISABLE: 1)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return str(value)
-    return value
-
-
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
+PositiveInt = Annotated[int, Meta(gt=0)]
+NonNegativeInt = Annotated[int, Meta(ge=0)]
+PositiveFloat = Annotated[float, Meta(gt=0)]
 
 
 class DatasetSpec(Strict):
-    repo_id: str = Field(min_length=1)
+    repo_id: Annotated[str, Meta(min_length=1)]
     root: str | None = None
 
 
@@ -53,34 +36,21 @@ class Hardware(Strict):
     rdzv_endpoint: str | None = None
     gpu_memory_gb: PositiveFloat | None = None
 
-    @field_validator("devices")
-    @classmethod
-    def _unique_devices(cls, value: list[int] | None) -> list[int] | None:
-        if value is not None and len(set(value)) != len(value):
-            raise ValueError("device indices must be unique")
-        if value is not None and not value:
-            raise ValueError("list an index per GPU, or use null for the first gpus devices")
-        return value
-
-    @field_validator("rdzv_endpoint")
-    @classmethod
-    def _endpoint(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        match = ENDPOINT.match(value)
-        if not match or not 0 < int(match["port"]) < 65536:
-            raise ValueError("must be host:port, e.g. 10.0.0.1:29500")
-        return value
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Hardware:
+    def __post_init__(self) -> None:
+        if self.devices is not None and not self.devices:
+            raise field_error("devices", "list an index per GPU, or use null for the first gpus devices", "write [0, 1, ...] or null", value=self.devices)
+        if self.devices is not None and len(set(self.devices)) != len(self.devices):
+            raise field_error("devices", "device indices must be unique", "list each GPU index once", value=self.devices)
+        if self.rdzv_endpoint is not None:
+            match = ENDPOINT.match(self.rdzv_endpoint)
+            if not match or not 0 < int(match["port"]) < 65536:
+                raise field_error("rdzv_endpoint", "must be host:port", "write it like 10.0.0.1:29500", value=self.rdzv_endpoint)
         if self.devices is not None and len(self.devices) != self.gpus:
-            raise ValueError(f"hardware.devices lists {len(self.devices)} devices but hardware.gpus is {self.gpus}")
+            raise field_error("devices", f"hardware.devices lists {len(self.devices)} devices but hardware.gpus is {self.gpus}", "list one index per GPU, or set gpus to match", value=self.devices)
         if self.nodes > 1 and not self.rdzv_endpoint:
-            raise ValueError("hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1")
+            raise field_error("rdzv_endpoint", "hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1", "add it, e.g. 10.0.0.1:29500")
         if self.node_rank >= self.nodes:
-            raise ValueError(f"hardware.node_rank {self.node_rank} must be below hardware.nodes {self.nodes}")
-        return self
+            raise field_error("node_rank", f"hardware.node_rank {self.node_rank} must be below hardware.nodes {self.nodes}", "number nodes from 0", value=self.node_rank)
 
 
 class Batch(Strict):
@@ -91,7 +61,7 @@ class Batch(Strict):
 class Optim(Strict):
     lr: PositiveFloat | None = None
     steps: PositiveInt = 100_000
-    warmup_ratio: Annotated[float, Field(ge=0, lt=1)] | None = None
+    warmup_ratio: Annotated[float, Meta(ge=0, lt=1)] | None = None
 
 
 class Scaling(Strict):
@@ -100,30 +70,29 @@ class Scaling(Strict):
 
 
 class Fsdp(Strict):
-    wrap_modules: list[Annotated[str, Field(min_length=1)]] | None = None
+    wrap_modules: list[Annotated[str, Meta(min_length=1)]] | None = None
     min_num_params: PositiveInt | None = None
 
-    @model_validator(mode="after")
-    def _exclusive(self) -> Fsdp:
+    def __post_init__(self) -> None:
         if self.wrap_modules and self.min_num_params:
-            raise ValueError("fsdp.wrap_modules and fsdp.min_num_params are mutually exclusive")
-        return self
+            raise field_error("min_num_params", "fsdp.wrap_modules and fsdp.min_num_params are mutually exclusive", "keep one of them", value=self.min_num_params)
 
 
 class Launch(Strict):
     python: str | None = None
     workdir: str | None = None
-    master_port: Annotated[int, Field(ge=1, le=65535)] | None = None
-    env: dict[str, EnvValue] = Field(default_factory=dict)
-    extra_args: list[str] = Field(default_factory=list)
+    master_port: Annotated[int, Meta(ge=1, le=65535)] | None = None
+    env: dict[str, str | int | float | bool] = {}
+    extra_args: list[str] = []
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
+    def __post_init__(self) -> None:
+        """Environment names must be valid; values may be written unquoted in YAML (NCCL_P2P_DISABLE: 1)."""
+        for name in self.env:
             if not ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name (letters, digits and _, not starting with a digit)")
-        return value
+                raise field_error("env", f"{name!r} is not a valid environment variable name (letters, digits and _, not starting with a digit)", "rename the variable", value=name)
+            if isinstance(self.env[name], bool):
+                raise field_error(f"env.{name}", "true/false is ambiguous for an environment variable", "quote the value you mean, e.g. '1' or 'true'", value=self.env[name])
+        self.env = {name: str(value) for name, value in self.env.items()}
 
 
 class Monitor(Strict):
@@ -131,7 +100,7 @@ class Monitor(Strict):
     first_step_timeout_s: PositiveFloat | None = None
 
 
-class Preset(Strict):
+class Preset(Strict, kw_only=True):
     """A saved job: what to train, on what, with which trainer and scaling rule."""
 
     version: Literal[1] = 1
@@ -140,125 +109,48 @@ class Preset(Strict):
     trainer: str
     policy: str
     dataset: DatasetSpec
-    hardware: Hardware = Field(default_factory=Hardware)
-    batch: Batch = Field(default_factory=Batch)
-    optim: Optim = Field(default_factory=Optim)
-    scaling: Scaling = Field(default_factory=Scaling)
+    hardware: Hardware = field(default_factory=Hardware)
+    batch: Batch = field(default_factory=Batch)
+    optim: Optim = field(default_factory=Optim)
+    scaling: Scaling = field(default_factory=Scaling)
     strategy: Literal["auto", "single", "ddp", "fsdp"] = "auto"
     mixed_precision: Literal["no", "bf16", "fp16"] = "bf16"
-    fsdp: Fsdp = Field(default_factory=Fsdp)
-    launch: Launch = Field(default_factory=Launch)
-    trainer_options: dict[str, Any] = Field(default_factory=dict)
+    fsdp: Fsdp = field(default_factory=Fsdp)
+    launch: Launch = field(default_factory=Launch)
+    trainer_options: dict[str, Any] = {}
     output_dir: str | None = None
-    monitor: Monitor = Field(default_factory=Monitor)
+    monitor: Monitor = field(default_factory=Monitor)
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not PRESET_NAME.match(value):
-            raise ValueError("use letters, digits, '.', '_' and '-' (it becomes a file name), at most 64 characters")
-        return value
-
-    @field_validator("trainer")
-    @classmethod
-    def _trainer(cls, value: str) -> str:
-        from gpuwizard.trainers import trainer_names
-
-        if value not in trainer_names():
-            raise ValueError(f"unknown trainer; choose one of {', '.join(trainer_names())}")
-        return value
-
-    @field_validator("policy")
-    @classmethod
-    def _policy(cls, value: str) -> str:
+    def __post_init__(self) -> None:
         from gpuwizard.catalog import load_catalog
+        from gpuwizard.trainers import get_trainer, trainer_names
 
-        if value not in load_catalog():
-            raise ValueError(f"not in the policy catalog; choose one of {', '.join(load_catalog())}")
-        return value
-
-    @field_validator("trainer_options")
-    @classmethod
-    def _options(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
-        """Validate against the chosen trainer's typed options; keep the plain dict for YAML."""
-        trainer = info.data.get("trainer")
-        if trainer is None:
-            return value
-        from gpuwizard.trainers import get_trainer
-
+        if not PRESET_NAME.match(self.name):
+            raise field_error("name", "use letters, digits, '.', '_' and '-' (it becomes a file name), at most 64 characters", "rename the preset", value=self.name)
+        if self.trainer not in trainer_names():
+            raise field_error("trainer", "unknown trainer", f"choose one of {', '.join(trainer_names())}", value=self.trainer)
+        if self.policy not in load_catalog():
+            raise field_error("policy", "not in the policy catalog", f"choose one of {', '.join(load_catalog())}", value=self.policy)
         try:
-            parsed = get_trainer(trainer).Options.model_validate(value)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            sub = ".".join(str(p) for p in err["loc"])
-            raise TrainerOptionError(sub, err["msg"], err.get("input"), err["type"]) from None
-        return parsed.model_dump(exclude_defaults=True)
+            parsed = convert(self.trainer_options, get_trainer(self.trainer).Options)
+        except FieldError as exc:
+            inner = exc.problem
+            raise FieldError(replace(inner, field=f"trainer_options.{inner.field}" if inner.field else "trainer_options")) from None
+        self.trainer_options = to_data(parsed)  # the trainer's options omit their defaults
 
     @property
     def options(self) -> Any:
-        """The trainer_options as the trainer's typed model."""
+        """The trainer_options as the trainer's typed record."""
         from gpuwizard.trainers import get_trainer
 
-        return get_trainer(self.trainer).Options.model_validate(self.trainer_options)
+        return convert(self.trainer_options, get_trainer(self.trainer).Options)
 
     @property
     def world_size(self) -> int:
         return self.hardware.gpus * self.hardware.nodes
 
     def to_yaml(self) -> str:
-        data = self.model_dump(mode="json")
-        return yamlio.dumps(data)
-
-
-class TrainerOptionError(ValueError):
-    """A trainer_options field failed its trainer's typed model."""
-
-    def __init__(self, sub: str, msg: str, value: Any, kind: str):
-        self.sub, self.msg, self.value, self.kind = sub, msg, value, kind
-        super().__init__(f"{sub}: {msg}")
-
-
-_FIXES = {
-    "extra_forbidden": "remove the key, or check its spelling against SPEC §3",
-    "missing": "add the field",
-    "greater_than": "use a positive number",
-    "greater_than_equal": "use a number that is not negative",
-    "less_than": "use a smaller number",
-    "less_than_equal": "use a smaller number",
-    "int_type": "write a whole number without quotes",
-    "float_type": "write a number without quotes, e.g. 1.0e-4",
-    "string_type": "write text (quote it)",
-    "bool_type": "write true or false",
-    "list_type": "write a YAML list, e.g. [0, 1]",
-    "dict_type": "write a mapping of keys to values",
-    "literal_error": "use one of the allowed values",
-    "model_type": "write a mapping (indented keys under it)",
-    "model_attributes_type": "write a mapping (indented keys under it)",
-}
-
-
-def problems_from_validation(exc: ValidationError) -> list[Problem]:
-    """Turn pydantic errors into Problems whose field is the dotted path in the preset."""
-    found = []
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        value, message, kind = err.get("input"), err["msg"], err["type"]
-        ctx_err = (err.get("ctx") or {}).get("error")
-        if isinstance(ctx_err, TrainerOptionError):
-            loc.append(ctx_err.sub)
-            message, value, kind = ctx_err.msg, ctx_err.value, ctx_err.kind
-        elif message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        elif message.startswith("Assertion failed, "):
-            message = message[len("Assertion failed, "):]
-        if kind == "extra_forbidden":
-            message = "unknown key"
-        fix = _FIXES.get(kind)
-        if kind == "missing":
-            found.append(problem(".".join(loc), "required field is missing", fix))
-        else:
-            found.append(problem(".".join(loc) or None, message, fix or "correct the value", value=value))
-    return found
+        return yamlio.dumps(to_data(self))
 
 
 def parse_preset(data: Any, source: str) -> Preset:
@@ -266,9 +158,9 @@ def parse_preset(data: Any, source: str) -> Preset:
     if not isinstance(data, dict):
         raise UserError(problem(None, "a preset must be a YAML mapping of keys (version, name, trainer, ...)", "start from `gpuwizard presets show demo-cpu`"), source)
     try:
-        return Preset.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(problems_from_validation(exc), source) from None
+        return convert(data, Preset)
+    except FieldError as exc:
+        raise UserError(exc.problem, source) from None
 
 
 def load_preset_file(path: Path) -> Preset:
@@ -335,7 +227,7 @@ def delete_user_preset(name: str) -> Path:
 
 def with_field(preset: Preset, dotted: str, value: Any) -> Preset:
     """A copy with one field changed (e.g. "batch.size"), validated like a loaded file."""
-    data = preset.model_dump(mode="json")
+    data = to_data(preset)
     node = data
     *parents, leaf = dotted.split(".")
     for key in parents:
@@ -345,6 +237,6 @@ def with_field(preset: Preset, dotted: str, value: Any) -> Preset:
     else:
         node[leaf] = value
     try:
-        return Preset.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(problems_from_validation(exc)) from None
+        return convert(data, Preset)
+    except FieldError as exc:
+        raise UserError(exc.problem) from None

@@ -13,6 +13,7 @@ from typing import Any
 from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import Plan, build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset
+from gpuwizard.schema import updated
 from gpuwizard.runner.monitor import Expectations
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
 from gpuwizard.trainers import get_trainer
@@ -38,10 +39,7 @@ def smoke_variant(preset: Preset) -> Preset:
     trainer = get_trainer(preset.trainer)
     world = trainer.world_size(preset)
     size = SMOKE_PER_DEVICE_BATCH * world if trainer.batch_is_global else SMOKE_PER_DEVICE_BATCH
-    return preset.model_copy(update={
-        "batch": preset.batch.model_copy(update={"size": size, "grad_accum": 1}),
-        "optim": preset.optim.model_copy(update={"steps": SMOKE_STEPS}),
-    })
+    return updated(preset, batch=updated(preset.batch, size=size, grad_accum=1), optim=updated(preset.optim, steps=SMOKE_STEPS))
 
 
 def with_env(preset: Preset, assignments: list[str]) -> Preset:
@@ -52,7 +50,7 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
         if not sep or not ENV_NAME.match(name):
             raise UserError(problem("--env", "must be NAME=VALUE with a valid variable name", "e.g. --env NCCL_P2P_DISABLE=1", value=item))
         env[name] = value
-    return preset.model_copy(update={"launch": preset.launch.model_copy(update={"env": env})})
+    return updated(preset, launch=updated(preset.launch, env=env))
 
 
 def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:

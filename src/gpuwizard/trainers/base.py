@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
 from gpuwizard.errors import Problem, problem
+from gpuwizard.schema import Strict
 
 if TYPE_CHECKING:
     from gpuwizard.catalog import PolicyEntry
@@ -22,10 +21,8 @@ if TYPE_CHECKING:
     from gpuwizard.preset import Preset
 
 
-class TrainerOptions(BaseModel):
-    """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)  # only the trainer in use is built
+class TrainerOptions(Strict, omit_defaults=True):
+    """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected, defaults left out of saved presets."""
 
 
 @dataclass(frozen=True)

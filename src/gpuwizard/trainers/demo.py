@@ -6,7 +6,7 @@ import os
 import re
 from typing import Annotated
 
-from pydantic import Field
+from msgspec import Meta
 
 from gpuwizard import paths
 from gpuwizard.errors import Problem, problem
@@ -15,18 +15,18 @@ from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Train
 
 
 class RankStep(TrainerOptions):
-    rank: Annotated[int, Field(ge=0)]
-    step: Annotated[int, Field(gt=0)]
+    rank: Annotated[int, Meta(ge=0)]
+    step: Annotated[int, Meta(gt=0)]
 
 
 class DemoOptions(TrainerOptions):
     inject_hang: RankStep | None = None
     inject_crash: RankStep | None = None
-    step_time_s: Annotated[float, Field(ge=0)] = 0.0
-    checkpoint_time_s: Annotated[float, Field(ge=0)] = 0.0
-    log_every: Annotated[int, Field(gt=0)] = 10
-    save_every: Annotated[int, Field(gt=0)] | None = None
-    episodes: Annotated[int, Field(gt=0)] = 20
+    step_time_s: Annotated[float, Meta(ge=0)] = 0.0
+    checkpoint_time_s: Annotated[float, Meta(ge=0)] = 0.0
+    log_every: Annotated[int, Meta(gt=0)] = 10
+    save_every: Annotated[int, Meta(gt=0)] | None = None
+    episodes: Annotated[int, Meta(gt=0)] = 20
     ignore_lr_flag: bool = False
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from msgspec import Meta
 
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
@@ -23,8 +23,8 @@ class GrootOptions(TrainerOptions):
     uv: bool = False
     tune_llm: bool = False
     tune_visual: bool = False
-    save_steps: Annotated[int, Field(gt=0)] | None = None
-    dataloader_num_workers: Annotated[int, Field(ge=0)] | None = None
+    save_steps: Annotated[int, Meta(gt=0)] | None = None
+    dataloader_num_workers: Annotated[int, Meta(ge=0)] | None = None
     use_wandb: bool = False
 
 

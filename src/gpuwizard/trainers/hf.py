@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
-
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_hf
 from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, device_env, per_worker_layout, torchrun_prefix
@@ -13,7 +11,7 @@ from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Train
 
 class HfOptions(TrainerOptions):
     script: str | None = None
-    script_args: list[str] = Field(default_factory=list)
+    script_args: list[str] = []
     report_to: str = "none"
 
 

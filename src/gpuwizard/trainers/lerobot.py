@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
+from gpuwizard import paths
 from gpuwizard.errors import Problem, problem, warning
 from gpuwizard.logparse import LineInfo, parse_lerobot
 from gpuwizard.trainers.base import (
@@ -26,13 +27,14 @@ from gpuwizard.trainers.base import (
     sibling_tool,
     torchrun_prefix,
 )
+from gpuwizard.yamlio import atomic_write
 
 ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
 
 _PROBE = r"""
-import importlib.metadata as md, importlib.util as iu, json, os
-out = {"version": None, "parallelism": False}
+import importlib.metadata as md, importlib.util as iu, json, os, sys
+out = {"version": None, "parallelism": False, "watch": [p for p in sys.path if os.path.isdir(p)]}
 try:
     out["version"] = md.version("lerobot")
 except Exception:
@@ -41,6 +43,7 @@ spec = iu.find_spec("lerobot")
 if spec and spec.submodule_search_locations:
     root = list(spec.submodule_search_locations)[0]
     out["parallelism"] = os.path.exists(os.path.join(root, "configs", "parallelism.py"))
+    out["watch"] += [root, os.path.join(root, "configs")]
 print(json.dumps(out))
 """
 
@@ -51,9 +54,9 @@ class LeRobotOptions(TrainerOptions):
     pretrained_path: str | None = None
     repo_id: str | None = None
     resume: bool = False
-    num_workers: Annotated[int, Field(ge=0)] | None = None
-    log_freq: Annotated[int, Field(gt=0)] | None = None
-    save_freq: Annotated[int, Field(gt=0)] | None = None
+    num_workers: Annotated[int, Meta(ge=0)] | None = None
+    log_freq: Annotated[int, Meta(gt=0)] | None = None
+    save_freq: Annotated[int, Meta(gt=0)] | None = None
     seed: int | None = None
     wandb: bool = False
 
@@ -70,12 +73,67 @@ class LeRobotInstall:
 
 @functools.lru_cache(maxsize=16)
 def _probe(python: str) -> dict | None:
-    """Ask the training interpreter which lerobot it has, without importing lerobot."""
+    """Ask the training interpreter which lerobot it has, without importing lerobot.
+
+    The answer is remembered on disk until the interpreter or a folder on its sys.path changes
+    (pip install, a branch switch in an editable checkout): starting that interpreter costs more
+    than the rest of `gpuwizard plan`.
+    """
+    exe = os.path.abspath(shutil.which(python) or python)
+    key = f"{exe}|{os.environ.get('PYTHONPATH', '')}"
+    cache = _probe_cache()
+    remembered = cache.get(key)
+    if isinstance(remembered, dict) and remembered.get("stamp") == _stamps([exe, *remembered.get("watch", [])]):
+        return {"version": remembered.get("version"), "parallelism": bool(remembered.get("parallelism"))}
     try:
         out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False)
-        return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else None
+        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
+    if not isinstance(found, dict):
+        return None
+    if _is_binary(exe):  # a wrapper script (pyenv shim, sh) may pick another interpreter next time
+        cache[key] = found | {"stamp": _stamps([exe, *found.get("watch", [])])}
+        _save_probe_cache(cache)
+    return {"version": found.get("version"), "parallelism": bool(found.get("parallelism"))}
+
+
+def _probe_cache_file() -> Path:
+    return paths.data_dir() / "cache" / "lerobot-probe.json"
+
+
+def _probe_cache() -> dict:
+    try:
+        data = json.loads(_probe_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_probe_cache(cache: dict) -> None:
+    try:
+        atomic_write(_probe_cache_file(), json.dumps(cache, indent=1))
+    except OSError:
+        pass  # only a cache: the next plan probes again
+
+
+def _stamps(watched: list[str]) -> list[int | None]:
+    """Modification times that change when the environment's packages do."""
+    found: list[int | None] = []
+    for path in watched:
+        try:
+            found.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            found.append(None)
+    return found
+
+
+def _is_binary(exe: str) -> bool:
+    try:
+        with open(exe, "rb") as handle:
+            return handle.read(2) != b"#!"
+    except OSError:
+        return False
 
 
 def find_install(python: str, api: str) -> LeRobotInstall:

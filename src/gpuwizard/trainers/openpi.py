@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field
+from msgspec import Meta
 
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
@@ -16,9 +16,9 @@ class OpenpiOptions(TrainerOptions):
     config_name: str | None = None
     backend: Literal["jax", "pytorch"] = "jax"
     exp_name: str | None = None
-    fsdp_devices: Annotated[int, Field(gt=0)] | None = None
+    fsdp_devices: Annotated[int, Meta(gt=0)] | None = None
     uv: bool = True
-    mem_fraction: Annotated[float, Field(gt=0, le=1)] = 0.9
+    mem_fraction: Annotated[float, Meta(gt=0, le=1)] = 0.9
     overwrite: bool = False
     resume: bool = False
     wandb: bool = False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import types
 import typing
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -15,7 +14,7 @@ from textual.content import Content
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from gpuwizard.trainers.base import TrainerOptions
 
 
 class Edit(Message):
@@ -32,6 +31,9 @@ class InvalidInput(Message):
     def __init__(self, path: str, text: str, reason: str):
         super().__init__()
         self.path, self.text, self.reason = path, text, reason
+
+
+KIND_WORDS = {"int": "expects a whole number", "float": "expects a number, e.g. 1e-4", "list": "expects words separated by spaces (quote one with spaces)", "str": "expects text"}
 
 
 def parse(kind: str, text: str) -> Any:
@@ -77,7 +79,7 @@ class FieldInput(Input):
             value = parse(self.kind, event.value)
         except ValueError:
             self.add_class("-invalid")
-            self.post_message(InvalidInput(self.path, event.value, f"expects a {self.kind.removeprefix('optional_')}"))
+            self.post_message(InvalidInput(self.path, event.value, KIND_WORDS[self.kind.removeprefix("optional_")]))
             return
         self.remove_class("-invalid")
         self.post_message(Edit(self.path, value))
@@ -120,30 +122,17 @@ def row(label: str, widget: Widget, hint: str = "") -> Horizontal:
     return Horizontal(*children, classes="field-row")
 
 
-def _unwrap(annotation: Any) -> tuple[Any, bool]:
-    """Strip Annotated and Optional; report whether None is allowed."""
-    optional = False
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            optional = optional or len(args) < len(typing.get_args(annotation))
-            annotation = args[0] if len(args) == 1 else annotation
-            if len(args) != 1:
-                return annotation, optional
-        else:
-            return annotation, optional
+def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Widget]:
+    """One row per simple field of a trainer's options record (nested ones stay in the YAML)."""
+    from gpuwizard.schema import NODEFAULT, fields, unwrap  # the core loads after the first frame
 
-
-def options_form(model: type[BaseModel], values: dict[str, Any]) -> list[Widget]:
-    """One row per simple field of a trainer's options model (nested ones stay in the YAML)."""
     rows: list[Widget] = []
-    for name, info in model.model_fields.items():
-        annotation, optional = _unwrap(info.annotation)
+    for info in fields(model):
+        name = info.name
+        annotation, optional = unwrap(info.type)
         path = f"trainer_options.{name}"
-        current = values.get(name, info.default)
+        default = None if info.default is NODEFAULT else info.default
+        current = values.get(name, default)
         label = name.replace("_", " ")
         if annotation is bool:
             rows.append(FieldCheckbox(path, label, bool(current), classes="option-check"))
@@ -151,8 +140,8 @@ def options_form(model: type[BaseModel], values: dict[str, Any]) -> list[Widget]
             rows.append(row(label, FieldSelect(path, list(typing.get_args(annotation)), current)))
         elif annotation in (int, float, str) or typing.get_origin(annotation) is list:
             kind = {int: "int", float: "float", str: "str"}.get(annotation, "list")
-            required = "required" if (info.is_required() or (optional and info.default is None and name in REQUIRED_HINTS)) else ""
-            rows.append(row(label, FieldInput(path, ("optional_" if optional or kind == "list" else "") + kind, current, placeholder=required or "default"), info.description or ""))
+            required = "required" if (info.required or (optional and default is None and name in REQUIRED_HINTS)) else ""
+            rows.append(row(label, FieldInput(path, ("optional_" if optional or kind == "list" else "") + kind, current, placeholder=required or "default")))
     return rows
 
 

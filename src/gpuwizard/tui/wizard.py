@@ -1,6 +1,6 @@
 """The wizard: five steps over one Preset model, with a live plan and the exact command.
 
-The first frame is a light shell (step names, footer); the core (pydantic models, catalog,
+The first frame is a light shell (step names, footer); the core (preset records, catalog,
 trainers) is imported and the preset loaded right after it, and each step is built when first shown.
 """
 
