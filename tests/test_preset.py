@@ -92,6 +92,19 @@ def test_multi_node_needs_rendezvous_and_devices_must_match(write_preset):
     assert "host:port" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2, rdzv_endpoint: nohost}"))
 
 
+@pytest.mark.parametrize("change, expected", [
+    ("hardware: {gpus: 2, device: tpu}", "hardware.device = 'tpu': must be one of auto, cuda, cpu"),
+    ("hardware: {gpus: 2, devices: [0, -1]}", "hardware.devices.1 = -1: must be 0 or more"),
+    ("hardware: {gpus: 2, devices: [1, 1]}", "hardware.devices = [1, 1]: device indices must be unique"),
+    ("hardware: 2", "hardware = 2: must be a mapping"),
+    ("hardware: {gpus: 2}\nlaunch: {env: {NCCL_DEBUG: true}}", "launch.env.NCCL_DEBUG = True: true/false is ambiguous"),
+    ("hardware: {gpus: 2}\nlaunch: {extra_args: --foo}", "launch.extra_args = '--foo': must be a list"),
+    ("hardware: {gpus: 2}\ntrainer_options: {api: v0.5}", "trainer_options.api = 'v0.5': must be one of auto, v0.6, main"),
+])
+def test_messages_name_the_path_the_value_and_the_allowed_values(write_preset, change, expected):
+    assert expected in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", change))
+
+
 def test_not_a_mapping(write_preset):
     assert "YAML mapping" in error_of(write_preset, "- just\n- a list\n")
 
