@@ -48,7 +48,18 @@ def first_frame(cmd: list[str], marker: bytes, env: dict[str, str]) -> float:
     return elapsed
 
 
-DEPENDENCY_FLOOR = "import msgspec, yaml, pynvml, platformdirs"
+LIBRARIES = ("msgspec", "yaml", "pynvml", "platformdirs", "psutil")
+WHICH_LIBRARIES = (
+    "import sys, io, contextlib\nfrom gpuwizard import cli\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
+    f"print(','.join(m for m in {LIBRARIES!r} if m in sys.modules))"
+)
+
+
+def plan_libraries(env: dict[str, str]) -> str:
+    """The third-party libraries `plan demo-cpu` imports here (pynvml only where the NVML library loads)."""
+    out = subprocess.run([PYTHON, "-c", WHICH_LIBRARIES], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
 
 
 def compile_bytecode() -> None:
@@ -104,6 +115,7 @@ def run(repeat: int = 7) -> None:
     record("startup", "gpuwizard plan on a LeRobot ACT preset, its environment probed before (ref: python -c pass)", warm, "s", python_start, "< 0.3 s", warm < 0.3)
     record("startup", "same, first plan after an install (the probe starts the LeRobot interpreter)", cold, "s", warm, "(info)")
     # What no gpuwizard code can remove: the interpreter plus the libraries `plan` must import to validate a preset and read NVML.
-    floor = wall([PYTHON, "-c", DEPENDENCY_FLOOR], env, repeat)
-    record("startup", "plan's dependency floor (msgspec, yaml, pynvml, platformdirs imports)", floor, "s", plan_time, "(info)")
+    libraries = plan_libraries(env)
+    floor = wall([PYTHON, "-c", f"import {libraries}"], env, repeat)
+    record("startup", f"plan's dependency floor (python -c 'import {libraries}')", floor, "s", plan_time, "(info)")
     record("startup", "gpuwizard plan demo-cpu above that floor", plan_time - floor, "s", floor, "(info)")

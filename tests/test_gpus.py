@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from conftest import DATA, gw_subprocess, replay
@@ -41,6 +43,17 @@ def test_gpus_with_no_driver_real_nvml_path(tmp_path):
     assert data["gpus"] == [] and data["links"] == []
     assert data["cpu"]["cores_logical"] >= 1 and data["cpu"]["memory_total_gb"] > 0
     assert data["message"] == NO_DRIVER_LINE
+
+
+def test_without_the_nvml_library_pynvml_is_never_imported():
+    """The same dlopen pynvml does decides first, so driverless machines skip pynvml's import; with a driver NVML is read."""
+    code = ("import sys\nfrom gpuwizard.gpus.inventory import nvml_library_loads, read_inventory\n"
+            "inventory = read_inventory()\nprint(nvml_library_loads(), 'pynvml' in sys.modules, inventory.message)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "GPUWIZARD_NVML_REPLAY": ""})
+    loads, imported, message = out.stdout.strip().split(" ", 2)
+    assert imported == loads
+    if loads == "False":
+        assert message == NO_DRIVER_LINE and not has_driver()
 
 
 @pytest.mark.parametrize("name, text", [("no_driver", NO_DRIVER_LINE), ("driver_not_loaded", NO_DRIVER_LINE), ("driver_mismatch", "upgraded without reloading")])
