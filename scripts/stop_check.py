@@ -13,7 +13,7 @@ import time
 
 from gpuwizard.preset import load_preset, save_user_preset, with_field
 from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.rundir import all_runs, pid_alive, read_jsonl
+from gpuwizard.runner.rundir import alive_processes, list_runs
 
 
 def slow_copy(name: str) -> str:
@@ -27,33 +27,34 @@ def slow_copy(name: str) -> str:
 
 def main() -> int:
     name = slow_copy(sys.argv[1])
-    before = {r.run_id for r in all_runs()}
+    before = {e.run.run_id for e in list_runs()}
     headless = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", name, "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline, run = time.time() + 180, None
+    deadline, run, progress = time.time() + 180, None, None
     while time.time() < deadline and headless.poll() is None:
-        run = next((r for r in all_runs() if r.run_id not in before), None)
-        if run is not None and ((run.read_json("progress.json", {}) or {}).get("step") or 0) >= 20:
+        run = next((e.run for e in list_runs() if e.run.run_id not in before), None)
+        progress = run.progress() if run is not None else None
+        if progress is not None and (progress.step or 0) >= 20:
             break
         time.sleep(0.5)
     if run is None or headless.poll() is not None:
         print(f"the run never reached step 20 (headless exit {headless.poll()})")
         return 1
-    step = run.read_json("progress.json", {}).get("step")
+    step = progress.step
     stop_t = time.time()
     request_stop(run)
     rc = headless.wait(timeout=120)
     status = run.status()
-    pids = {r["pid"] for line in read_jsonl(run.ranks_file) for r in line["ranks"]} | {status.get("job_pid"), status.get("supervisor_pid")}
-    alive = sorted(p for p in pids if pid_alive(p))
+    alive = alive_processes(run, status)
     for _ in range(50):  # the supervisor exits a moment after writing its final status
         if not alive:
             break
         time.sleep(0.1)
-        alive = sorted(p for p in pids if pid_alive(p))
-    print(f"stopped {status.get('run_id')} at step {step}: headless exit {rc}, state {status.get('state')}, "
+        alive = alive_processes(run, status)
+    held = status.gpu_memory_held_mb
+    print(f"stopped {status.run_id} at step {step}: headless exit {rc}, state {status.state}, "
           f"{time.time() - stop_t:.1f} s to stop; processes left: {alive or 'none'}; "
-          f"GPU memory held after: {json.dumps(status.get('gpu_memory_held_mb')) if status.get('gpu_memory_held_mb') else 'none'}")
-    return 0 if rc == 4 and status.get("state") == "stopped" and not alive and not status.get("survivors") and not status.get("gpu_memory_held_mb") else 1
+          f"GPU memory held after: {json.dumps(held) if held else 'none'}")
+    return 0 if rc == 4 and status.state == "stopped" and not alive and not status.survivors and not held else 1
 
 
 if __name__ == "__main__":

@@ -33,7 +33,16 @@ def test_import_gpuwizard_is_light():
 @pytest.mark.parametrize("argv", [["--help"], ["plan", "demo-cpu"], ["preview", "so100-act-ddp2"], ["presets", "list"]])
 def test_command_paths_never_import_torch_or_textual(argv):
     loaded = loaded_after(argv)
-    assert not loaded & {"torch", "textual", "numpy", "pydantic"}
+    assert not loaded & {"torch", "textual", "numpy"}
+    assert ("pydantic" in loaded) == (argv != ["--help"]), "presets are validated by pydantic; --help needs none of it"
+
+
+def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
+    """The app module and its first screen import no validation, tensor or NVML library (they load after the first frame)."""
+    code = ("import sys\nimport gpuwizard.tui.app, gpuwizard.tui.wizard, gpuwizard.tui.launch\n"
+            "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'gpuwizard.preset', 'gpuwizard.plan') if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_core_never_imports_textual():

@@ -9,7 +9,7 @@ from conftest import DATA
 
 from gpuwizard.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
 from gpuwizard.runner.monitor import Expectations, JobMonitor, classify_ranks
-from gpuwizard.runner.procs import RankSample
+from gpuwizard.runner.records import GpuSample, RankState, Status
 from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 
@@ -20,6 +20,10 @@ CRASH_LOG = DATA / "logs" / "demo_crash_rank1.log"
 def expect(**kw) -> Expectations:
     base = dict(steps=100, lr=1e-4, warmup_steps=0, effective_batch=16, world_size=2, hang_timeout_s=30.0)
     return Expectations(**(base | kw))
+
+
+def rank_state(rank: int, local_rank: int, pid: int, cpu: float | None, status: str, alive: bool = True) -> RankState:
+    return RankState(rank=rank, local_rank=local_rank, pid=pid, cpu=cpu, status=status, alive=alive)
 
 
 def feed_file(monitor: JobMonitor, path: Path, t0: float = 1000.0, dt: float = 0.5):
@@ -109,8 +113,8 @@ def steady_monitor(interval: float = 1.0, steps: int = 10, **kw) -> tuple[JobMon
     return monitor, t - interval
 
 
-IDLE = [RankSample(0, 0, 100, 1.0, "sleeping"), RankSample(1, 1, 101, 0.5, "sleeping")]
-BUSY = [RankSample(0, 0, 100, 99.0, "running"), RankSample(1, 1, 101, 98.0, "running")]
+IDLE = [rank_state(0, 0, 100, 1.0, "sleeping"), rank_state(1, 1, 101, 0.5, "sleeping")]
+BUSY = [rank_state(0, 0, 100, 99.0, "running"), rank_state(1, 1, 101, 98.0, "running")]
 
 
 def test_hang_is_raised_after_the_timeout_and_only_once():
@@ -166,17 +170,16 @@ def test_progress_clears_a_reported_hang():
 
 
 def test_differing_rank_from_cpu_and_exited_ranks():
-    one_spinning = [RankSample(0, 0, 1, 2.0, "sleeping"), RankSample(1, 1, 2, 100.0, "running"), RankSample(2, 2, 3, 1.0, "sleeping")]
+    one_spinning = [rank_state(0, 0, 1, 2.0, "sleeping"), rank_state(1, 1, 2, 100.0, "running"), rank_state(2, 2, 3, 1.0, "sleeping")]
     assert classify_ranks(one_spinning, None)["differing_rank"] == 1
-    exited = [RankSample(0, 0, 1, 1.0, "sleeping"), RankSample(1, 1, 2, None, "exited", alive=False)]
+    exited = [rank_state(0, 0, 1, 1.0, "sleeping"), rank_state(1, 1, 2, None, "exited", alive=False)]
     verdict = classify_ranks(exited, None)
     assert verdict["differing_rank"] == 1 and "exited" in verdict["summary"] and not verdict["busy"]
 
 
 def test_gpu_spin_wait_is_not_busy():
-    class Gpu:
-        def __init__(self, util, power):
-            self.utilization, self.power_w, self.power_limit_w = util, power, 700.0
+    def Gpu(util: float, power: float) -> GpuSample:  # noqa: N802 - reads like the record it builds
+        return GpuSample(t=0.0, index=0, utilization=util, power_w=power, power_limit_w=700.0)
 
     verdict = classify_ranks(BUSY, [Gpu(100, 90), Gpu(100, 85)])
     assert verdict["spinning"] and not verdict["busy"]
@@ -245,13 +248,14 @@ def test_batches_find_progress_and_signatures_among_noise():
 
 def test_final_summary_names_leftovers(tmp_path):
     """A stop that left processes or GPU memory behind says so in the headless summary."""
-    from gpuwizard.runner.commands import final_summary
+    from gpuwizard.cli.runs import final_summary
     from gpuwizard.runner.rundir import RunDir
 
     run = RunDir(tmp_path / "20261129-000000-x")
     run.path.mkdir()
-    run.update_status(preset="x", state="stopped", exit_code=4)
-    assert "left behind" not in final_summary(run) and "still held" not in final_summary(run)
-    run.update_status(survivors=[4321], gpu_memory_held_mb={0: 2048.0})
-    text = final_summary(run)
+    run.write("status.json", Status(run_id=run.run_id, preset="x", trainer="demo", policy="demo", world_size=1, device="cpu", steps=10,
+                                    created=1.0, state="stopped", command="true", exit_code=4))
+    assert "left behind" not in final_summary(run, run.status()) and "still held" not in final_summary(run, run.status())
+    run.update_status(survivors=[4321], gpu_memory_held_mb={"0": 2048.0})
+    text = final_summary(run, run.status())
     assert "processes left behind: [4321]" in text and "GPU memory still held: GPU 0 2048 MB" in text

@@ -14,7 +14,8 @@ import pytest
 from conftest import gw_subprocess
 
 from gpuwizard.runner.launch import launcher_problems
-from gpuwizard.runner.rundir import RunDir, all_runs, pid_alive, read_jsonl
+from gpuwizard.runner.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
+from gpuwizard.runner.rundir import RunDir, alive_processes, list_runs, run_processes
 
 pytestmark = pytest.mark.slow
 
@@ -47,24 +48,45 @@ def demo_preset(tmp_path):
     return make
 
 
+def all_runs() -> list[RunDir]:
+    return [entry.run for entry in list_runs()]
+
+
 def only_run() -> RunDir:
     runs = all_runs()
     assert runs, "a run folder was created"
     return runs[0]
 
 
+def lines_of(path, kind):
+    records, bad = parse_lines(path.read_text(), kind)
+    assert bad == 0, f"{bad} unreadable lines in {path.name}"
+    return records
+
+
 def rank_pids(run: RunDir) -> set[int]:
-    return {r["pid"] for sample in read_jsonl(run.ranks_file) for r in sample["ranks"]}
+    return {r.pid for sample in lines_of(run.ranks_file, RanksSample) for r in sample.ranks}
+
+
+def events_of(run: RunDir) -> list[Event]:
+    events, bad = run.events()
+    assert bad == 0
+    return events
+
+
+def current_step(run: RunDir) -> int:
+    progress = run.progress()
+    return progress.step or 0 if progress else 0
 
 
 def assert_nothing_left(run: RunDir) -> None:
     """No process of the run remains; the supervisor may take a moment to exit after writing its final status."""
     status = run.status()
-    assert status.get("survivors") in (None, [])
-    pids = rank_pids(run) | {status.get("job_pid"), status.get("supervisor_pid")}
+    assert status.survivors == []
+    assert len(run_processes(run, status)) >= 2 + status.world_size, "supervisor, launcher and every rank are known"
 
     def alive() -> list[int]:
-        return [p for p in pids if pid_alive(p)]
+        return alive_processes(run, status)
 
     wait_for(lambda: not alive(), timeout=5, every=0.05)
     assert alive() == [], f"processes of the run still alive: {alive()}"
@@ -88,12 +110,12 @@ def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
     assert "never finished green" not in result.stderr, "the one-GPU baseline above finished green"
     assert "step 60/60" in result.stdout and "finished green" in result.stdout
     run = only_run()
-    status, progress = run.status(), run.read_json("progress.json")
-    assert (status["state"], status["exit_code"], status["world_size"]) == ("finished", 0, 2)
-    assert (progress["step"], progress["total"], progress["finished"]) == (60, 60, True)
-    assert progress["loss"] is not None and progress["lr"] == pytest.approx(1e-3) and progress["samples_per_s"] > 0
+    status, progress = run.status(), run.progress()
+    assert (status.state, status.exit_code, status.world_size) == ("finished", 0, 2)
+    assert (progress.step, progress.total, progress.finished) == (60, 60, True)
+    assert progress.loss is not None and progress.lr == pytest.approx(1e-3) and progress.samples_per_s > 0
     assert (tmp_path / "out-demo-test" / "checkpoints" / "000060" / "model.pt").is_file()
-    assert run.events() == []
+    assert run.events() == ([], 0)
     assert "Effective batch size: 4 x 2 workers x 1 grad accum = 8" in run.log.read_text()
     for name in ("preset.yaml", "command.json", "plan.json", "log.txt", "status.json", "ranks.jsonl"):
         assert (run.path / name).is_file()
@@ -110,12 +132,12 @@ def test_injected_hang_is_detected_and_the_job_stopped(demo_preset):
     assert result.returncode == 3, result.stdout + result.stderr
     assert "hang suspected" in result.stdout
     run = only_run()
-    hang = [e for e in run.events() if e["kind"] == "hang_suspected"]
+    hang = [e for e in events_of(run) if e.kind == "hang_suspected"]
     assert len(hang) == 1
-    assert hang[0]["data"]["stale_s"] <= timeout + 3
-    assert hang[0]["rank"] == 1, hang[0]["detail"]
-    assert "rank 1" in hang[0]["suggestion"]
-    assert run.status()["state"] == "hung"
+    assert hang[0].data["stale_s"] <= timeout + 3
+    assert hang[0].rank == 1, hang[0].detail
+    assert "rank 1" in hang[0].suggestion
+    assert run.status().state == "hung"
     assert_nothing_left(run)
 
 
@@ -124,9 +146,9 @@ def test_injected_crash_reports_the_rank_and_error(demo_preset):
     result = gw_subprocess("run", path, "--headless", timeout=180)
     assert result.returncode == 1
     run = only_run()
-    failed = [e for e in run.events() if e["kind"] == "rank_failed"]
-    assert len(failed) == 1 and failed[0]["rank"] == 1
-    assert failed[0]["data"]["error"] == "RuntimeError: injected crash at step 12 on rank 1"
+    failed = [e for e in events_of(run) if e.kind == "rank_failed"]
+    assert len(failed) == 1 and failed[0].rank == 1
+    assert failed[0].data["error"] == "RuntimeError: injected crash at step 12 on rank 1"
     assert "rank 1 failed" in result.stdout
     assert_nothing_left(run)
 
@@ -134,27 +156,27 @@ def test_injected_crash_reports_the_rank_and_error(demo_preset):
 def test_ctrl_c_stops_every_process(demo_preset):
     path = demo_preset(name="demo-stop", steps=5000, options="  step_time_s: 0.05")
     proc = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert wait_for(lambda: all_runs() and (all_runs()[0].read_json("progress.json") or {}).get("step"), timeout=90)
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]), timeout=90)
     run = only_run()
     assert rank_pids(run), "ranks were seen"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, out + err
     assert "stopped by the user" in out
-    assert run.status()["state"] == "stopped"
+    assert run.status().state == "stopped"
     assert_nothing_left(run)
 
 
 def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
     path = demo_preset(name="demo-detach", steps=150, options="  step_time_s: 0.05")
     proc = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    assert wait_for(lambda: all_runs() and all_runs()[0].status().get("state") == "running", timeout=60)
+    assert wait_for(lambda: all_runs() and all_runs()[0].status().state == "running", timeout=60)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     run = only_run()
     assert run.is_active(), "the supervisor outlives the killed wizard"
-    step_before = (run.read_json("progress.json") or {}).get("step") or 0
-    assert wait_for(lambda: ((run.read_json("progress.json") or {}).get("step") or 0) > step_before, timeout=60)
+    step_before = current_step(run)
+    assert wait_for(lambda: current_step(run) > step_before, timeout=60)
     listed = json.loads(gw_subprocess("runs", "--json").stdout)
     assert listed[0]["run_id"] == run.run_id and listed[0]["state"] == "running"
     attached = gw_subprocess("attach", "--headless", timeout=180)
@@ -167,9 +189,9 @@ def test_lr_mismatch_is_reported(demo_preset):
     preset = demo_preset(name="demo-lr", steps=40, options="  ignore_lr_flag: true", lr="2.5e-4")
     result = gw_subprocess("run", preset, "--headless", timeout=180)
     assert result.returncode == 0
-    mismatch = [e for e in only_run().events() if e["kind"] == "lr_mismatch"]
+    mismatch = [e for e in events_of(only_run()) if e.kind == "lr_mismatch"]
     assert len(mismatch) == 1
-    assert mismatch[0]["data"]["logged"] == pytest.approx(1e-3) and mismatch[0]["data"]["expected"] == pytest.approx(2.5e-4)
+    assert mismatch[0].data["logged"] == pytest.approx(1e-3) and mismatch[0].data["expected"] == pytest.approx(2.5e-4)
     assert "lr mismatch" in result.stdout
 
 
@@ -177,8 +199,8 @@ def test_smoke_run_is_short_and_small(demo_preset):
     result = gw_subprocess("run", demo_preset(name="demo-smoke", steps=5000), "--headless", "--smoke", timeout=180)
     assert result.returncode == 0
     run = only_run()
-    assert run.status()["smoke"] is True and run.read_json("progress.json")["step"] == 50
-    argv = run.read_json("command.json")["argv"]
+    assert run.status().smoke is True and run.progress().step == 50
+    argv = json.loads((run.path / "command.json").read_text())["argv"]
     assert "--steps=50" in argv and "--batch-size=2" in argv
     assert (run.path / "output" / "checkpoints" / "000050" / "model.pt").is_file()
 
@@ -224,17 +246,18 @@ def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp
 
     run = RunDir(tmp_path / "20261129-000000-gpu-replay")
     run.path.mkdir()
-    expect = {"steps": 7, "lr": 1e-3, "warmup_steps": 0, "effective_batch": None, "world_size": 1, "hang_timeout_s": 30.0,
-              "first_step_timeout_s": None, "multi_node": False, "baseline_green": True}
-    run.write_json("job.json", {"argv": [sys.executable, "-c", GPU_JOB], "env": {}, "unset": [], "workdir": str(tmp_path),
-                                "trainer": "demo", "device": "cuda", "on_hang": "stop", "stop_grace_s": 2, "expect": expect})
+    expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=1, hang_timeout_s=30.0)
+    run.write("job.json", Job(argv=[sys.executable, "-c", GPU_JOB], env={}, unset=[], workdir=str(tmp_path),
+                              trainer="demo", device="cuda", on_hang="stop", stop_grace_s=2, expect=expect))
+    run.write("status.json", Status(run_id=run.run_id, preset="gpu-replay", trainer="demo", policy="demo", world_size=1, device="cuda",
+                                    steps=7, created=time.time(), state="starting", command="python -c ..."))
     env = {**os.environ, "GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "l40s_lost_midrun.json")}
     done = subprocess.run([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], env=env, timeout=120, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    samples = read_jsonl(run.gpu_file)
-    assert [s["lost"] for s in samples[:4]] == [False, False, False, True], "the recording answers three times, then the device is lost"
-    assert samples[0]["run_memory_mb"] == 0.0, "the job's pids hold nothing in the recording"
-    lost = [e for e in read_jsonl(run.events_file) if e["kind"] == "gpu_lost"]
-    assert len(lost) == 1 and "GPU 0 fell off the bus" in lost[0]["title"]
+    samples = lines_of(run.gpu_file, GpuSample)
+    assert [s.lost for s in samples[:4]] == [False, False, False, True], "the recording answers three times, then the device is lost"
+    assert samples[0].run_memory_mb == 0.0, "the job's pids hold nothing in the recording"
+    lost = [e for e in events_of(run) if e.kind == "gpu_lost"]
+    assert len(lost) == 1 and "GPU 0 fell off the bus" in lost[0].title
     status = run.status()
-    assert status["state"] == "finished" and "gpu_memory_held_mb" not in status
+    assert status.state == "finished" and status.gpu_memory_held_mb == {}

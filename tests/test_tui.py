@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, replay
-from textual.widgets import Input, Log
+from textual.widgets import Input
 from textual.worker import WorkerCancelled
 
 from gpuwizard import paths
 from gpuwizard.preset import load_preset, load_preset_file, user_preset_files
-from gpuwizard.runner.rundir import all_runs
+from gpuwizard.runner.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
+from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.monitor import MonitorScreen
 from gpuwizard.tui.wizard import STEPS, WizardScreen
 
@@ -177,18 +178,18 @@ async def test_run_the_demo_to_completion_in_the_monitor(tmp_path):
         await pilot.press("ctrl+r")
         assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 30)
         monitor = app.screen
-        assert await wait_until(pilot, lambda: monitor.status.get("state") == "finished", 120)
-        await pilot.pause(1.0)
-        assert monitor.query_one("#progress").progress == 60
-        log = monitor.query_one("#log", Log)
-        assert any("Training finished" in line for line in log.lines)
+        assert await wait_until(pilot, lambda: monitor.final, 120)
+        assert monitor.status.state == "finished"
+        log = monitor.query_one("#log", LogView)
+        assert await wait_until(pilot, lambda: monitor.query_one("#progress").progress == 60 and log.line_count == monitor.index.line_count, 30)
+        assert any("Training finished" in line for line in monitor.index.lines(0, log.line_count))
         assert "60/60" in str(monitor.query_one("#stats").render())
         assert monitor.query_one("#banner").display
         await pilot.press("slash")
         await pilot.press(*list("step 30/60"), "enter")
-        await pilot.pause()
-        assert not log.auto_scroll and monitor.search_from > 0
-    assert all_runs()[0].status()["exit_code"] == 0
+        assert await wait_until(pilot, lambda: log.highlight is not None, 30)
+        assert "step 30/60" in log.line(log.highlight) and not log.auto_scroll and monitor.search_from == log.highlight + 1
+    assert list_runs()[0].status.exit_code == 0
 
 
 @pytest.mark.slow
@@ -200,15 +201,14 @@ async def test_monitor_reacts_to_an_injected_hang(tmp_path):
         await pilot.press("ctrl+r")
         assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 30)
         monitor = app.screen
-        assert await wait_until(pilot, lambda: any(e["kind"] == "hang_suspected" for e in monitor.events), 90)
+        assert await wait_until(pilot, lambda: any(e.kind == "hang_suspected" for e in monitor.events), 90)
         banner = str(monitor.query_one("#banner").render())
         assert "hang suspected" in banner and "rank 1" in banner and "s stop" in banner
         await pilot.press("s")
         await pilot.pause()
         await pilot.press("y")
-        assert await wait_until(pilot, lambda: monitor.status.get("state") == "stopped", 60)
-    run = all_runs()[0]
-    assert run.status()["survivors"] == []
+        assert await wait_until(pilot, lambda: monitor.final and monitor.status.state == "stopped", 60)
+    assert list_runs()[0].status.survivors == []
 
 
 async def test_presets_save_duplicate_delete_open(gpus):
@@ -348,13 +348,13 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
     async def before(pilot):
         for _ in range(400):
             screen = pilot.app.screen
-            if (isinstance(screen, MonitorScreen) and screen.lines_seen == 75 and screen.query_one("#banner").display
+            if (isinstance(screen, MonitorScreen) and screen.query_one("#log").line_count == 75 and screen.query_one("#banner").display
                     and len(screen.query("TelemetryRow")) == 2  # both ranks drawn: the log's height is final
                     and screen.query_one("#log").max_scroll_y > 0 and screen.query_one("#log").is_vertical_scroll_end):
                 break
             await pilot.pause(0.05)
         await pilot.pause(0.3)
-        assert pilot.app.screen.lines_seen == 75 and pilot.app.screen.query_one("#log").is_vertical_scroll_end
+        assert pilot.app.screen.query_one("#log").line_count == 75 and pilot.app.screen.query_one("#log").is_vertical_scroll_end
 
     assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)
 
@@ -386,4 +386,4 @@ def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
     deadline = time.monotonic() + 120
     while run.is_active() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert run.status()["state"] == "finished"
+    assert run.status().state == "finished"

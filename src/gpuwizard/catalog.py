@@ -4,60 +4,67 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from msgspec import Meta
+from pydantic import Field, ValidationError
 
 from gpuwizard import paths, yamlio
 from gpuwizard.errors import UserError, problem
-from gpuwizard.schema import FieldError, Strict, convert
+from gpuwizard.schema import Strict, problems_from
 
 
 class Vram(Strict):
-    full_gb: Annotated[float, Meta(gt=0)]
-    at_batch: Annotated[int, Meta(gt=0)]
-    precision: Literal["fp32", "bf16", "fp16"] = "bf16"
-    fixed_fraction: Annotated[float, Meta(ge=0, le=1)] = 0.5
-    lora_gb: float | None = None
+    """Measured or published peak training memory of one device."""
+
+    full_gb: float = Field(gt=0, description="Peak GB per device at `at_batch`.")
+    at_batch: int = Field(gt=0, description="Per-device batch the figure was taken at.")
+    precision: Literal["fp32", "bf16", "fp16"] = Field("bf16", description="Precision the figure was taken in.")
+    fixed_fraction: float = Field(0.5, ge=0, le=1, description="Share of the figure that does not grow with the batch (weights, optimizer state).")
+    lora_gb: float | None = Field(None, gt=0, description="Peak GB with LoRA, where published.")
 
 
 class LeRobotPolicyFacts(Strict):
-    scheduler: Literal["none", "diffuser", "cosine_decay_with_warmup"] = "none"
-    warmup_steps: int | None = None
-    decay_steps: int | None = None
-    decay_lr: float | None = None
-    dtype_field: bool = False
-    optimizer: dict[str, Any] = {}
+    """How LeRobot's policy config trains this policy."""
+
+    scheduler: Literal["none", "diffuser", "cosine_decay_with_warmup"] = Field("none", description="The policy preset's scheduler.")
+    warmup_steps: int | None = Field(None, ge=0, description="The scheduler's warmup steps.")
+    decay_steps: int | None = Field(None, gt=0, description="The scheduler's decay steps.")
+    decay_lr: float | None = Field(None, ge=0, description="The lr at the end of the decay.")
+    dtype_field: bool = Field(False, description="Whether the policy config has a dtype field.")
+    optimizer: dict[str, Any] = Field({}, description="The policy preset's optimizer settings.")
 
 
 class OpenpiPolicyFacts(Strict):
-    warmup_steps: int = 1000
+    """How openpi trains this policy."""
+
+    warmup_steps: int = Field(1000, ge=0, description="The lr schedule's warmup steps.")
 
 
 class TrainingTime(Strict):
-    hours: float
-    setting: str
+    """A published single-GPU training time."""
+
+    hours: float = Field(gt=0, description="Wall-clock hours.")
+    setting: str = Field(description="On what card, batch and steps.")
 
 
-class PolicyEntry(Strict, kw_only=True):
+class PolicyEntry(Strict):
     """What gpuwizard knows about one policy; see the header of policies.yaml."""
 
-    key: str = ""
-    title: str
-    summary: str = ""
-    params_m: float | None = None
-    vram: Vram
-    trainers: list[str]
-    default_lr: dict[str, float] = {}
-    lerobot: LeRobotPolicyFacts | None = None
-    openpi: OpenpiPolicyFacts | None = None
-    fsdp_wrap_units: list[str] | None = None
-    fsdp_supported: bool = True
-    base_ids: dict[str, str] = {}
-    single_gpu_hours: TrainingTime | None = None
-    inference_ms: dict[str, float] | None = None
-    sources: dict[str, str] = {}
+    key: str = Field("", description="The policy's catalog key (filled in from the YAML key).")
+    title: str = Field(description="Display name.")
+    summary: str = Field("", description="One line about the policy.")
+    params_m: float | None = Field(None, gt=0, description="Parameters, in millions.")
+    vram: Vram = Field(description="Training memory per device.")
+    trainers: list[str] = Field(description="Trainers that can train this policy.")
+    default_lr: dict[str, float] = Field({}, description="Default lr per trainer.")
+    lerobot: LeRobotPolicyFacts | None = Field(None, description="LeRobot's training preset for this policy.")
+    openpi: OpenpiPolicyFacts | None = Field(None, description="openpi's training facts for this policy.")
+    fsdp_wrap_units: list[str] | None = Field(None, description="Module classes FSDP wraps.")
+    fsdp_supported: bool = Field(True, description="Whether the policy can be sharded with FSDP.")
+    base_ids: dict[str, str] = Field({}, description="Base checkpoint id per trainer.")
+    single_gpu_hours: TrainingTime | None = Field(None, description="A published single-GPU training time.")
+    inference_ms: dict[str, float] | None = Field(None, description="Published inference latency per device.")
+    sources: dict[str, str] = Field({}, description="Where each figure comes from.")
 
     def estimate_gb(self, per_device_batch: int, precision: str, shard_over: int = 1) -> float:
         """Peak memory per device: the fixed part (sharded by FSDP) plus activations scaled by batch."""
@@ -89,13 +96,15 @@ def load_catalog() -> dict[str, PolicyEntry]:
     if user_file.is_file():
         for key, entry in _read(user_file).items():
             raw[key] = {**raw.get(key, {}), **entry} if isinstance(entry, dict) else entry
-    catalog = {}
+    catalog, found = {}, []
     for key, entry in raw.items():
         if not isinstance(entry, dict):
-            raise UserError(problem(key, "a catalog entry must be a mapping (title, vram, trainers, ...)", "see the header of the shipped policies.yaml", value=entry), str(user_file))
+            found.append(problem(key, "a catalog entry must be a mapping (title, vram, trainers, ...)", "see the header of the shipped policies.yaml", value=entry))
+            continue
         try:
-            catalog[key] = convert({**entry, "key": key}, PolicyEntry)
-        except FieldError as exc:
-            found = exc.problem
-            raise UserError(replace(found, field=f"{key}.{found.field}" if found.field else key), str(user_file)) from None
+            catalog[key] = PolicyEntry.model_validate({**entry, "key": key})
+        except ValidationError as exc:
+            found += problems_from(exc, PolicyEntry, prefix=(key,))
+    if found:
+        raise UserError(found, str(user_file))
     return catalog

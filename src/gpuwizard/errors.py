@@ -1,4 +1,4 @@
-"""Errors a user can fix, rendered as one paragraph that names the field, the value and the fix."""
+"""Errors a user can fix, rendered as one paragraph each that names the field, the value and the fix."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ def show_value(value: Any) -> str:
     """Short, quoted rendering of a user value for messages."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def sentence(text: str) -> str:
+    """End a message with one full stop unless it already ends with punctuation."""
+    text = text.rstrip()
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,9 @@ class Problem:
             parts.append(f"{self.field} = {show_value(self.value)}:")
         elif self.field:
             parts.append(f"{self.field}:")
-        sentence = self.message.rstrip(".") + "."
-        parts.append(sentence)
+        parts.append(sentence(self.message))
         if self.fix:
-            parts.append("Fix: " + self.fix.rstrip(".") + ".")
+            parts.append("Fix: " + sentence(self.fix))
         return " ".join(parts)
 
 
@@ -54,18 +59,16 @@ def note(message: str) -> Problem:
 
 
 class UserError(Exception):
-    """Bad input; the command line prints `paragraph()` on stderr and exits 2."""
+    """Bad input; the command line prints one paragraph per problem on stderr and exits 2."""
 
     def __init__(self, problems: Problem | list[Problem], source: str | None = None):
         self.problems = problems if isinstance(problems, list) else [problems]
         self.source = source
         super().__init__(self.paragraph())
 
+    def paragraphs(self) -> list[str]:
+        return [p.paragraph(self.source) for p in self.problems]
+
     def paragraph(self) -> str:
-        first = self.problems[0].paragraph(self.source)
-        more = len(self.problems) - 1
-        if more:
-            first += f" ({more} more problem{'s' if more > 1 else ''}: " + "; ".join(
-                p.paragraph() for p in self.problems[1:]
-            ) + ")"
-        return first
+        """Every problem, one paragraph (line) each."""
+        return "\n".join(self.paragraphs())

@@ -36,12 +36,19 @@ def user_themes_dir() -> Path:
     return config_dir() / "themes"
 
 
+def shipped_dir(kind: str) -> Path:
+    """A shipped data folder (presets, themes): inside the installed package, or at the top of a checkout
+    (a plain checkout and `pip install -e .` both run the package from src/)."""
+    installed = PACKAGE_DIR / kind
+    return installed if installed.is_dir() else PACKAGE_DIR.parent.parent / kind
+
+
 def shipped_presets_dir() -> Path:
-    return PACKAGE_DIR / "presets"
+    return shipped_dir("presets")
 
 
 def shipped_themes_dir() -> Path:
-    return PACKAGE_DIR / "themes"
+    return shipped_dir("themes")
 
 
 def runs_dir() -> Path:

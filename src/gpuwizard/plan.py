@@ -21,8 +21,8 @@ ADDED_WARMUP_RATIO = 0.05
 
 
 @dataclass(frozen=True)
-class Hardware:
-    """What the plan knows about the devices: detected, stated in the preset, or unknown."""
+class DetectedDevices:
+    """What the plan knows about the devices found here: detected, or unknown."""
 
     gpu_count: int = 0
     memory_gb: float | None = None
@@ -30,15 +30,15 @@ class Hardware:
     source: str = "none"
 
 
-def hardware_from_inventory(inventory: Any, preset: Preset) -> Hardware:
+def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
     """The devices this preset would use, as the plan sees them (smallest memory wins)."""
     if not inventory.has_gpus:
-        return Hardware()
+        return DetectedDevices()
     from gpuwizard.gpus.advice import chosen_gpus
 
     chosen = chosen_gpus(inventory, preset.hardware.devices, preset.hardware.gpus) or inventory.visible()
     memories = [g.memory_total_mb for g in chosen if g.memory_total_mb]
-    return Hardware(len(inventory.visible()), round(min(memories) / 1024, 1) if memories else None, chosen[0].name if chosen else None, "detected")
+    return DetectedDevices(len(inventory.visible()), round(min(memories) / 1024, 1) if memories else None, chosen[0].name if chosen else None, "detected")
 
 
 @dataclass
@@ -109,7 +109,7 @@ def with_gpus(preset: Preset, gpus: int | None) -> Preset:
     return updated(preset, hardware=updated(preset.hardware, gpus=gpus, devices=None))
 
 
-def resolve_device(preset: Preset, hw: Hardware) -> tuple[str, list[Problem]]:
+def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Problem]]:
     wanted = preset.hardware.device
     if wanted == "cpu":
         return "cpu", []
@@ -160,7 +160,7 @@ def choose_strategy(preset: Preset, trainer: Trainer, policy: PolicyEntry, world
     return "ddp", []
 
 
-def estimate_fit(policy: PolicyEntry, preset: Preset, per_device: int | None, world: int, hw: Hardware) -> Fit:
+def estimate_fit(policy: PolicyEntry, preset: Preset, per_device: int | None, world: int, hw: DetectedDevices) -> Fit:
     batch = per_device or preset.batch.size
     estimate = policy.estimate_gb(batch, preset.mixed_precision)
     sharded = policy.estimate_gb(batch, preset.mixed_precision, shard_over=world) if world > 1 else None
@@ -249,16 +249,16 @@ def plan_here(preset: Preset, inventory: Any, master_port: int | None = None) ->
         return make_plan(preset, master_port=master_port)
     from gpuwizard.gpus.advice import setup_advice
 
-    plan, ctx = make_plan(preset, hardware=hardware_from_inventory(inventory, preset), master_port=master_port)
+    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset), master_port=master_port)
     if plan.device == "cuda":
         plan.problems += setup_advice(inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb)
     return plan, ctx
 
 
-def make_plan(preset: Preset, gpus: int | None = None, hardware: Hardware | None = None, master_port: int | None = None) -> tuple[Plan, BuildContext]:
+def make_plan(preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, master_port: int | None = None) -> tuple[Plan, BuildContext]:
     """Resolve a preset into a plan and the context its trainer builds the command from."""
     preset = with_gpus(preset, gpus)
-    hw = hardware or Hardware()
+    hw = detected or DetectedDevices()
     trainer = get_trainer(preset.trainer)
     policy = load_catalog()[preset.policy]
     found: list[Problem] = []

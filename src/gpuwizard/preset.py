@@ -3,147 +3,200 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from msgspec import Meta, field
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gpuwizard import paths, yamlio
 from gpuwizard.errors import UserError, problem
-from gpuwizard.schema import FieldError, Strict, convert, field_error, to_data
+from gpuwizard.schema import Rules, Strict, as_rules, problems_from, rule_error, to_data
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PRESET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-ENDPOINT = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})$")
-
-PositiveInt = Annotated[int, Meta(gt=0)]
-NonNegativeInt = Annotated[int, Meta(ge=0)]
-PositiveFloat = Annotated[float, Meta(gt=0)]
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PRESET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+ENDPOINT = re.compile(r"(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})")
+MAX_GPUS_PER_NODE = 1024
+MAX_NODES = 4096
 
 
 class DatasetSpec(Strict):
-    repo_id: Annotated[str, Meta(min_length=1)]
-    root: str | None = None
+    """What to train on."""
+
+    repo_id: str = Field(min_length=1, description="Dataset id as the trainer takes it, e.g. myuser/so100_pick.")
+    root: str | None = Field(None, min_length=1, description="Local dataset folder; when set, its metadata is read and shown (and it is the path for trainers that take one).")
 
 
 class Hardware(Strict):
-    gpus: PositiveInt = 1
-    device: Literal["auto", "cuda", "cpu"] = "auto"
-    devices: list[NonNegativeInt] | None = None
-    nodes: PositiveInt = 1
-    node_rank: NonNegativeInt = 0
-    rdzv_endpoint: str | None = None
-    gpu_memory_gb: PositiveFloat | None = None
+    """The devices this preset runs on, per node."""
 
-    def __post_init__(self) -> None:
+    gpus: int = Field(1, gt=0, le=MAX_GPUS_PER_NODE, description="Processes per node, one per device.")
+    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="auto | cuda | cpu; cpu runs the processes on the CPU with gloo (dry runs, the demo).")
+    devices: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="Device indices, e.g. [0, 1]; becomes CUDA_VISIBLE_DEVICES. null: the first `gpus` devices.")
+    nodes: int = Field(1, gt=0, le=MAX_NODES, description="Number of machines.")
+    node_rank: int = Field(0, ge=0, description="This node's rank; `run --node-rank K` overrides it. Node 0 hosts the rendezvous.")
+    rdzv_endpoint: str | None = Field(None, description="host:port of node 0, required when nodes > 1.")
+    gpu_memory_gb: float | None = Field(None, gt=0, le=100_000, description="Device memory to plan against where none is detected, in GB.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Hardware:
+        rules = Rules("hardware")
         if self.devices is not None and not self.devices:
-            raise field_error("devices", "list an index per GPU, or use null for the first gpus devices", "write [0, 1, ...] or null", value=self.devices)
-        if self.devices is not None and len(set(self.devices)) != len(self.devices):
-            raise field_error("devices", "device indices must be unique", "list each GPU index once", value=self.devices)
+            rules.add("devices", "list an index per GPU, or use null for the first gpus devices", "write [0, 1, ...] or null", self.devices)
+        elif self.devices is not None and len(set(self.devices)) != len(self.devices):
+            rules.add("devices", "device indices must be unique", "list each GPU index once", self.devices)
+        elif self.devices is not None and len(self.devices) != self.gpus:
+            rules.add("devices", f"hardware.devices lists {len(self.devices)} devices but hardware.gpus is {self.gpus}", "list one index per GPU, or set gpus to match", self.devices)
         if self.rdzv_endpoint is not None:
-            match = ENDPOINT.match(self.rdzv_endpoint)
+            match = ENDPOINT.fullmatch(self.rdzv_endpoint)
             if not match or not 0 < int(match["port"]) < 65536:
-                raise field_error("rdzv_endpoint", "must be host:port", "write it like 10.0.0.1:29500", value=self.rdzv_endpoint)
-        if self.devices is not None and len(self.devices) != self.gpus:
-            raise field_error("devices", f"hardware.devices lists {len(self.devices)} devices but hardware.gpus is {self.gpus}", "list one index per GPU, or set gpus to match", value=self.devices)
+                rules.add("rdzv_endpoint", "must be host:port", "write it like 10.0.0.1:29500", self.rdzv_endpoint)
         if self.nodes > 1 and not self.rdzv_endpoint:
-            raise field_error("rdzv_endpoint", "hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1", "add it, e.g. 10.0.0.1:29500")
+            rules.add("rdzv_endpoint", "hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1", "add it, e.g. 10.0.0.1:29500")
         if self.node_rank >= self.nodes:
-            raise field_error("node_rank", f"hardware.node_rank {self.node_rank} must be below hardware.nodes {self.nodes}", "number nodes from 0", value=self.node_rank)
+            rules.add("node_rank", f"hardware.node_rank {self.node_rank} must be below hardware.nodes {self.nodes}", "number nodes from 0", self.node_rank)
+        rules.raise_any()
+        return self
 
 
 class Batch(Strict):
-    size: PositiveInt = 8
-    grad_accum: PositiveInt = 1
+    """The batch as the trainer's own flag takes it."""
+
+    size: int = Field(8, gt=0, le=1_000_000, description="The number the trainer's own batch flag takes, in its own meaning (per device or global).")
+    grad_accum: int = Field(1, gt=0, le=100_000, description="Gradient accumulation steps.")
 
 
 class Optim(Strict):
-    lr: PositiveFloat | None = None
-    steps: PositiveInt = 100_000
-    warmup_ratio: Annotated[float, Meta(ge=0, lt=1)] | None = None
+    """Learning rate and length, as tuned on the reference run."""
+
+    lr: float | None = Field(None, gt=0, le=10, description="Learning rate as tuned on the reference run; null: the catalog's default for the policy and trainer.")
+    steps: int = Field(100_000, gt=0, le=1_000_000_000, description="Optimizer updates as tuned on the reference run.")
+    warmup_ratio: float | None = Field(None, ge=0, lt=1, description="Warmup as a fraction of steps; null: the trainer's default.")
 
 
 class Scaling(Strict):
-    rule: Literal["none", "linear_lr", "sqrt_lr", "divide_steps"] = "none"
-    reference_gpus: PositiveInt = 1
+    """How lr or steps follow the effective batch."""
+
+    rule: Literal["none", "linear_lr", "sqrt_lr", "divide_steps"] = Field("none", description="none | linear_lr (lr x k, with a warmup) | sqrt_lr | divide_steps (steps / k); k = effective batch here / on reference_gpus.")
+    reference_gpus: int = Field(1, gt=0, le=MAX_GPUS_PER_NODE * MAX_NODES, description="GPU count the lr and steps above were tuned on.")
 
 
 class Fsdp(Strict):
-    wrap_modules: list[Annotated[str, Meta(min_length=1)]] | None = None
-    min_num_params: PositiveInt | None = None
+    """How FSDP wraps the model (strategy fsdp)."""
 
-    def __post_init__(self) -> None:
+    wrap_modules: list[Annotated[str, Field(min_length=1)]] | None = Field(None, description="Module class names to wrap as FSDP units.")
+    min_num_params: int | None = Field(None, gt=0, description="Wrap any module with at least this many parameters (instead of wrap_modules).")
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> Fsdp:
         if self.wrap_modules and self.min_num_params:
-            raise field_error("min_num_params", "fsdp.wrap_modules and fsdp.min_num_params are mutually exclusive", "keep one of them", value=self.min_num_params)
+            raise rule_error("min_num_params", "fsdp.wrap_modules and fsdp.min_num_params are mutually exclusive", "keep one of them", self.min_num_params)
+        return self
 
 
 class Launch(Strict):
-    python: str | None = None
-    workdir: str | None = None
-    master_port: Annotated[int, Meta(ge=1, le=65535)] | None = None
-    env: dict[str, str | int | float | bool] = {}
-    extra_args: list[str] = []
+    """How the job is started."""
 
-    def __post_init__(self) -> None:
+    python: str | None = Field(None, min_length=1, description="Interpreter of the training environment; null: the one on PATH (the demo uses gpuwizard's own).")
+    workdir: str | None = Field(None, min_length=1, description="Working directory of the job (e.g. an Isaac-GR00T checkout); null: the current one.")
+    master_port: int | None = Field(None, ge=1, le=65535, description="Rendezvous port; null: a free port.")
+    env: dict[str, str | int | float | bool] = Field({}, description="Extra environment variables for the job; numbers may be written unquoted.")
+    extra_args: list[str] = Field([], description="Appended verbatim to the trainer's arguments.")
+
+    @model_validator(mode="after")
+    def _env(self) -> Launch:
         """Environment names must be valid; values may be written unquoted in YAML (NCCL_P2P_DISABLE: 1)."""
-        for name in self.env:
-            if not ENV_NAME.match(name):
-                raise field_error("env", f"{name!r} is not a valid environment variable name (letters, digits and _, not starting with a digit)", "rename the variable", value=name)
-            if isinstance(self.env[name], bool):
-                raise field_error(f"env.{name}", "true/false is ambiguous for an environment variable", "quote the value you mean, e.g. '1' or 'true'", value=self.env[name])
+        rules = Rules("launch")
+        for name, value in self.env.items():
+            if not ENV_NAME.fullmatch(name):
+                rules.add(f"env.{name}", "is not a valid environment variable name (letters, digits and _, not starting with a digit)", "rename the variable", name)
+            elif isinstance(value, bool):
+                rules.add(f"env.{name}", "true/false is ambiguous for an environment variable", "quote the value you mean, e.g. '1' or 'true'", value)
+            elif "\0" in str(value):
+                rules.add(f"env.{name}", "contains a NUL byte, which no environment can carry", "remove it", value)
+        for index, arg in enumerate(self.extra_args):
+            if "\0" in arg:
+                rules.add(f"extra_args.{index}", "contains a NUL byte, which no argument can carry", "remove it", arg)
+        for field_name in ("python", "workdir"):
+            if "\0" in (getattr(self, field_name) or ""):
+                rules.add(field_name, "contains a NUL byte", "remove it", getattr(self, field_name))
+        rules.raise_any()
         self.env = {name: str(value) for name, value in self.env.items()}
+        return self
 
 
 class Monitor(Strict):
-    hang_timeout_s: PositiveFloat = 300.0
-    first_step_timeout_s: PositiveFloat | None = None
+    """Hang detection."""
+
+    hang_timeout_s: float = Field(300.0, gt=0, le=7 * 86400, description="Seconds without progress (beyond the step and checkpoint cadence) before a hang is suspected.")
+    first_step_timeout_s: float | None = Field(None, gt=0, le=7 * 86400, description="Allowance before the first step (model download, compilation); null: a longer default.")
 
 
-class Preset(Strict, kw_only=True):
-    """A saved job: what to train, on what, with which trainer and scaling rule."""
+class Preset(Strict):
+    """A saved job: what to train, on what, with which trainer and scaling rule (preset format version 1)."""
 
-    version: Literal[1] = 1
-    name: str
-    description: str = ""
-    trainer: str
-    policy: str
-    dataset: DatasetSpec
-    hardware: Hardware = field(default_factory=Hardware)
-    batch: Batch = field(default_factory=Batch)
-    optim: Optim = field(default_factory=Optim)
-    scaling: Scaling = field(default_factory=Scaling)
-    strategy: Literal["auto", "single", "ddp", "fsdp"] = "auto"
-    mixed_precision: Literal["no", "bf16", "fp16"] = "bf16"
-    fsdp: Fsdp = field(default_factory=Fsdp)
-    launch: Launch = field(default_factory=Launch)
-    trainer_options: dict[str, Any] = {}
-    output_dir: str | None = None
-    monitor: Monitor = field(default_factory=Monitor)
+    version: Literal[1] = Field(1, description="Preset format version.")
+    name: str = Field(description="Preset name; it becomes a file name (letters, digits, '.', '_' and '-').")
+    description: str = Field("", description="One line saying what this job is.")
+    trainer: str = Field(description="lerobot | groot | openpi | hf | demo")
+    policy: str = Field(description="A key of the policy catalog (act, diffusion, smolvla, pi0, pi05, groot, ..., demo).")
+    dataset: DatasetSpec = Field(description="What to train on.")
+    hardware: Hardware = Field(default_factory=Hardware, description="The devices, per node.")
+    batch: Batch = Field(default_factory=Batch, description="The batch as the trainer's flag takes it.")
+    optim: Optim = Field(default_factory=Optim, description="Learning rate and length as tuned on the reference run.")
+    scaling: Scaling = Field(default_factory=Scaling, description="How lr or steps follow the effective batch.")
+    strategy: Literal["auto", "single", "ddp", "fsdp"] = Field("auto", description="auto | single | ddp | fsdp")
+    mixed_precision: Literal["no", "bf16", "fp16"] = Field("bf16", description="no | bf16 | fp16")
+    fsdp: Fsdp = Field(default_factory=Fsdp, description="How FSDP wraps the model (strategy fsdp).")
+    launch: Launch = Field(default_factory=Launch, description="How the job is started.")
+    trainer_options: dict[str, Any] = Field({}, description="Typed per trainer (see the trainer's options); defaults are left out when saved.")
+    output_dir: str | None = Field(None, min_length=1, description="Where the trainer writes checkpoints; null: outputs/train/<name>.")
+    monitor: Monitor = Field(default_factory=Monitor, description="Hang detection.")
 
-    def __post_init__(self) -> None:
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not PRESET_NAME.fullmatch(name):
+            raise rule_error(None, "use letters, digits, '.', '_' and '-' (it becomes a file name), at most 64 characters", "rename the preset", name)
+        return name
+
+    @field_validator("trainer")
+    @classmethod
+    def _trainer(cls, name: str) -> str:
+        from gpuwizard.trainers import trainer_names
+
+        if name not in trainer_names():
+            raise rule_error(None, "unknown trainer", f"choose one of {', '.join(trainer_names())}", name)
+        return name
+
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, name: str) -> str:
         from gpuwizard.catalog import load_catalog
-        from gpuwizard.trainers import get_trainer, trainer_names
 
-        if not PRESET_NAME.match(self.name):
-            raise field_error("name", "use letters, digits, '.', '_' and '-' (it becomes a file name), at most 64 characters", "rename the preset", value=self.name)
-        if self.trainer not in trainer_names():
-            raise field_error("trainer", "unknown trainer", f"choose one of {', '.join(trainer_names())}", value=self.trainer)
-        if self.policy not in load_catalog():
-            raise field_error("policy", "not in the policy catalog", f"choose one of {', '.join(load_catalog())}", value=self.policy)
+        if name not in load_catalog():
+            raise rule_error(None, "not in the policy catalog", f"choose one of {', '.join(load_catalog())}", name)
+        return name
+
+    @field_validator("trainer_options")
+    @classmethod
+    def _options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Checked against the trainer's own options model; kept as plain data without its defaults."""
+        if "trainer" not in info.data:
+            return options  # the trainer itself was wrong: that is the error to show
+        from gpuwizard.trainers import get_trainer
+
+        model = get_trainer(info.data["trainer"]).Options
         try:
-            parsed = convert(self.trainer_options, get_trainer(self.trainer).Options)
-        except FieldError as exc:
-            inner = exc.problem
-            raise FieldError(replace(inner, field=f"trainer_options.{inner.field}" if inner.field else "trainer_options")) from None
-        self.trainer_options = to_data(parsed)  # the trainer's options omit their defaults
+            return to_data(model.model_validate(options), omit_defaults=True)
+        except ValidationError as exc:
+            raise as_rules(exc, model) from None
 
     @property
     def options(self) -> Any:
         """The trainer_options as the trainer's typed record."""
         from gpuwizard.trainers import get_trainer
 
-        return convert(self.trainer_options, get_trainer(self.trainer).Options)
+        return get_trainer(self.trainer).Options.model_validate(self.trainer_options)
 
     @property
     def world_size(self) -> int:
@@ -158,9 +211,9 @@ def parse_preset(data: Any, source: str) -> Preset:
     if not isinstance(data, dict):
         raise UserError(problem(None, "a preset must be a YAML mapping of keys (version, name, trainer, ...)", "start from `gpuwizard presets show demo-cpu`"), source)
     try:
-        return convert(data, Preset)
-    except FieldError as exc:
-        raise UserError(exc.problem, source) from None
+        return Preset.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(problems_from(exc, Preset), source) from None
 
 
 def load_preset_file(path: Path) -> Preset:
@@ -237,6 +290,23 @@ def with_field(preset: Preset, dotted: str, value: Any) -> Preset:
     else:
         node[leaf] = value
     try:
-        return convert(data, Preset)
-    except FieldError as exc:
-        raise UserError(exc.problem) from None
+        return Preset.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(problems_from(exc, Preset)) from None
+
+
+def preset_text(name_or_file: str) -> tuple[Path, str]:
+    """A preset's file and text, for `presets show`: only a readable YAML preset, never any other file."""
+    path = find_preset(name_or_file)
+    load_preset_file(path)  # refuses binary, malformed or invalid files with their paragraphs
+    return path, path.read_text(encoding="utf-8")
+
+
+def preset_schema() -> dict[str, Any]:
+    """The JSON Schema of the preset format, trainer_options typed per trainer (for editors' YAML language servers)."""
+    from gpuwizard.schema import schema_with_trainers
+    from gpuwizard.trainers import get_trainer, trainer_names
+
+    schema = schema_with_trainers(Preset, {name: get_trainer(name).Options for name in trainer_names()})
+    schema["title"] = "gpuwizard preset"
+    return schema

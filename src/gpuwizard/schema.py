@@ -1,63 +1,69 @@
-"""Strict typed records (msgspec) for presets, trainer options and the catalog, and their errors as Problems.
+"""The strict pydantic base for every user-written record, and its validation errors as Problems.
 
-msgspec rather than pydantic: the same strict types and bounds, at a tenth of the import cost,
-which keeps `gpuwizard plan` under 0.3 s (bench/startup.py).
+Errors are read from pydantic's structured `errors()` (loc, type, input, ctx), never from message
+text, so every mistake in a file is reported at once, each naming its dotted field, value and fix.
 """
 
 from __future__ import annotations
 
-import re
+import difflib
 import types
 import typing
-from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-import msgspec
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticUndefined
 
 from gpuwizard.errors import Problem, problem
 
-NODEFAULT = msgspec.NODEFAULT
+RULE = "gpuwizard_rule"
+MISSING: Any = PydanticUndefined
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Base for every typed section: unknown keys and wrong types are errors.
+class Strict(BaseModel):
+    """Base for every typed section: unknown keys, wrong types and non-finite numbers are errors."""
 
-    msgspec applies kw_only per class: a subclass with a required field after a default declares it again.
-    """
-
-
-class FieldError(ValueError):
-    """A check beyond types and bounds failed; `problem.field` is relative to the record that raised it."""
-
-    def __init__(self, found: Problem):
-        self.problem = found
-        super().__init__(found.message)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, validate_default=False)
 
 
-def field_error(field: str | None, message: str, fix: str | None = None, **kw: Any) -> FieldError:
-    return FieldError(problem(field, message, fix, **kw))
+class Rules:
+    """Collects every cross-field mistake of one record so they are raised together, each at its own field."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self.found: list[InitErrorDetails] = []
+
+    def add(self, field: str | None, message: str, fix: str | None = None, value: Any = MISSING) -> None:
+        loc = tuple(int(p) if p.isdigit() else p for p in field.split(".")) if field else ()
+        ctx = {"message": message, "fix": fix or "", "has_value": value is not MISSING}
+        self.found.append(InitErrorDetails(type=PydanticCustomError(RULE, "{message}", ctx), loc=loc, input=None if value is MISSING else value))
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise ValidationError.from_exception_data(self.title, self.found)
 
 
-def convert(data: Any, kind: type[Strict]) -> Any:
-    """Validate plain data (from YAML) as `kind`; a failure is a FieldError whose field is the path from the root."""
-    try:
-        return msgspec.convert(data, kind)
-    except msgspec.ValidationError as exc:
-        raise FieldError(problem_from(exc, data, kind)) from None
+def rule_error(field: str | None, message: str, fix: str | None = None, value: Any = MISSING) -> ValidationError:
+    """One cross-field mistake as a ValidationError (for checks outside a model)."""
+    rules = Rules("check")
+    rules.add(field, message, fix, value)
+    return ValidationError.from_exception_data(rules.title, rules.found)
 
 
-def to_data(record: Any) -> Any:
+def validate(kind: type[ModelT], data: Any) -> ModelT:
+    """Validate plain data (from YAML) as `kind`; a failure is a ValidationError."""
+    return kind.model_validate(data)
+
+
+def to_data(record: BaseModel, omit_defaults: bool = False) -> Any:
     """Plain dicts and lists (YAML- and JSON-ready), fields in declaration order."""
-    return msgspec.to_builtins(record)
+    return record.model_dump(mode="json", exclude_defaults=omit_defaults)
 
 
-def updated(record: Any, **changes: Any) -> Any:
-    """A validated copy with some fields replaced."""
-    return msgspec.structs.replace(record, **changes)
-
-
-def fields(kind: type[Strict]) -> tuple[Any, ...]:
-    return msgspec.structs.fields(kind)
+def updated(record: ModelT, **changes: Any) -> ModelT:
+    """A copy with some fields replaced (the caller passes values of the right types)."""
+    return record.model_copy(update=changes)
 
 
 def unwrap(annotation: Any) -> tuple[Any, bool]:
@@ -77,102 +83,132 @@ def unwrap(annotation: Any) -> tuple[Any, bool]:
             return annotation, optional
 
 
-AT = re.compile(r"^(?P<msg>.*?)(?: - at (?:`(?P<key>[^`]*)` in )?`\$(?P<path>[^`]*)`)?$", re.S)
-PART = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
-EXPECTED = re.compile(r"^Expected `(?P<type>[^`]+)`(?:, got `(?P<got>[^`]+)`)?(?P<rest>.*)$")
-BOUND = re.compile(r"^\s*(?:of length )?(?P<op>>=|<=|>|<) (?P<bound>\S+)$")
-TYPE_WORDS = {
-    "int": ("a whole number", "write a whole number without quotes"),
-    "float": ("a number", "write a number without quotes, e.g. 1.0e-4"),
-    "str": ("text", "write text (quote it)"),
-    "bool": ("true or false", "write true or false"),
-    "array": ("a list", "write a YAML list, e.g. [0, 1]"),
-    "object": ("a mapping", "write a mapping (indented keys under it)"),
-}
-
-
-def problem_from(exc: msgspec.ValidationError, data: Any, root: Any) -> Problem:
-    """One msgspec error as a Problem: dotted field path, the value found there, and a fix."""
-    match = AT.match(str(exc))
-    assert match is not None  # the pattern accepts any text
-    parts = [p[0] or p[1] for p in PART.findall(match["path"] or "")]
-    message = match["msg"]
-    cause = exc.__cause__
-    if isinstance(cause, FieldError):
-        inner = cause.problem
-        return replace(inner, field=dotted(parts + ([inner.field] if inner.field else [])) or None)
-    if match["key"] is not None:
-        return problem(dotted(parts), f"has a key that is not text ({message.lower()})", "quote the key")
-    unknown = re.match(r"Object contains unknown field `(.+)`", message)
-    if unknown:
-        return problem(dotted([*parts, unknown[1]]), "unknown key", "remove the key, or check its spelling against SPEC §3")
-    missing = re.match(r"Object missing required field `(.+)`", message)
-    if missing:
-        return problem(dotted([*parts, missing[1]]), "required field is missing", "add the field")
-    found = value_at(data, parts)
-    if message.startswith("Invalid enum value"):
-        choices = literal_choices(root, parts)
-        listed = ", ".join(str(c) for c in choices) if choices else "the documented values"
-        return problem(dotted(parts), f"must be one of {listed}", f"use one of: {listed}", **found)
-    expected = EXPECTED.match(message)
-    if expected:
-        return problem(dotted(parts), *describe_expected(expected), **found)
-    return problem(dotted(parts) or None, message, "correct the value", **found)
-
-
-def describe_expected(expected: re.Match[str]) -> tuple[str, str]:
-    """msgspec's `Expected ...` as a sentence and a fix."""
-    kinds = [k.strip() for k in expected["type"].split("|") if k.strip() != "null"]
-    bound = BOUND.match(expected["rest"])
-    if bound and not expected["got"]:
-        op, limit = bound["op"], bound["bound"]
-        if kinds == ["str"] or expected["rest"].strip().startswith("of length"):
-            return ("must not be empty", "write a value") if limit in ("1", "0") and op in (">=", ">") else (f"length must be {op} {limit}", "change its length")
-        sentence = {">": f"must be greater than {limit}", ">=": f"must be {limit} or more", "<": f"must be less than {limit}", "<=": f"must be at most {limit}"}[op]
-        if (op, limit) in ((">", "0"), (">=", "1")):
-            fix = "use a positive number"
-        elif (op, limit) == (">=", "0"):
-            fix = "use a number that is not negative"
-        else:
-            fix = {">": f"use a number above {limit}", ">=": f"use {limit} or more", "<": f"use a number below {limit}", "<=": f"use {limit} or less"}[op]
-        return sentence, fix
-    if "int" in kinds and "float" in kinds:
-        kinds.remove("int")  # "a number" covers both
-    words = [TYPE_WORDS.get(k, (k, f"write {k}")) for k in kinds]
-    sentence = "must be " + " or ".join(w[0] for w in words)
-    return sentence, words[0][1] if len(words) == 1 else "write " + " or ".join(w[0] for w in words)
-
-
-def dotted(parts: list[str]) -> str:
-    return ".".join(p for p in parts if p != "...")
-
-
-def value_at(data: Any, parts: list[str]) -> dict[str, Any]:
-    """{"value": ...} for the value at a path in the raw data, or {} when it is not there."""
-    node = data
-    for part in parts:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return {}
-    return {"value": node}
-
-
-def literal_choices(root: Any, parts: list[str]) -> tuple[Any, ...]:
-    """The allowed values of a Literal field, found by walking the record types along a path."""
-    kind = root
-    for part in parts:
+def model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The type found by walking field names (and list/dict items) from a model along `loc`."""
+    kind: Any = root
+    for part in loc:
         kind, _ = unwrap(kind)
-        if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-            by_name = {f.name: f.type for f in fields(kind)}
-            if part not in by_name:
-                return ()
-            kind = by_name[part]
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            if part not in kind.model_fields:
+                return None
+            kind = kind.model_fields[part].annotation
         elif typing.get_origin(kind) in (list, dict):
             kind = typing.get_args(kind)[-1]
         else:
-            return ()
-    kind, _ = unwrap(kind)
-    return typing.get_args(kind) if typing.get_origin(kind) is Literal else ()
+            return None
+    return unwrap(kind)[0]
+
+
+TYPE_WORDS = {
+    "int": ("must be a whole number", "write a whole number without quotes"),
+    "float": ("must be a number", "write a number without quotes, e.g. 1.0e-4"),
+    "string": ("must be text", "write text (quote it)"),
+    "bool": ("must be true or false", "write true or false"),
+    "list": ("must be a list", "write a YAML list, e.g. [0, 1]"),
+    "dict": ("must be a mapping", "write a mapping (indented keys under it)"),
+}
+TYPE_OF_ERROR = {
+    "int_type": "int", "int_parsing": "int", "int_from_float": "int", "float_type": "float", "float_parsing": "float",
+    "string_type": "string", "bool_type": "bool", "bool_parsing": "bool", "list_type": "list", "dict_type": "dict",
+    "model_type": "dict", "model_attributes_type": "dict",
+}
+
+
+def bound_words(kind: str, limit: Any) -> tuple[str, str]:
+    """A numeric bound from an error's ctx as a sentence and a fix."""
+    if (kind, limit) in (("gt", 0), ("ge", 1)):
+        return ("must be 1 or more" if kind == "ge" else "must be greater than 0"), "use a positive number"
+    if (kind, limit) == ("ge", 0):
+        return "must be 0 or more", "use a number that is not negative"
+    return {
+        "gt": (f"must be greater than {limit}", f"use a number above {limit}"),
+        "ge": (f"must be {limit} or more", f"use {limit} or more"),
+        "lt": (f"must be less than {limit}", f"use a number below {limit}"),
+        "le": (f"must be at most {limit}", f"use {limit} or less"),
+    }[kind]
+
+
+def problems_from(exc: ValidationError, root: type[BaseModel], prefix: tuple[Any, ...] = ()) -> list[Problem]:
+    """Every error of a validation as a Problem: dotted field path, the value found there, and a fix."""
+    found = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        found.append(problem_of(err, loc, root, prefix))
+    return found
+
+
+def dotted(parts: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tuple[Any, ...]) -> Problem:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    field = dotted(prefix + loc) or None
+    if kind == RULE:
+        extra = {"value": value} if ctx.get("has_value") else {}
+        return problem(field, ctx["message"], ctx.get("fix") or None, **extra)
+    if kind == "extra_forbidden":
+        parent = model_at(root, loc[:-1])
+        known = list(parent.model_fields) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        if close:
+            return problem(field, f"unknown key; did you mean {close[0]}?", f"rename it to {close[0]}")
+        listed = ", ".join(known) if known else "see `gpuwizard presets schema`"
+        return problem(field, "unknown key", f"remove it; the keys here are {listed}")
+    if kind == "missing":
+        return problem(field, "required field is missing", "add it")
+    if kind in TYPE_OF_ERROR:
+        sentence, fix = TYPE_WORDS[TYPE_OF_ERROR[kind]]
+        return problem(field, sentence, fix, value=value)
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        op = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}[kind]
+        limit = ctx.get(op)
+        if isinstance(value, int) and isinstance(limit, int) and op in ("gt", "lt"):  # whole numbers: say the nearest allowed one
+            op, limit = ("ge", limit + 1) if op == "gt" else ("le", limit - 1)
+        return problem(field, *bound_words(op, limit), value=value)
+    if kind == "literal_error":
+        literal = model_at(root, loc)
+        choices = typing.get_args(literal) if typing.get_origin(literal) is Literal else ()
+        listed = ", ".join(str(c) for c in choices) or "the documented values"
+        return problem(field, f"must be one of {listed}", f"use one of: {listed}", value=value)
+    if kind in ("string_too_short", "too_short"):
+        return problem(field, "must not be empty", "write a value", value=value)
+    if kind in ("string_too_long", "too_long"):
+        return problem(field, f"is too long (at most {ctx.get('max_length')})", "shorten it", value=value)
+    if kind == "finite_number":
+        return problem(field, "must be a finite number", "write a number such as 1.0e-4 (not .inf or .nan)", value=value)
+    return problem(field, err["msg"], "correct the value", value=value)
+
+
+def as_rules(exc: ValidationError, model: type[BaseModel]) -> ValidationError:
+    """A nested model's errors, worded against that model, as rule errors the outer model merges at the same fields."""
+    rules = Rules(model.__name__)
+    for found in problems_from(exc, model):
+        rules.add(found.field, found.message, found.fix, found.value if found.has_value else MISSING)
+    return ValidationError.from_exception_data(rules.title, rules.found)
+
+
+def schema_with_trainers(root: type[BaseModel], options: dict[str, type[BaseModel]]) -> dict[str, Any]:
+    """JSON Schema of `root`, with `trainer_options` typed per trainer (if trainer is X then its options)."""
+    schema = root.model_json_schema()
+    defs = schema.setdefault("$defs", {})
+    branches = []
+    for name, model in options.items():
+        sub = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(sub.pop("$defs", {}))
+        defs[model.__name__] = sub
+        branches.append({"if": {"properties": {"trainer": {"const": name}}, "required": ["trainer"]},
+                         "then": {"properties": {"trainer_options": {"$ref": f"#/$defs/{model.__name__}"}}}})
+    schema["allOf"] = branches
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def undocumented_fields(schema: dict[str, Any]) -> list[str]:
+    """Paths of properties in a JSON Schema that carry no description (every field must say what it is)."""
+    missing = []
+    for where, node in [("", schema), *((f"$defs.{k}", v) for k, v in schema.get("$defs", {}).items())]:
+        for name, prop in node.get("properties", {}).items():
+            if not prop.get("description"):
+                missing.append(f"{where}.{name}".lstrip("."))
+    return missing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,34 @@ for _first in "-+0123456789.":
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
 
 
+class DuplicateKey(yaml.MarkedYAMLError):
+    """The same key twice in one mapping: YAML would silently keep the last."""
+
+
+def _mapping_without_duplicates(loader: Any, node: Any, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: the base constructor reports it
+            continue
+        if duplicate:
+            raise DuplicateKey("while reading a mapping", node.start_mark, f"the key {key!r} appears twice", key_node.start_mark)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: _mapping_without_duplicates(loader, node, deep=True))
+MAX_YAML_BYTES = 4 << 20
+
+
 def loads(text: str, source: str) -> Any:
     """Parse YAML text; a syntax error becomes a UserError naming the line."""
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        mark = getattr(exc, "problem_mark", None)  # PyYAML's documented error attributes
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(
@@ -51,13 +74,34 @@ def loads(text: str, source: str) -> Any:
         ) from None
 
 
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """A regular file's bytes; a FIFO, device or folder is refused without blocking, and so is a huge file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if info.st_size > max_bytes:
+            raise OSError(f"{path.name} is {info.st_size} bytes, more than the {max_bytes} expected here")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def load_file(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_YAML_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise UserError(problem(None, f"file {path} does not exist", "check the path or the preset name"), str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(problem(None, f"cannot read {path}: {exc}", "check the file's permissions and encoding"), str(path)) from None
+    except UnicodeDecodeError:
+        raise UserError(problem(None, f"{path} is not UTF-8 text (a binary file?)", "point at a YAML text file"), str(path)) from None
+    except OSError as exc:
+        raise UserError(problem(None, f"cannot read {path}: {exc.strerror or exc}", "check the path and the file's permissions"), str(path)) from None
+    if "\0" in text:
+        raise UserError(problem(None, f"{path} holds NUL bytes (a binary file?)", "point at a YAML text file"), str(path))
     return loads(text, str(path))
 
 

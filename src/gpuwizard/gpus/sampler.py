@@ -5,28 +5,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
+from gpuwizard.runner.records import GpuSample
 from gpuwizard.gpus.inventory import DeviceLost, GpuInfo, NvmlReader, NvmlUnavailable, open_nvml, replay_module_from_env
-
-
-@dataclass
-class GpuSample:
-    t: float
-    index: int
-    utilization: float | None = None
-    memory_used_mb: float | None = None
-    memory_total_mb: float | None = None
-    temperature_c: float | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    run_memory_mb: float | None = None
-    run_utilization: float | None = None
-    lost: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 class NvmlSampleSource:
@@ -44,9 +26,10 @@ class NvmlSampleSource:
             try:
                 self.reader.fill_sample(info, h)
             except DeviceLost:
-                samples.append(GpuSample(now, index, lost=True))
+                samples.append(GpuSample(t=now, index=index, lost=True))
                 continue
-            sample = GpuSample(now, index, info.utilization_gpu, info.memory_used_mb, info.memory_total_mb, info.temperature_c, info.power_w, info.power_limit_w)
+            sample = GpuSample(t=now, index=index, utilization=info.utilization_gpu, memory_used_mb=info.memory_used_mb, memory_total_mb=info.memory_total_mb,
+                               temperature_c=info.temperature_c, power_w=info.power_w, power_limit_w=info.power_limit_w)
             if run_pids:
                 procs = self.reader.processes(h)
                 ours = [p for p in procs if p.pid in run_pids]

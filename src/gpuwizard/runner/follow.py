@@ -2,72 +2,88 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
+from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.procs import JobProcesses
-from gpuwizard.runner.rundir import ACTIVE_STATES, RunDir, pid_alive
+from gpuwizard.runner.records import Event, GpuSample, ProcessRef, Progress, RanksSample, RecordError, RecordT, Status, parse_lines
+from gpuwizard.runner.rundir import RunDir, run_processes
 from gpuwizard.runner.tail import LogTail
-
-FINAL_STATES = ("finished", "failed", "hung", "stopped")
 
 
 @dataclass
 class RunUpdate:
+    """What is new in a run folder since the last poll; `status` is None while status.json cannot be read."""
+
     lines: list[str] = field(default_factory=list)
     bar: str | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
-    gpu: list[dict[str, Any]] = field(default_factory=list)
-    ranks: list[dict[str, Any]] = field(default_factory=list)
-    progress: dict[str, Any] | None = None
-    status: dict[str, Any] = field(default_factory=dict)
+    log_size: int = 0
+    events: list[Event] = field(default_factory=list)
+    gpu: list[GpuSample] = field(default_factory=list)
+    ranks: list[RanksSample] = field(default_factory=list)
+    progress: Progress | None = None
+    status: Status | None = None
+    problem: str | None = None
 
 
-class JsonlTail:
-    def __init__(self, path: Any):
+class LinesTail:
+    """The records appended to a JSON-lines file; lines that are not a record are counted, not fatal."""
+
+    def __init__(self, path: os.PathLike[str], kind: type[RecordT]):
         self.tail = LogTail(path)
+        self.kind = kind
+        self.bad = 0
 
-    def read(self) -> list[dict[str, Any]]:
-        records = []
-        for line in self.tail.read().lines:
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue
+    def read(self) -> list[RecordT]:
+        chunk = self.tail.read()
+        if chunk.text is None:
+            return []
+        records, bad = parse_lines(chunk.text, self.kind)
+        self.bad += bad
         return records
 
 
 class RunFollower:
-    """Incremental reader of one run folder; `poll()` returns what is new since the last call."""
+    """Incremental reader of one run folder; `poll()` returns what is new since the last call.
 
-    def __init__(self, run: RunDir, log_offset: int = 0):
+    With `read_log=False` the log's lines are not shipped (a pane that reads the file itself only needs its size).
+    """
+
+    def __init__(self, run: RunDir, log_offset: int = 0, read_log: bool = True):
         self.run = run
+        self.read_log = read_log
         self.log = LogTail(run.log, offset=log_offset, chunk=1 << 20)  # small batches keep keys responsive in a flood
-        self.events = JsonlTail(run.events_file)
-        self.gpu = JsonlTail(run.gpu_file)
-        self.ranks = JsonlTail(run.ranks_file)
+        self.events = LinesTail(run.events_file, Event)
+        self.gpu = LinesTail(run.gpu_file, GpuSample)
+        self.ranks = LinesTail(run.ranks_file, RanksSample)
         self._progress_mtime = 0.0
 
     def poll(self) -> RunUpdate:
-        chunk = self.log.read()
-        update = RunUpdate(lines=chunk.lines, bar=chunk.bar)
+        update = RunUpdate()
+        if self.read_log:
+            chunk = self.log.read()
+            update.lines, update.bar = chunk.lines, chunk.bar
+        try:
+            update.log_size = self.run.log.stat().st_size
+        except OSError:
+            update.log_size = 0
         update.events = self.events.read()
         update.gpu = self.gpu.read()
         update.ranks = self.ranks.read()
-        progress_file = self.run.path / "progress.json"
         try:
-            mtime = progress_file.stat().st_mtime
+            mtime = (self.run.path / "progress.json").stat().st_mtime
         except OSError:
             mtime = 0.0
         if mtime != self._progress_mtime:
             self._progress_mtime = mtime
-            update.progress = self.run.read_json("progress.json")
-        update.status = self.run.status()
+            update.progress = self.run.progress()
+        try:
+            update.status = self.run.status()
+        except RecordError as exc:
+            update.problem = str(exc)
         return update
 
     def close(self) -> None:
@@ -75,32 +91,37 @@ class RunFollower:
             tail.close()
 
 
-def is_final(status: dict[str, Any]) -> bool:
-    return status.get("state") in FINAL_STATES
-
-
-def supervisor_lost(run: RunDir) -> bool:
-    """The status says active but the supervisor is gone (killed with -9, machine rebooted)."""
-    status = run.status()
-    return status.get("state") in ACTIVE_STATES and not pid_alive(status.get("supervisor_pid"))
-
-
 def request_stop(run: RunDir) -> None:
     """Ask the supervisor to stop the job (it signals the whole tree); without one, stop the tree here."""
     status = run.status()
-    if pid_alive(status.get("supervisor_pid")):
-        os.kill(status["supervisor_pid"], signal.SIGTERM)
+    if status.supervisor is not None and status.supervisor.alive():
+        os.kill(status.supervisor.pid, signal.SIGTERM)
         return
-    job_pid = status.get("job_pid")
-    if isinstance(job_pid, int) and pid_alive(job_pid):
-        JobProcesses(job_pid).stop()
-    run.update_status(state="stopped", exit_code=4, ended=time.time(), stop_reason="user (supervisor was gone)")
+    if status.job is not None and status.job.alive():
+        JobProcesses(status.job.pid).stop()
+    stop_processes([ref for ref in run_processes(run, status) if ref.alive()])  # ranks orphaned by a dead launcher
+    if not status.final:
+        run.update_status(state=RunState.STOPPED, exit_code=int(ExitCode.STOPPED), ended=time.time(), stop_reason="user (supervisor was gone)")
+
+
+def stop_processes(refs: list[ProcessRef], grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after the grace period, each process checked by identity before it is signalled."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        living = [ref for ref in refs if ref.alive()]
+        for ref in living:
+            try:
+                os.kill(ref.pid, sig)
+            except ProcessLookupError:
+                continue
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and any(ref.alive() for ref in living):
+            time.sleep(0.05)
 
 
 def request_stack_dump(run: RunDir) -> bool:
-    pid = run.status().get("supervisor_pid")
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGUSR1)
+    status = run.status()
+    if status.supervisor is not None and status.supervisor.alive():
+        os.kill(status.supervisor.pid, signal.SIGUSR1)
         return True
     return False
 
@@ -114,28 +135,26 @@ def clock(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-def progress_parts(progress: dict[str, Any] | None, status: dict[str, Any]) -> list[str]:
+def progress_parts(progress: Progress | None, status: Status | None) -> list[str]:
     """loss, lr, samples/s and ETA, as shown in status lines and the monitor."""
-    p = progress or {}
+    p = progress or Progress()
     parts = []
-    if p.get("loss") is not None:
-        parts.append(f"loss {p['loss']:.4g}")
-    if p.get("lr") is not None:
-        parts.append(f"lr {p['lr']:.2e}")
-    if p.get("samples_per_s") is not None:
-        parts.append(f"{p['samples_per_s']:.0f} smp/s")
-    if p.get("step") is not None and not is_final(status):
-        parts.append(f"ETA {clock(p.get('eta_s'))}")
+    if p.loss is not None:
+        parts.append(f"loss {p.loss:.4g}")
+    if p.lr is not None:
+        parts.append(f"lr {p.lr:.2e}")
+    if p.samples_per_s is not None:
+        parts.append(f"{p.samples_per_s:.0f} smp/s")
+    if p.step is not None and not (status and status.final):
+        parts.append(f"ETA {clock(p.eta_s)}")
     return parts
 
 
-def status_line(progress: dict[str, Any] | None, status: dict[str, Any], now: float | None = None) -> str:
+def status_line(progress: Progress | None, status: Status, now: float | None = None) -> str:
     """One line: elapsed, state, step/total, then progress_parts."""
-    now = now or time.time()
-    p = progress or {}
-    started = status.get("started") or status.get("created") or now
-    step, total = p.get("step"), p.get("total") or status.get("steps")
-    parts = [f"[{clock(now - started)}]", status.get("state", "?")]
+    p = progress or Progress()
+    step, total = p.step, p.total or status.steps
+    parts = [f"[{clock(status.elapsed_s(now))}]", str(status.state)]
     if step is not None:
         pct = f" ({100 * step / total:.0f}%)" if total else ""
         parts.append(f"step {step}/{total or '?'}{pct}")
@@ -144,10 +163,12 @@ def status_line(progress: dict[str, Any] | None, status: dict[str, Any], now: fl
     return "  ".join(parts + progress_parts(progress, status))
 
 
-def event_text(event: dict[str, Any]) -> str:
-    text = f"{event.get('severity', 'info').upper()}: {event.get('title')}"
-    if event.get("detail"):
-        text += f"\n  {event['detail']}"
-    if event.get("suggestion"):
-        text += f"\n  next: {event['suggestion']}"
+def event_text(event: Event) -> str:
+    text = f"{event.severity.upper()}: {event.title}"
+    if event.detail:
+        text += f"\n  {event.detail}"
+    if event.suggestion:
+        text += f"\n  next: {event.suggestion}"
     return text
+
+

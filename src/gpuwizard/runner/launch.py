@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,10 +15,12 @@ from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import Plan, build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset
 from gpuwizard.schema import updated
-from gpuwizard.runner.monitor import Expectations
+from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.runner.records import Expectations, Job, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import BuildContext, port_is_free
+from gpuwizard.yamlio import atomic_write
 
 SMOKE_STEPS = 50
 SMOKE_PER_DEVICE_BATCH = 2
@@ -47,7 +50,7 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
     env = dict(preset.launch.env)
     for item in assignments:
         name, sep, value = item.partition("=")
-        if not sep or not ENV_NAME.match(name):
+        if not sep or not ENV_NAME.fullmatch(name):
             raise UserError(problem("--env", "must be NAME=VALUE with a valid variable name", "e.g. --env NCCL_P2P_DISABLE=1", value=item))
         env[name] = value
     return updated(preset, launch=updated(preset.launch, env=env))
@@ -105,7 +108,7 @@ def expectations(prepared: PreparedRun) -> Expectations:
     )
 
 
-def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 15.0) -> RunDir:
+def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 120.0) -> RunDir:
     """Write the run folder and start its supervisor in a new session; returns once the job is launched."""
     try:
         run = new_run_dir(prepared.preset.name)
@@ -116,22 +119,35 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 15
         ctx.output_dir = str(run.path / "output")
     spec = build_command(ctx)
     preset, plan = prepared.preset, prepared.plan
-    (run.path / "preset.yaml").write_text(preset.to_yaml())
-    run.write_json("plan.json", plan.to_json())
-    run.write_json("command.json", spec.to_json())
-    run.write_json("job.json", {
-        "argv": spec.argv, "env": spec.env, "unset": spec.unset, "workdir": spec.workdir, "trainer": preset.trainer,
-        "device": plan.device, "on_hang": on_hang, "stop_grace_s": 10, "expect": expectations(prepared).__dict__,
-    })
-    run.write_json("status.json", {
-        "run_id": run.run_id, "preset": preset.name, "trainer": preset.trainer, "policy": preset.policy,
-        "world_size": plan.world_size, "device": plan.device, "smoke": prepared.smoke, "steps": plan.steps,
-        "created": time.time(), "state": "starting", "command": spec.shell(), "on_hang": on_hang,
-    })
+    atomic_write(run.path / "preset.yaml", preset.to_yaml())
+    atomic_write(run.path / "plan.json", json.dumps(plan.to_json(), indent=2))
+    atomic_write(run.path / "command.json", json.dumps(spec.to_json(), indent=2))
+    run.write("job.json", Job(argv=spec.argv, env=spec.env, unset=spec.unset, workdir=spec.workdir, trainer=preset.trainer,
+                              device=plan.device, on_hang=on_hang, expect=expectations(prepared)))
+    run.write("status.json", Status(run_id=run.run_id, preset=preset.name, trainer=preset.trainer, policy=preset.policy,
+                                    world_size=plan.world_size, device=plan.device, smoke=prepared.smoke, steps=plan.steps,
+                                    created=time.time(), state=RunState.STARTING, command=spec.shell(), on_hang=on_hang))
     with open(run.path / "supervisor.log", "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], stdin=subprocess.DEVNULL,
-                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and run.status().get("state") == "starting":
-        time.sleep(0.05)
+        supervisor = subprocess.Popen([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], stdin=subprocess.DEVNULL,
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+    try:
+        wait_until_launched(run, supervisor, wait_s)
+    except BaseException:
+        supervisor.terminate()  # an interrupt (or any failure) after the spawn stops the job with it
+        raise
     return run
+
+
+def wait_until_launched(run: RunDir, supervisor: subprocess.Popen[bytes], wait_s: float) -> None:
+    """Watch the supervisor process itself until it has launched the job (or ended); a slow start is not a lost one."""
+    deadline = time.monotonic() + wait_s
+    while run.status().state == RunState.STARTING:
+        if supervisor.poll() is not None:
+            if run.status().state == RunState.STARTING:  # it died before it could say so itself
+                run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.FAILED), ended=time.time(),
+                                  error=f"the supervisor exited with code {supervisor.returncode} before starting the job; see {run.path / 'supervisor.log'}")
+            return
+        if time.monotonic() > deadline:
+            supervisor.terminate()
+            raise UserError(problem(None, f"the run's supervisor did not start the job within {wait_s:.0f} s", f"see {run.path / 'supervisor.log'}"))
+        time.sleep(0.05)

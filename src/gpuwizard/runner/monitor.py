@@ -6,68 +6,15 @@ import math
 import re
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwizard.logparse import LineInfo, clean
-from gpuwizard.runner.procs import RankSample
+from gpuwizard.runner.records import Event, Expectations, GpuSample, Progress, RankState
 from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
 BUSY_CPU_PERCENT = 50.0
 FIRST_STEP_MIN_S = 600.0
-
-
-@dataclass
-class Expectations:
-    """What the plan says the job should show."""
-
-    steps: int
-    lr: float
-    warmup_steps: int
-    effective_batch: int | None
-    world_size: int
-    hang_timeout_s: float
-    first_step_timeout_s: float | None = None
-    multi_node: bool = False
-    baseline_green: bool = True
-
-
-@dataclass
-class Progress:
-    step: int | None = None
-    total: int | None = None
-    loss: float | None = None
-    lr: float | None = None
-    samples_per_s: float | None = None
-    samples_per_s_mean: float | None = None
-    eta_s: float | None = None
-    steps_per_s: float | None = None
-    last_progress_t: float | None = None
-    started_t: float = 0.0
-    lines: int = 0
-    checkpoints: int = 0
-    finished: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Event:
-    """Something the user must see: a hang, a failed rank, a mismatch with the plan."""
-
-    kind: str
-    severity: str
-    title: str
-    detail: str = ""
-    suggestion: str = ""
-    rank: int | None = None
-    t: float = field(default_factory=time.time)
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
@@ -166,7 +113,7 @@ class JobMonitor:
         self.batch_checked = False
         self.hang_reported = False
         self.slow_extension_until: float | None = None
-        self.last_ranks: list[RankSample] = []
+        self.last_ranks: list[RankState] = []
         self.exact_steps_seen = False
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self._seen_signatures: set[str] = set()
@@ -259,9 +206,9 @@ class JobMonitor:
         expected = self.expected_lr(step)
         if expected > 0 and abs(logged / expected - 1) > LR_TOLERANCE:
             return [self._event(Event(
-                "lr_mismatch", "error", f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
-                f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
-                "The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites --optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each trainer honours.",
+                kind="lr_mismatch", severity="error", title=f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
+                detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
+                suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites --optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each trainer honours.",
                 data={"logged": logged, "expected": expected, "step": step}))]
         return []
 
@@ -271,9 +218,9 @@ class JobMonitor:
         self.batch_checked = True
         if logged != self.expect.effective_batch:
             return [self._event(Event(
-                "batch_mismatch", "error", f"effective batch mismatch: trainer says {logged}, plan says {self.expect.effective_batch}",
-                "The trainer's own banner disagrees with the planned samples per update.",
-                "Check the process count against the trainer's GPU count and the batch flag's meaning for this trainer.",
+                kind="batch_mismatch", severity="error", title=f"effective batch mismatch: trainer says {logged}, plan says {self.expect.effective_batch}",
+                detail="The trainer's own banner disagrees with the planned samples per update.",
+                suggestion="Check the process count against the trainer's GPU count and the batch flag's meaning for this trainer.",
                 data={"logged": logged, "expected": self.expect.effective_batch}))]
         return []
 
@@ -287,9 +234,9 @@ class JobMonitor:
                 error = failure["error"] or self.last_exception or "no error message (see the log)"
                 rank = failure["rank"]
                 new.append(self._event(Event(
-                    "rank_failed", "error", f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
-                    "torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
-                    "Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
+                    kind="rank_failed", severity="error", title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
+                    detail="torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
+                    suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
                     rank=rank, data=failure)))
                 break
         return new
@@ -307,7 +254,7 @@ class JobMonitor:
             self._seen_signatures.add(key)
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
             rank = int(groups["rank"]) if "rank" in groups else None
-            return [self._event(Event(kind, "error", title, line[:300], suggestion, rank=rank, data=groups))]
+            return [self._event(Event(kind=kind, severity="error", title=title, detail=line[:300], suggestion=suggestion, rank=rank, data=groups))]
         return []
 
     # -- time and processes --------------------------------------------------------------
@@ -332,7 +279,7 @@ class JobMonitor:
                 base, why = allowance, "a checkpoint is being written"
         return base, why
 
-    def tick(self, now: float, ranks: list[RankSample], gpus: list[Any] | None = None) -> list[Event]:
+    def tick(self, now: float, ranks: list[RankState], gpus: list[GpuSample] | None = None) -> list[Event]:
         """Called about once a second; returns a hang event when progress has stopped for too long."""
         self.last_ranks = ranks
         if self.progress.finished or self.hang_reported:
@@ -349,17 +296,17 @@ class JobMonitor:
         if verdict["busy"] and self.slow_extension_until is None:
             self.slow_extension_until = now + limit
             return [self._event(Event(
-                "slow_progress", "warning", f"no progress for {stale:.0f} s, but every rank is busy",
-                f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very slow step, not a hang. Waiting another {limit:.0f} s.",
-                "If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.", data=verdict))]
+                kind="slow_progress", severity="warning", title=f"no progress for {stale:.0f} s, but every rank is busy",
+                detail=f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very slow step, not a hang. Waiting another {limit:.0f} s.",
+                suggestion="If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.", data=verdict))]
         self.hang_reported = True
         return [self._event(self.hang_event(stale, limit, why, verdict))]
 
     def hang_event(self, stale: float, limit: float, why: str, verdict: dict[str, Any]) -> Event:
         differing = verdict.get("differing_rank")
         detail = f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: {self.progress.step if self.progress.step is not None else 'none yet'}. " + verdict["summary"]
-        return Event("hang_suspected", "error", f"hang suspected: no progress for {stale:.0f} s", detail,
-                     self.suggestion(differing, verdict), rank=differing, data={"stale_s": stale, "limit_s": limit, **verdict})
+        return Event(kind="hang_suspected", severity="error", title=f"hang suspected: no progress for {stale:.0f} s", detail=detail,
+                     suggestion=self.suggestion(differing, verdict), rank=differing, data={"stale_s": stale, "limit_s": limit, **verdict})
 
     def suggestion(self, differing: int | None, verdict: dict[str, Any]) -> str:
         e, steps = self.expect, []
@@ -381,12 +328,12 @@ class JobMonitor:
         return event
 
 
-def classify_ranks(ranks: list[RankSample], gpus: list[Any] | None) -> dict[str, Any]:
+def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict[str, Any]:
     """Read the per-rank evidence: all busy (slow), all idle (host-side stall), or one rank unlike the rest."""
-    live = [r for r in ranks if r.cpu_percent is not None]
-    cpu = {r.rank: r.cpu_percent for r in live}
+    live = [r for r in ranks if r.cpu is not None]
+    cpu = {r.rank: r.cpu for r in live}
     dead = [r.rank for r in ranks if not r.alive]
-    busy_cpu = bool(live) and all((r.cpu_percent or 0) >= BUSY_CPU_PERCENT for r in live)
+    busy_cpu = bool(live) and all((r.cpu or 0) >= BUSY_CPU_PERCENT for r in live)
     spinning = False
     busy_gpu = True
     if gpus:

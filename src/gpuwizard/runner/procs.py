@@ -5,24 +5,9 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
-
 import psutil
 
-
-@dataclass
-class RankSample:
-    """One rank's process at one moment."""
-
-    rank: int
-    local_rank: int
-    pid: int
-    cpu_percent: float | None
-    status: str
-    alive: bool = True
-
-    def to_json(self) -> dict[str, object]:
-        return {"rank": self.rank, "local_rank": self.local_rank, "pid": self.pid, "cpu": self.cpu_percent, "status": self.status}
+from gpuwizard.runner.records import ProcessRef, RankState
 
 
 def read_environ(pid: int) -> dict[str, str]:
@@ -47,6 +32,7 @@ class JobProcesses:
         self.known: dict[int, psutil.Process] = {}
         self.ranks: dict[int, tuple[int, int]] = {}
         self._cpu_seen: dict[int, tuple[float, float]] = {}
+        self.refs: dict[int, ProcessRef | None] = {}
         try:
             self.known[root_pid] = psutil.Process(root_pid)
         except psutil.Error:
@@ -65,6 +51,7 @@ class JobProcesses:
                     env = read_environ(child.pid)
                     if "RANK" in env and "LOCAL_RANK" in env and _is_worker(child, self.known):
                         self.ranks[child.pid] = (int(env["RANK"]), int(env["LOCAL_RANK"]))
+                        self.refs[child.pid] = ProcessRef.of(child.pid)
 
     def alive(self) -> list[psutil.Process]:
         found = []
@@ -79,7 +66,7 @@ class JobProcesses:
     def pids(self) -> set[int]:
         return {p.pid for p in self.alive()}
 
-    def sample_ranks(self) -> list[RankSample]:
+    def sample_ranks(self) -> list[RankState]:
         """CPU use of each rank since the previous sample (percent of one core)."""
         now = time.monotonic()
         samples = []
@@ -90,12 +77,13 @@ class JobProcesses:
                 used = times.user + times.system
                 status = proc.status()
             except psutil.Error:
-                samples.append(RankSample(rank, local_rank, pid, None, "exited", alive=False))
+                samples.append(RankState(rank=rank, local_rank=local_rank, pid=pid, cpu=None, status="exited", alive=False, ref=self.refs.get(pid)))
                 continue
             previous = self._cpu_seen.get(pid)
             self._cpu_seen[pid] = (now, used)
             cpu = None if previous is None or now <= previous[0] else round(100 * (used - previous[1]) / (now - previous[0]), 1)
-            samples.append(RankSample(rank, local_rank, pid, cpu, status, status != psutil.STATUS_ZOMBIE))
+            samples.append(RankState(rank=rank, local_rank=local_rank, pid=pid, cpu=cpu, status=status, alive=status != psutil.STATUS_ZOMBIE,
+                                     ref=self.refs.get(pid)))
         return samples
 
     def stop(self, grace_s: float = 10.0) -> list[int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -10,9 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from gpuwizard import paths
+from gpuwizard.runner.records import (
+    Event,
+    Job,
+    ProcessRef,
+    Progress,
+    RanksSample,
+    Record,
+    RecordError,
+    RecordT,
+    Status,
+    parse_lines,
+    read_record,
+    read_small_file,
+)
 from gpuwizard.yamlio import atomic_write
 
-ACTIVE_STATES = ("starting", "running", "stopping")
+PRIVATE = 0o700
 
 
 @dataclass
@@ -43,121 +56,178 @@ class RunDir:
     def stacks_dir(self) -> Path:
         return self.path / "stacks"
 
-    def read_json(self, name: str, default: Any = None) -> Any:
+    def write(self, name: str, record: Record) -> None:
+        atomic_write(self.path / name, record.to_json_text())
+
+    def read(self, name: str, kind: type[RecordT]) -> RecordT:
+        """A record file; RecordError says why it cannot be read."""
+        return read_record(self.path / name, kind)
+
+    def status(self) -> Status:
+        return self.read("status.json", Status)
+
+    def job(self) -> Job:
+        return self.read("job.json", Job)
+
+    def progress(self) -> Progress | None:
+        """The newest progress, or None before the first write (or when it cannot be read)."""
         try:
-            return json.loads((self.path / name).read_text())
-        except (OSError, ValueError):
-            return default
+            return self.read("progress.json", Progress)
+        except RecordError:
+            return None
 
-    def write_json(self, name: str, data: Any) -> None:
-        atomic_write(self.path / name, json.dumps(data, indent=2, default=str))
-
-    def status(self) -> dict[str, Any]:
-        return self.read_json("status.json", {}) or {}
-
-    def update_status(self, **fields: Any) -> dict[str, Any]:
-        status = self.status() | fields
-        self.write_json("status.json", status)
+    def update_status(self, **fields: Any) -> Status:
+        """Rewrite status.json with some fields changed, validated as a whole."""
+        status = Status.model_validate(self.status().model_dump() | fields)
+        self.write("status.json", status)
         return status
 
-    def append_jsonl(self, path: Path, record: dict[str, Any]) -> None:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, default=str) + "\n")
+    def append_event(self, event: Event) -> None:
+        with open(self.events_file, "a", encoding="utf-8") as fh:
+            fh.write(event.to_json_text() + "\n")
 
-    def events(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.events_file)
+    def append_line(self, path: Path, record: Record) -> None:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(record.to_json_text() + "\n")
+
+    def events(self) -> tuple[list[Event], int]:
+        """Every event, and how many lines could not be read as one."""
+        try:
+            text = read_small_file(self.events_file).decode("utf-8", errors="replace")
+        except RecordError:
+            return [], 0
+        return parse_lines(text, Event)
 
     def is_active(self) -> bool:
-        """Running, and its supervisor process is still alive (a crashed supervisor leaves a stale status)."""
-        status = self.status()
-        if status.get("state") not in ACTIVE_STATES:
-            return False
-        return pid_alive(status.get("supervisor_pid"))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return []
-    records = []
-    for line in text.splitlines():
+        """Running, and its supervisor is the very process recorded (a crashed supervisor leaves a stale status)."""
         try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
+            status = self.status()
+        except RecordError:
+            return False
+        return status_active(status)
 
 
-def pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
+def run_processes(run: RunDir, status: Status) -> list[ProcessRef]:
+    """Every process of a run that is known by identity: its supervisor, its launcher and the ranks it sampled."""
+    refs = [r for r in (status.supervisor, status.job) if r is not None]
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        text = read_small_file(run.ranks_file).decode("utf-8", errors="replace")
+    except RecordError:
+        return refs
+    samples, _ = parse_lines(text, RanksSample)
+    seen = {r.pid for r in refs}
+    for sample in samples:
+        for rank in sample.ranks:
+            if rank.pid not in seen and rank.ref is not None:
+                seen.add(rank.pid)
+                refs.append(rank.ref)
+    return refs
+
+
+def alive_processes(run: RunDir, status: Status) -> list[int]:
+    return sorted(ref.pid for ref in run_processes(run, status) if ref.alive())
+
+
+def status_active(status: Status) -> bool:
+    return status.claims_active and not supervisor_lost(status)
+
+
+SPAWN_GRACE_S = 150.0
+
+
+def supervisor_lost(status: Status, now: float | None = None) -> bool:
+    """The status says active but its supervisor is gone (killed with -9, machine rebooted, never started)."""
+    if not status.claims_active:
         return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
+    if status.supervisor is None:
+        return (now or time.time()) - status.created > SPAWN_GRACE_S  # the launcher waits on a starting one
+    return not status.supervisor.alive()
 
 
 def new_run_dir(preset_name: str) -> RunDir:
+    """A fresh folder readable by its owner only (it may hold the command and environment)."""
     base = paths.runs_dir()
-    base.mkdir(parents=True, exist_ok=True)
+    base.mkdir(parents=True, exist_ok=True, mode=PRIVATE)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
         candidate = base / (f"{stamp}-{preset_name}" + (f"-{n}" if n else ""))
         try:
-            candidate.mkdir()
+            candidate.mkdir(mode=PRIVATE)
+            os.chmod(candidate, PRIVATE)  # mkdir's mode is cut by the umask
             return RunDir(candidate)
         except FileExistsError:
             continue
-    raise RuntimeError("could not allocate a run folder")
+    raise OSError(f"could not allocate a run folder under {base}")
 
 
-def all_runs() -> list[RunDir]:
-    """Every run folder, newest first."""
+@dataclass
+class RunEntry:
+    """A run folder as listed: its status, or why it cannot be read."""
+
+    run: RunDir
+    status: Status | None
+    problem: str | None = None
+
+    @property
+    def sort_key(self) -> tuple[float, str]:
+        return (self.status.created if self.status else 0.0, self.run.run_id)
+
+
+def list_runs() -> list[RunEntry]:
+    """Every run folder, newest first, each status read once; unreadable ones are listed with the reason."""
     base = paths.runs_dir()
     if not base.is_dir():
         return []
-    runs = [RunDir(p) for p in base.iterdir() if (p / "status.json").exists()]
-    return sorted(runs, key=lambda r: (r.status().get("created", 0), r.run_id), reverse=True)
+    entries = []
+    for path in base.iterdir():
+        if not path.is_dir() or path.name.startswith("."):
+            continue
+        run = RunDir(path)
+        try:
+            entries.append(RunEntry(run, run.status()))
+        except RecordError as exc:
+            entries.append(RunEntry(run, None, str(exc)))
+    return sorted(entries, key=lambda e: e.sort_key, reverse=True)
 
 
 def find_run(run_id: str | None) -> RunDir | None:
-    runs = all_runs()
-    if run_id is None:
-        return runs[0] if runs else None
-    for run in runs:
-        if run.run_id == run_id or run.run_id.startswith(run_id):
-            return run
-    return None
+    """The run with this id (or a unique prefix of one); the newest readable run when no id is given."""
+    base = paths.runs_dir()
+    if run_id:
+        exact = base / run_id
+        if "/" not in run_id and run_id not in (".", "..") and exact.is_dir():
+            return RunDir(exact)
+        matches = sorted(p for p in base.glob(f"{glob_escape(run_id)}*") if p.is_dir()) if base.is_dir() else []
+        return RunDir(matches[-1]) if matches else None
+    readable = [e for e in list_runs() if e.status is not None]
+    return readable[0].run if readable else None
+
+
+def glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def green_baselines(entries: list[RunEntry]) -> set[str]:
+    """Presets with a one-process run that finished with exit 0."""
+    return {e.status.preset for e in entries if e.status and e.status.world_size == 1 and e.status.state == "finished" and e.status.exit_code == 0}
 
 
 def baseline_green(preset_name: str) -> bool:
     """Did a one-GPU (one-process) run of this preset ever finish with exit 0?"""
-    for run in all_runs():
-        s = run.status()
-        if s.get("preset") == preset_name and s.get("world_size") == 1 and s.get("state") == "finished" and s.get("exit_code") == 0:
-            return True
-    return False
+    return preset_name in green_baselines(list_runs())
 
 
-def scaling_report(preset_name: str) -> list[dict[str, Any]]:
+def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> list[dict[str, Any]]:
     """Measured samples/s per process count for a preset's finished full runs, with speedup and efficiency."""
     latest: dict[int, float] = {}
-    for run in reversed(all_runs()):
-        s = run.status()
-        if s.get("preset") != preset_name or s.get("state") != "finished" or s.get("smoke"):
+    for entry in reversed(entries if entries is not None else list_runs()):
+        s = entry.status
+        if s is None or s.preset != preset_name or s.state != "finished" or s.smoke:
             continue
-        progress = run.read_json("progress.json", {}) or {}
-        rate = progress.get("samples_per_s_mean") or progress.get("samples_per_s")
+        progress = entry.run.progress()
+        rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)
         if rate:
-            latest[int(s.get("world_size", 1))] = float(rate)
+            latest[s.world_size] = float(rate)
     base = latest.get(1)
     rows = []
     for world, rate in sorted(latest.items()):

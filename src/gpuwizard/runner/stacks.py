@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuwizard.runner.procs import RankSample
+from gpuwizard.runner.records import RankState
 
 SYNC_POINTS = frozenset({
     "all_reduce", "allreduce", "barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "all_gather",
@@ -67,7 +67,7 @@ def in_collective(frames: list[str]) -> bool:
     return any(frame.split(" ")[0].split(".")[-1] in SYNC_POINTS for frame in frames[:12])
 
 
-def dump_stacks(ranks: list[RankSample], out_dir: Path, timeout_s: float = 20.0) -> StackReport:
+def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) -> StackReport:
     """Dump every live rank's Python stack and name the ranks outside a collective."""
     py_spy = find_py_spy()
     if py_spy is None:

@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuwizard.runner.monitor import Event, Expectations, JobMonitor
+from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.runner.monitor import JobMonitor
 from gpuwizard.runner.procs import JobProcesses
+from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runner.tail import LogTail
@@ -26,14 +28,12 @@ POLL_S = 0.1
 TICK_S = 1.0
 GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 PROGRESS_EVERY_S = 0.5
-EXIT_HANG = 3
-EXIT_STOPPED = 4
 
 
 class Supervisor:
     def __init__(self, run: RunDir):
         self.run = run
-        self.job_cfg: dict[str, Any] = run.read_json("job.json")
+        self.job_cfg = run.job()
         self.stop_reason: str | None = None
         self.dump_requested = False
         self.job: subprocess.Popen[bytes] | None = None
@@ -50,32 +50,32 @@ class Supervisor:
     def start_job(self) -> bool:
         cfg = self.job_cfg
         env = dict(os.environ)
-        for name in cfg["unset"]:
+        for name in cfg.unset:
             env.pop(name, None)
-        env.update(cfg["env"])
-        log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        env.update(cfg.env)
+        log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            self.job = subprocess.Popen(cfg["argv"], cwd=cfg["workdir"], env=env, stdin=subprocess.DEVNULL, stdout=log_fd,
+            self.job = subprocess.Popen(cfg.argv, cwd=cfg.workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd,
                                         stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            os.write(log_fd, f"gpuwizard: could not start {cfg['argv'][0]}: {exc}\n".encode())
-            self.run.update_status(state="failed", exit_code=127, ended=time.time(), error=str(exc))
+        except (OSError, ValueError) as exc:
+            os.write(log_fd, f"gpuwizard: could not start {cfg.argv[0]}: {exc}\n".encode())
+            self.run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.NOT_STARTED), job_exit_code=int(ExitCode.NOT_STARTED), ended=time.time(), error=f"could not start {cfg.argv[0]}: {exc}")
             return False
         finally:
             os.close(log_fd)
-        self.run.update_status(state="running", job_pid=self.job.pid, started=time.time())
+        self.run.update_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
         return True
 
     def record(self, events: list[Event]) -> None:
         for event in events:
-            self.run.append_jsonl(self.run.events_file, event.to_json())
+            self.run.append_event(event)
 
-    def write_gpu_samples(self, samples: list[Any]) -> None:
+    def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""
         for sample in samples:
-            self.run.append_jsonl(self.run.gpu_file, sample.to_json())
+            self.run.append_line(self.run.gpu_file, sample)
 
-    def gpu_samples(self, now: float) -> list[Any]:
+    def gpu_samples(self, now: float) -> list[GpuSample]:
         """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a device lost for the first time is an event."""
         if self.gpu_sampler is None:
             return []
@@ -83,8 +83,8 @@ class Supervisor:
         for s in samples:
             if s.lost and s.index not in self.lost_gpus:
                 self.lost_gpus.add(s.index)
-                self.record([Event("gpu_lost", "error", f"GPU {s.index} fell off the bus", "NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
-                                   "Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.", t=now)])
+                self.record([Event(kind="gpu_lost", severity="error", title=f"GPU {s.index} fell off the bus", detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
+                                   suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.", t=now)])
         return samples
 
     def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
@@ -95,7 +95,7 @@ class Supervisor:
             event.suggestion = monitor.suggestion(event.rank, event.data)
         event.detail += f" Stacks: {report.note}."
         self.record([event])
-        if self.job_cfg.get("on_hang") == "stop":
+        if self.job_cfg.on_hang == "stop":
             self.stop_reason = "hang"
 
     def run_forever(self) -> int:
@@ -103,14 +103,13 @@ class Supervisor:
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, self.request_dump)
-        self.run.update_status(supervisor_pid=os.getpid(), state="starting")
+        self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
         if not self.start_job():
-            return 127
+            return int(ExitCode.NOT_STARTED)
         assert self.job is not None
-        expect = Expectations(**self.job_cfg["expect"])
-        monitor = JobMonitor(expect, get_trainer(self.job_cfg["trainer"]))
+        monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
         procs = JobProcesses(self.job.pid)
-        if self.job_cfg.get("device") == "cuda":
+        if self.job_cfg.device == "cuda":
             from gpuwizard.gpus.sampler import GpuSampler, open_sample_source
 
             source = open_sample_source()
@@ -131,7 +130,7 @@ class Supervisor:
                 procs.refresh()
                 ranks = procs.sample_ranks()
                 if ranks:
-                    self.run.append_jsonl(self.run.ranks_file, {"t": now, "ranks": [r.to_json() for r in ranks]})
+                    self.run.append_line(self.run.ranks_file, RanksSample(t=now, ranks=ranks))
                 self.run_pids = procs.pids()
                 gpus = self.gpu_samples(now)
                 for event in monitor.tick(now, ranks, gpus):
@@ -143,13 +142,13 @@ class Supervisor:
                 self.dump_requested = False
                 procs.refresh()
                 report = dump_stacks(procs.sample_ranks(), self.run.stacks_dir)
-                self.record([Event("stack_dump", "info", "stack dump of every rank", report.note, data=report.to_json())])
+                self.record([Event(kind="stack_dump", severity="info", title="stack dump of every rank", detail=report.note, data=report.to_json())])
             if now - last_progress >= PROGRESS_EVERY_S:
                 last_progress = now
-                self.run.write_json("progress.json", monitor.progress.to_json())
+                self.run.write("progress.json", monitor.progress)
             if self.stop_reason:
-                self.run.update_status(state="stopping", stop_reason=self.stop_reason)
-                survivors = procs.stop(grace_s=float(self.job_cfg.get("stop_grace_s", 10)))
+                self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
+                survivors = procs.stop(grace_s=self.job_cfg.stop_grace_s)
                 rc = self.job.wait()
                 break
             rc = self.job.poll()
@@ -160,7 +159,7 @@ class Supervisor:
                 survivors = procs.stop(grace_s=2) if procs.alive() else []
                 break
             time.sleep(POLL_S)
-        self.run.write_json("progress.json", monitor.progress.to_json())
+        self.run.write("progress.json", monitor.progress)
         if self.gpu_sampler is not None:
             from gpuwizard.gpus.sampler import run_memory_held
 
@@ -168,24 +167,24 @@ class Supervisor:
             held = run_memory_held(self.gpu_sampler.source, set(procs.known))
             self.gpu_sampler.source.close()
             if held:
-                self.run.update_status(gpu_memory_held_mb=held)
-                self.record([Event("gpu_memory_held", "error", "GPU memory still held after the job ended",
-                                   ", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
-                                   "Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and kill it.")])
+                self.run.update_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
+                self.record([Event(kind="gpu_memory_held", severity="error", title="GPU memory still held after the job ended",
+                                   detail=", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
+                                   suggestion="Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and kill it.")])
         return self.finish(rc, survivors)
 
     def finish(self, rc: int, survivors: list[int]) -> int:
         job_exit = rc if rc >= 0 else 128 - rc
         if self.stop_reason == "hang":
-            state, code = "hung", EXIT_HANG
+            state, code = RunState.HUNG, ExitCode.HANG
         elif self.stop_reason == "user":
-            state, code = "stopped", EXIT_STOPPED
+            state, code = RunState.STOPPED, ExitCode.STOPPED
         elif rc == 0:
-            state, code = "finished", 0
+            state, code = RunState.FINISHED, ExitCode.OK
         else:
-            state, code = "failed", job_exit
-        self.run.update_status(state=state, exit_code=code, job_exit_code=job_exit, ended=time.time(), survivors=survivors)
-        return code
+            state, code = RunState.FAILED, job_exit
+        self.run.update_status(state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors)
+        return int(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,9 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - record why the supervisor died, for attach and runs
         import traceback
 
-        run.update_status(state="failed", exit_code=1, supervisor_error=f"{type(exc).__name__}: {exc}", ended=time.time())
         traceback.print_exc()
-        return 1
+        try:
+            run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.FAILED), error=f"supervisor: {type(exc).__name__}: {exc}", ended=time.time())
+        except Exception:  # noqa: BLE001 - the status itself may be what broke; the traceback is in supervisor.log
+            pass
+        return int(ExitCode.FAILED)
 
 
 if __name__ == "__main__":

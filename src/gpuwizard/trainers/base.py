@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from gpuwizard.preset import Preset
 
 
-class TrainerOptions(Strict, omit_defaults=True):
+class TrainerOptions(Strict):
     """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected, defaults left out of saved presets."""
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated
 
-from msgspec import Meta
+from pydantic import Field
 
 from gpuwizard import paths
 from gpuwizard.errors import Problem, problem
@@ -15,19 +14,23 @@ from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Train
 
 
 class RankStep(TrainerOptions):
-    rank: Annotated[int, Meta(ge=0)]
-    step: Annotated[int, Meta(gt=0)]
+    """One rank at one step."""
+
+    rank: int = Field(ge=0, description="The rank.")
+    step: int = Field(gt=0, description="The step.")
 
 
 class DemoOptions(TrainerOptions):
-    inject_hang: RankStep | None = None
-    inject_crash: RankStep | None = None
-    step_time_s: Annotated[float, Meta(ge=0)] = 0.0
-    checkpoint_time_s: Annotated[float, Meta(ge=0)] = 0.0
-    log_every: Annotated[int, Meta(gt=0)] = 10
-    save_every: Annotated[int, Meta(gt=0)] | None = None
-    episodes: Annotated[int, Meta(gt=0)] = 20
-    ignore_lr_flag: bool = False
+    """Knobs of the built-in demo trainer, mostly for reproducing faults."""
+
+    inject_hang: RankStep | None = Field(None, description="Make one rank stop entering collectives at a step (a real hang).")
+    inject_crash: RankStep | None = Field(None, description="Make one rank exit with an error at a step.")
+    step_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per step (a slow job).")
+    checkpoint_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per checkpoint.")
+    log_every: int = Field(10, gt=0, description="Steps between log lines.")
+    save_every: int | None = Field(None, gt=0, description="Steps between checkpoints; null: only at the end.")
+    episodes: int = Field(20, gt=0, le=100_000, description="Episodes in the synthetic dataset.")
+    ignore_lr_flag: bool = Field(False, description="Train at a fixed lr whatever --lr says (to test the lr check).")
 
 
 DEMO_LINE = re.compile(r"\[demo\] step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+) samples/s=(?P<sps>\S+)")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated
 
-from msgspec import Meta
+from pydantic import Field
 
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
@@ -15,17 +14,19 @@ from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Train
 
 
 class GrootOptions(TrainerOptions):
-    base_model_path: str | None = None
-    embodiment_tag: str | None = None
-    modality_config_path: str | None = None
-    dataset_path: str | None = None
-    script: str = "gr00t/experiment/launch_finetune.py"
-    uv: bool = False
-    tune_llm: bool = False
-    tune_visual: bool = False
-    save_steps: Annotated[int, Meta(gt=0)] | None = None
-    dataloader_num_workers: Annotated[int, Meta(ge=0)] | None = None
-    use_wandb: bool = False
+    """launch_finetune.py's own settings beyond the preset's common fields."""
+
+    base_model_path: str | None = Field(None, description="--base-model-path: the GR00T checkpoint to fine-tune (hub id or folder).")
+    embodiment_tag: str | None = Field(None, description="--embodiment-tag, e.g. NEW_EMBODIMENT.")
+    modality_config_path: str | None = Field(None, description="--modality-config-path: the modality config of a new embodiment.")
+    dataset_path: str | None = Field(None, description="--dataset-path; null: dataset.root.")
+    script: str = Field("gr00t/experiment/launch_finetune.py", description="The fine-tuning script, relative to launch.workdir.")
+    uv: bool = Field(False, description="Start it with `uv run`.")
+    tune_llm: bool = Field(False, description="--tune-llm: also train the language model.")
+    tune_visual: bool = Field(False, description="--tune-visual: also train the vision encoder.")
+    save_steps: int | None = Field(None, gt=0, description="--save-steps: steps between checkpoints.")
+    dataloader_num_workers: int | None = Field(None, ge=0, description="--dataloader-num-workers.")
+    use_wandb: bool = Field(False, description="--use-wandb.")
 
 
 class GrootTrainer(Trainer):

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
+
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_hf
 from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, device_env, per_worker_layout, torchrun_prefix
 
 
 class HfOptions(TrainerOptions):
-    script: str | None = None
-    script_args: list[str] = []
-    report_to: str = "none"
+    """The training script and what it needs beyond TrainingArguments."""
+
+    script: str | None = Field(None, description="The HF Trainer training script, relative to launch.workdir.")
+    script_args: list[str] = Field([], description="The script's own arguments (model, data), before gpuwizard's TrainingArguments.")
+    report_to: str = Field("none", description="--report_to.")
 
 
 class HfTrainer(Trainer):

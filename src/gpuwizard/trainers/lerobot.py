@@ -9,9 +9,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from msgspec import Meta
+from pydantic import Field
 
 from gpuwizard import paths
 from gpuwizard.errors import Problem, problem, warning
@@ -49,16 +49,18 @@ print(json.dumps(out))
 
 
 class LeRobotOptions(TrainerOptions):
-    api: Literal["auto", "v0.6", "main"] = "auto"
-    policy_path: str | None = None
-    pretrained_path: str | None = None
-    repo_id: str | None = None
-    resume: bool = False
-    num_workers: Annotated[int, Meta(ge=0)] | None = None
-    log_freq: Annotated[int, Meta(gt=0)] | None = None
-    save_freq: Annotated[int, Meta(gt=0)] | None = None
-    seed: int | None = None
-    wandb: bool = False
+    """lerobot-train's own settings beyond the preset's common fields."""
+
+    api: Literal["auto", "v0.6", "main"] = Field("auto", description="LeRobot's command-line form; auto probes the training environment (0.6.1 or main).")
+    policy_path: str | None = Field(None, description="--policy.path: fine-tune from a pretrained policy (hub id or folder) instead of --policy.type.")
+    pretrained_path: str | None = Field(None, description="--policy.pretrained_path for a policy type that starts from pretrained weights.")
+    repo_id: str | None = Field(None, description="--policy.repo_id to push the trained policy to.")
+    resume: bool = Field(False, description="Continue the run in output_dir (--resume=true).")
+    num_workers: int | None = Field(None, ge=0, description="--num_workers: dataloader workers per process.")
+    log_freq: int | None = Field(None, gt=0, description="--log_freq: steps between log lines.")
+    save_freq: int | None = Field(None, gt=0, description="--save_freq: steps between checkpoints.")
+    seed: int | None = Field(None, description="--seed.")
+    wandb: bool = Field(False, description="--wandb.enable.")
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from msgspec import Meta
+from pydantic import Field
 
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
@@ -13,15 +13,17 @@ from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Train
 
 
 class OpenpiOptions(TrainerOptions):
-    config_name: str | None = None
-    backend: Literal["jax", "pytorch"] = "jax"
-    exp_name: str | None = None
-    fsdp_devices: Annotated[int, Meta(gt=0)] | None = None
-    uv: bool = True
-    mem_fraction: Annotated[float, Meta(gt=0, le=1)] = 0.9
-    overwrite: bool = False
-    resume: bool = False
-    wandb: bool = False
+    """openpi's own settings beyond the preset's common fields."""
+
+    config_name: str | None = Field(None, description="The TrainConfig to train, e.g. pi05_libero.")
+    backend: Literal["jax", "pytorch"] = Field("jax", description="jax (scripts/train.py) or pytorch (scripts/train_pytorch.py under torchrun).")
+    exp_name: str | None = Field(None, description="--exp-name; null: the preset name.")
+    fsdp_devices: int | None = Field(None, gt=0, description="--fsdp-devices: devices each parameter is sharded over (JAX).")
+    uv: bool = Field(True, description="Start it with `uv run`.")
+    mem_fraction: float = Field(0.9, gt=0, le=1, description="XLA_PYTHON_CLIENT_MEM_FRACTION (JAX).")
+    overwrite: bool = Field(False, description="--overwrite an existing checkpoint folder.")
+    resume: bool = Field(False, description="--resume from the checkpoint folder.")
+    wandb: bool = Field(False, description="--wandb-enabled.")
 
 
 class OpenpiTrainer(Trainer):

@@ -49,7 +49,7 @@ class GpuWizardApp(App[int]):
             self.set_interval(TERMINAL_CHECK_S, self.exit_if_terminal_gone)
         self.theme_changed_signal.subscribe(self, lambda theme: remember(theme=theme.name))
         for problem in self.theme_problems:
-            self.notify(problem, severity="warning")
+            self.notify(problem, severity="warning", markup=False)
         if self.start_run is not None:
             from gpuwizard.tui.monitor import MonitorScreen
 
@@ -58,6 +58,25 @@ class GpuWizardApp(App[int]):
             from gpuwizard.tui.wizard import WizardScreen
 
             self.push_screen(WizardScreen(self.start_preset, exit_on_error=self.exit_on_error))
+
+    def open_monitor(self, run: RunDir, replace: bool = False) -> None:
+        """Show a run in the monitor (screens reach each other through the app, never by importing one another)."""
+        from gpuwizard.tui.monitor import MonitorScreen
+
+        self.last_run = run
+        if replace:
+            self.switch_screen(MonitorScreen(run))
+        else:
+            self.push_screen(MonitorScreen(run))
+
+    def open_wizard(self, preset: Preset) -> None:
+        """Back to the wizard: the one under the monitor, or a new one on the run's preset."""
+        from gpuwizard.tui.wizard import WizardScreen
+
+        if len(self.screen_stack) > 2 and isinstance(self.screen_stack[-2], WizardScreen):
+            self.pop_screen()
+        else:
+            self.switch_screen(WizardScreen(preset))
 
     def exit_if_terminal_gone(self) -> None:
         """A closed terminal (SSH dropped, tmux pane killed) must end the app, never leave it spinning;

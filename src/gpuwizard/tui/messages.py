@@ -44,8 +44,16 @@ class RunStarted(Message):
 
 
 class RunPolled(Message):
-    """What the follower read since the last poll."""
+    """What the follower read since the last poll, and how many log lines the index now holds."""
 
-    def __init__(self, update: RunUpdate):
+    def __init__(self, update: RunUpdate, line_count: int):
         super().__init__()
-        self.update = update
+        self.update, self.line_count = update, line_count
+
+
+class SearchDone(Message):
+    """A search of the whole log ended: the matching line, or None."""
+
+    def __init__(self, needle: str, line: int | None):
+        super().__init__()
+        self.needle, self.line = needle, line

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
 from typing import Any
 
 from textual import on, work
@@ -14,56 +13,19 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
-from textual.geometry import Size
-from textual.widgets import Input, Label, Log, ProgressBar, Sparkline, Static
+from textual.widgets import Input, Label, ProgressBar, Sparkline, Static
 from textual.worker import get_current_worker
 
-from gpuwizard.runner.follow import RunFollower, RunUpdate, is_final, progress_parts, request_stack_dump, request_stop
+from gpuwizard.runner.follow import RunFollower, RunUpdate, progress_parts, request_stack_dump, request_stop
+from gpuwizard.runner.logindex import LogIndex
+from gpuwizard.runner.records import Event, Progress, Status
 from gpuwizard.runner.rundir import RunDir
-from gpuwizard.tui.messages import RunPolled, RunStarted
+from gpuwizard.tui.logview import LogView
+from gpuwizard.tui.messages import RunPolled, RunStarted, SearchDone
 from gpuwizard.tui.widgets import KeyBar
 
-LOG_MAX_LINES = 50_000
 HISTORY = 60
 ACK_TIMEOUT_S = 2.0
-
-
-class JobLog(Log):
-    """Textual's Log with a batch append for floods: our lines never hold newlines, and the width is
-    estimated with one C-level pass instead of a per-line cell-width thread (relies on Log internals;
-    textual is pinned)."""
-
-    tail_max_y = 0.0
-    """max_scroll_y when the view last sat on the tail: a view still there is following."""
-
-    def on_resize(self) -> None:
-        """Keep following the tail when the pane changes height (a banner or a telemetry row appears)."""
-        if self.auto_scroll and self.scroll_y >= self.tail_max_y:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
-            self.tail_max_y = self.max_scroll_y
-
-    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> JobLog:
-        lines = lines if isinstance(lines, list) else list(lines)
-        if not lines:
-            return self
-        at_end = self.is_vertical_scroll_end
-        follow = self.auto_scroll if scroll_end is None else scroll_end
-        if len(lines) > self.max_lines:
-            lines = lines[-self.max_lines :]
-        start = len(self._lines)
-        self._lines.extend(lines)
-        self._width = max(self._width, max(map(len, lines)))
-        if len(self._lines) > self.max_lines:
-            self._prune_max_lines()
-            start = max(0, len(self._lines) - len(lines))
-        self.virtual_size = Size(self._width, len(self._lines))
-        self.refresh_lines(start, len(lines))
-        if follow and at_end and not self.is_vertical_scrollbar_grabbed:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
-            self.tail_max_y = self.max_scroll_y
-        else:
-            self.refresh()
-        return self
 
 
 class TelemetryRow(Horizontal):
@@ -104,22 +66,27 @@ class MonitorScreen(Screen[None]):
     def __init__(self, run: RunDir):
         super().__init__()
         self.run = run
-        self.status: dict[str, Any] = run.status()
-        self.progress: dict[str, Any] = {}
-        self.events: list[dict[str, Any]] = []
+        self.index = LogIndex(run.log)
+        self.status: Status | None = None
+        self.problem: str | None = None
+        self.progress: Progress | None = None
+        self.events: list[Event] = []
         self.ack = threading.Event()
         self.search_text = ""
         self.search_from = 0
-        self.lines_seen = 0
         self.shown_stats = ""
+
+    @property
+    def final(self) -> bool:
+        return self.status is not None and self.status.final
 
     def compose(self) -> ComposeResult:
         yield Static("", id="run-title")
         with Horizontal(id="progress-row"):
-            yield ProgressBar(total=self.status.get("steps") or 100, show_eta=False, show_percentage=False, id="progress")
+            yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="progress")
             yield Static("", id="stats")
         yield Static("", id="banner")
-        yield JobLog(max_lines=LOG_MAX_LINES, highlight=False, id="log")
+        yield LogView(self.index, id="log")
         yield Input(placeholder="search the log (enter: find, n: next, esc: close)", id="search")
         yield Vertical(id="telemetry")
         yield KeyBar()
@@ -127,25 +94,25 @@ class MonitorScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
         self.query_one("#banner", Static).display = False
-        self.query_one("#log", Log).focus()
+        self.query_one("#log", LogView).focus()
         self.refresh_title()
-        if is_final(self.status):
-            self.show_banner()
         self.follow()
 
     # -- polling thread: reads files, posts messages, never touches widgets -------------------
     @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
     def follow(self) -> None:
         worker = get_current_worker()
-        follower = RunFollower(self.run)
+        follower = RunFollower(self.run, read_log=False)  # the pane reads the log file itself, through the index
         try:
             while not worker.is_cancelled:
                 update = follower.poll()
-                busy = bool(update.lines or update.events or update.gpu)
+                grew = self.index.extend()
+                busy = bool(grew or update.events or update.gpu)
                 self.ack.clear()
-                self.post_message(RunPolled(update))
+                self.post_message(RunPolled(update, self.index.line_count))
                 self.ack.wait(ACK_TIMEOUT_S)  # back-pressure: the next read waits for the UI
-                if is_final(update.status) and not busy:
+                final = update.status is not None and update.status.final
+                if final and not busy:
                     time.sleep(0.5)
                 elif not busy:
                     time.sleep(0.1)
@@ -155,49 +122,45 @@ class MonitorScreen(Screen[None]):
     @on(RunPolled)
     def _polled(self, message: RunPolled) -> None:
         try:
-            self.apply(message.update)
+            self.apply(message.update, message.line_count)
         finally:
             self.ack.set()
 
-    def apply(self, update: RunUpdate) -> None:
-        log = self.query_one("#log", Log)
-        if update.lines:
-            log.write_lines(update.lines)
-            self.lines_seen += len(update.lines)
+    def apply(self, update: RunUpdate, line_count: int) -> None:
+        log = self.query_one("#log", LogView)
+        log.grow(line_count)
         if update.progress:
             self.progress = update.progress
-        status_changed = update.status != self.status
-        self.status = update.status or self.status
+        status_changed = update.status != self.status or update.problem != self.problem
+        self.status, self.problem = update.status or self.status, update.problem
         if update.events:
             self.events += update.events
             self.show_banner()
             for event in update.events:
-                self.notify(event.get("title", ""), severity="error" if event.get("severity") == "error" else "information", timeout=6)
+                self.notify(event.title, severity="error" if event.severity == "error" else "information", timeout=6, markup=False)
         self.apply_telemetry(update)
         self.refresh_progress()
         if status_changed:
             self.refresh_title()
-            if is_final(self.status):
-                self.show_banner()
-        if log.auto_scroll and (update.lines or update.events or status_changed):
-            self.call_after_refresh(log.scroll_end, animate=False)  # layout changes (banner) must not stop following
+            self.show_banner()
+        if log.auto_scroll and (update.events or status_changed):
+            self.call_after_refresh(log.follow, True)  # layout changes (banner) must not stop following
 
     def apply_telemetry(self, update: RunUpdate) -> None:
         box = self.query_one("#telemetry", Vertical)
         for sample in update.gpu:
-            key = f"gpu{sample['index']}"
-            row = self._row(box, key, f"GPU{sample['index']}")
-            if sample.get("lost"):
+            row = self._row(box, f"gpu{sample.index}", f"GPU{sample.index}")
+            if sample.lost:
                 row.push(0, "LOST")
                 continue
-            util = sample.get("utilization") or 0.0
-            mem = f"{(sample.get('memory_used_mb') or 0) / 1024:.1f}/{(sample.get('memory_total_mb') or 0) / 1024:.0f}G"
-            row.push(util, f"{util:3.0f}% {mem} {sample.get('temperature_c', 0):.0f}C {sample.get('power_w', 0):.0f}W")
-        if self.status.get("device") == "cpu":
+            util = sample.utilization or 0.0
+            mem = f"{(sample.memory_used_mb or 0) / 1024:.1f}/{(sample.memory_total_mb or 0) / 1024:.0f}G"
+            row.push(util, f"{util:3.0f}% {mem} {sample.temperature_c or 0:.0f}C {sample.power_w or 0:.0f}W")
+        if self.status is not None and self.status.device == "cpu":
             for sample in update.ranks[-HISTORY:]:
-                for rank in sample["ranks"]:
-                    cpu = rank.get("cpu") or 0.0
-                    self._row(box, f"rank{rank['rank']}", f"rank {rank['rank']}").push(cpu, f"CPU {cpu:4.0f}% pid {rank['pid']}")
+                for rank in sample.ranks:
+                    cpu = rank.cpu or 0.0
+                    self._row(box, f"rank{rank.rank}", f"rank {rank.rank}").push(cpu, f"CPU {cpu:4.0f}% pid {rank.pid}")
 
     def _row(self, box: Vertical, key: str, title: str) -> TelemetryRow:
         for row in box.query(TelemetryRow):
@@ -210,42 +173,47 @@ class MonitorScreen(Screen[None]):
     # -- rendering ---------------------------------------------------------------------------
     def refresh_title(self) -> None:
         s = self.status
-        state = s.get("state", "?")
-        style = {"finished": "bold $success", "failed": "bold $error", "hung": "bold $error", "stopped": "bold $warning"}.get(state, "bold $accent")
+        if s is None:
+            text = self.problem or "reading the run folder..."
+            self.query_one("#run-title", Static).update(Content.assemble((" ? ", "reverse bold $warning"), f" {self.run.run_id} · {text}"))
+            return
+        style = {"finished": "bold $success", "failed": "bold $error", "hung": "bold $error", "stopped": "bold $warning"}.get(s.state, "bold $accent")
         self.query_one("#run-title", Static).update(Content.assemble(
-            (f" {state} ", f"reverse {style}"), f" {self.run.run_id} · {s.get('trainer')} · {s.get('policy')} · {s.get('world_size')}x{s.get('device')}"
-            + (" · smoke" if s.get("smoke") else "")))
+            (f" {s.state} ", f"reverse {style}"), f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
+            + (" · smoke" if s.smoke else "")))
 
     def refresh_progress(self) -> None:
-        p, s = self.progress, self.status
-        total = p.get("total") or s.get("steps") or 0
+        p, s = self.progress or Progress(), self.status
+        total = p.total or (s.steps if s else 0)
         bar = self.query_one("#progress", ProgressBar)
         if total and bar.total != total:
             bar.update(total=total)
-        if p.get("step") is not None:
-            bar.update(progress=p["step"])
-        text = " · ".join([f"{p.get('step') if p.get('step') is not None else '-'}/{total or '?'}", *progress_parts(p, s)])
+        if p.step is not None:
+            bar.update(progress=p.step)
+        text = " · ".join([f"{p.step if p.step is not None else '-'}/{total or '?'}", *progress_parts(p, s)])
         if text != self.shown_stats:  # a repaint per poll would cost every idle SSH session bandwidth
             self.shown_stats = text
             self.query_one("#stats", Static).update(text)
 
     def show_banner(self) -> None:
         banner = self.query_one("#banner", Static)
-        important = [e for e in self.events if e.get("severity") in ("error", "warning")]
-        state = self.status.get("state")
+        important = [e for e in self.events if e.severity in ("error", "warning")]
         if important:
             event = important[-1]
-            parts: list[Any] = [(f" {event['title']} ", "bold reverse $error" if event["severity"] == "error" else "bold reverse $warning"), "\n"]
-            if event.get("detail"):
-                parts.append(event["detail"][:400] + "\n")
-            if event.get("suggestion"):
-                parts.append(("next: " + event["suggestion"][:400] + "\n", "bold"))
+            parts: list[Any] = [(f" {event.title} ", "bold reverse $error" if event.severity == "error" else "bold reverse $warning"), "\n"]
+            if event.detail:
+                parts.append(event.detail[:400] + "\n")
+            if event.suggestion:
+                parts.append(("next: " + event.suggestion[:400] + "\n", "bold"))
             parts.append(("keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump of every rank", "$text-muted"))
             text = Content.assemble(*parts)
-            banner.set_class(event["severity"] == "error", "-error")
-        elif is_final(self.status):
-            code = self.status.get("exit_code")
-            text = Content.styled(f"Run {state} (exit code {code}). Folder: {self.run.path}", "bold")
+            banner.set_class(event.severity == "error", "-error")
+        elif self.status is None and self.problem:
+            text = Content.styled(f"This run folder cannot be read: {self.problem}", "bold")
+            banner.set_class(True, "-error")
+        elif self.status is not None and self.status.final:
+            why = f": {self.status.error}" if self.status.error else ""
+            text = Content.styled(f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}", "bold")
         else:
             return
         banner.update(text)
@@ -253,7 +221,7 @@ class MonitorScreen(Screen[None]):
 
     # -- actions --------------------------------------------------------------------------------
     def action_stop(self) -> None:
-        if is_final(self.status):
+        if self.status is None or self.final:
             self.notify("The run has already ended.")
             return
         from gpuwizard.tui.dialogs import Confirm
@@ -275,7 +243,7 @@ class MonitorScreen(Screen[None]):
         from gpuwizard.preset import load_preset_file
 
         preset = load_preset_file(self.run.path / "preset.yaml")
-        if not is_final(self.status):
+        if not self.final:
             request_stop(self.run)
         self.notify(("Starting a smoke repro (50 steps, batch 2)" if smoke else "Restarting with " + " ".join(env)) + "...")
         self.relaunch(preset, smoke, env)
@@ -286,7 +254,7 @@ class MonitorScreen(Screen[None]):
         from gpuwizard.runner.launch import prepare_run, start_run
 
         deadline = time.monotonic() + 20
-        while not is_final(self.run.status()) and time.monotonic() < deadline:
+        while not self.run.status().final and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
             run = start_run(prepare_run(preset, smoke=smoke, env=env), on_hang="report")
@@ -298,9 +266,9 @@ class MonitorScreen(Screen[None]):
     @on(RunStarted)
     def _run_started(self, message: RunStarted) -> None:
         if message.error:
-            self.notify(message.error, severity="error", timeout=10)
+            self.notify(message.error, severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
-            self.app.switch_screen(MonitorScreen(RunDir(message.run_path)))
+            self.app.open_monitor(RunDir(message.run_path), replace=True)
 
     def action_smoke(self) -> None:
         self.restart(smoke=True, env=[])
@@ -309,10 +277,8 @@ class MonitorScreen(Screen[None]):
         self.restart(smoke=False, env=["NCCL_P2P_DISABLE=1"])
 
     def action_follow(self) -> None:
-        log = self.query_one("#log", Log)
-        log.auto_scroll = not log.auto_scroll
-        if log.auto_scroll:
-            log.scroll_end(animate=False)
+        log = self.query_one("#log", LogView)
+        log.follow(not log.auto_scroll)
         self.notify("Following the log tail." if log.auto_scroll else "Paused following; f resumes.")
 
     def action_search(self) -> None:
@@ -324,35 +290,39 @@ class MonitorScreen(Screen[None]):
         box = self.query_one("#search", Input)
         if box.display:
             box.display = False
-            self.query_one("#log", Log).focus()
+            self.query_one("#log", LogView).focus()
 
     @on(Input.Submitted, "#search")
     def _search(self, event: Input.Submitted) -> None:
-        self.search_text, self.search_from = event.value, 0
-        self.query_one("#log", Log).focus()
+        log = self.query_one("#log", LogView)
+        self.search_text = event.value
+        self.search_from = log.highlight + 1 if log.highlight is not None else log.scroll_offset.y
+        log.focus()
         self.action_next_match()
 
     def action_next_match(self) -> None:
-        if not self.search_text:
+        if self.search_text:
+            self.notify(f"Searching the whole log for {self.search_text!r}...", timeout=2)
+            self.search(self.search_text, self.search_from)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def search(self, needle: str, start: int) -> None:
+        """Scan the log file (every line of it) off the UI thread; the result comes back as a message."""
+        self.post_message(SearchDone(needle, self.index.search(needle, start)))
+
+    @on(SearchDone)
+    def _found(self, message: SearchDone) -> None:
+        if message.needle != self.search_text:
             return
-        log = self.query_one("#log", Log)
-        lines = log.lines
-        needle = self.search_text.lower()
-        for offset in range(len(lines)):
-            index = (self.search_from + offset) % max(len(lines), 1)
-            if needle in lines[index].lower():
-                log.auto_scroll = False
-                log.scroll_to(y=max(0, index - 2), animate=False)
-                self.search_from = index + 1
-                self.notify(f"line {index + 1}: {lines[index][:120]}", title=f"match for {self.search_text!r}")
-                return
-        self.notify(f"No match for {self.search_text!r}", severity="warning")
+        if message.line is None:
+            self.notify(f"No match for {message.needle!r}", severity="warning")
+            return
+        log = self.query_one("#log", LogView)
+        log.show_line(message.line)
+        self.search_from = message.line + 1
+        self.notify(f"line {message.line + 1}: {log.line(message.line)[:120]}", title=f"match for {message.needle!r}", markup=False)
 
     def action_wizard(self) -> None:
         from gpuwizard.preset import load_preset_file
-        from gpuwizard.tui.wizard import WizardScreen
 
-        if len(self.app.screen_stack) > 2:
-            self.app.pop_screen()
-        else:
-            self.app.switch_screen(WizardScreen(load_preset_file(self.run.path / "preset.yaml")))
+        self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))

@@ -124,24 +124,23 @@ def row(label: str, widget: Widget, hint: str = "") -> Horizontal:
 
 def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Widget]:
     """One row per simple field of a trainer's options record (nested ones stay in the YAML)."""
-    from gpuwizard.schema import NODEFAULT, fields, unwrap  # the core loads after the first frame
+    from gpuwizard.schema import MISSING, unwrap  # the core loads after the first frame
 
     rows: list[Widget] = []
-    for info in fields(model):
-        name = info.name
-        annotation, optional = unwrap(info.type)
+    for name, info in model.model_fields.items():
+        annotation, optional = unwrap(info.annotation)
         path = f"trainer_options.{name}"
-        default = None if info.default is NODEFAULT else info.default
+        default = None if info.default is MISSING else info.default
         current = values.get(name, default)
         label = name.replace("_", " ")
         if annotation is bool:
-            rows.append(FieldCheckbox(path, label, bool(current), classes="option-check"))
+            rows.append(FieldCheckbox(path, label, bool(current), classes="option-check", tooltip=info.description))
         elif typing.get_origin(annotation) is Literal:
-            rows.append(row(label, FieldSelect(path, list(typing.get_args(annotation)), current)))
+            rows.append(row(label, FieldSelect(path, list(typing.get_args(annotation)), current, tooltip=info.description)))
         elif annotation in (int, float, str) or typing.get_origin(annotation) is list:
             kind = {int: "int", float: "float", str: "str"}.get(annotation, "list")
-            required = "required" if (info.required or (optional and default is None and name in REQUIRED_HINTS)) else ""
-            rows.append(row(label, FieldInput(path, ("optional_" if optional or kind == "list" else "") + kind, current, placeholder=required or "default")))
+            required = "required" if (info.is_required() or (optional and default is None and name in REQUIRED_HINTS)) else ""
+            rows.append(row(label, FieldInput(path, ("optional_" if optional or kind == "list" else "") + kind, current, placeholder=required or "default", tooltip=info.description)))
     return rows
 
 

@@ -96,7 +96,7 @@ class WizardScreen(Screen[None]):
                 self.app.exit_error = message.error  # type: ignore[attr-defined]
                 self.app.exit(return_code=2)
             else:
-                self.notify(message.error, severity="error", timeout=10)
+                self.notify(message.error, severity="error", timeout=10, markup=False)
             return
         from gpuwizard.trainers.base import free_port
 
@@ -385,13 +385,10 @@ class WizardScreen(Screen[None]):
     @on(RunStarted)
     def _started(self, message: RunStarted) -> None:
         if message.error:
-            self.notify(message.error, severity="error", timeout=10)
+            self.notify(message.error, severity="error", timeout=10, markup=False)
             return
         for warning in message.warnings:
-            self.notify(warning, severity="warning", timeout=8)
+            self.notify(warning, severity="warning", timeout=8, markup=False)
         from gpuwizard.runner.rundir import RunDir
-        from gpuwizard.tui.monitor import MonitorScreen
 
-        run = RunDir(message.run_path)
-        self.app.last_run = run  # type: ignore[attr-defined]
-        self.app.push_screen(MonitorScreen(run))
+        self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]

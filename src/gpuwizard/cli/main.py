@@ -7,9 +7,8 @@ import json
 import sys
 from typing import Any
 
+from gpuwizard.codes import ExitCode
 from gpuwizard.errors import UserError, problem
-
-EXIT_INVALID = 2
 
 
 def positive_int(text: str) -> int:
@@ -27,7 +26,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: {message}. Fix: see `{self.prog} --help`.\n")
-        raise SystemExit(EXIT_INVALID)
+        raise SystemExit(ExitCode.INVALID)
 
 
 def build_parser() -> Parser:
@@ -64,8 +63,11 @@ def build_parser() -> Parser:
     runs = sub.add_parser("runs", help="run history")
     runs.add_argument("--json", action="store_true")
 
-    presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME")
-    presets.add_argument("action", nargs="?", choices=["list", "show", "delete"], default="list")
+    stop = sub.add_parser("stop", help="stop a run and every process of it (default: the newest active run)")
+    stop.add_argument("run_id", nargs="?", metavar="RUN_ID")
+
+    presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME, schema")
+    presets.add_argument("action", nargs="?", choices=["list", "show", "delete", "schema"], default="list")
     presets.add_argument("name", nargs="?", metavar="NAME")
     return parser
 
@@ -76,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     except UserError as exc:
         sys.stderr.write(exc.paragraph() + "\n")
-        return EXIT_INVALID
+        return ExitCode.INVALID
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return 0
 
@@ -90,7 +92,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return run_app(preset=args.preset)
     handler = {
         "gpus": cmd_gpus, "plan": cmd_plan, "preview": cmd_preview, "run": cmd_run,
-        "attach": cmd_attach, "runs": cmd_runs, "presets": cmd_presets,
+        "attach": cmd_attach, "runs": cmd_runs, "stop": cmd_stop, "presets": cmd_presets,
     }[args.command]
     return handler(args)
 
@@ -110,7 +112,7 @@ def report_problems(plan: Any, source: str) -> int:
     """Errors on stderr, one paragraph each; exit 2 when there are any."""
     for p in plan.errors:
         sys.stderr.write(p.paragraph(source) + "\n")
-    return EXIT_INVALID if plan.errors else 0
+    return ExitCode.INVALID if plan.errors else ExitCode.OK
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -180,14 +182,19 @@ def record_gpus(path: str) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from gpuwizard.preset import delete_user_preset, find_preset, listed_presets, load_preset_file
+    from gpuwizard.preset import delete_user_preset, listed_presets, load_preset_file, preset_text
 
     if args.action in ("show", "delete") and not args.name:
         raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))
+    if args.action == "schema":
+        from gpuwizard.preset import preset_schema
+
+        print(json.dumps(preset_schema(), indent=2))
+        return 0
     if args.action == "show":
-        path = find_preset(args.name)
+        path, text = preset_text(args.name)
         print(f"# {path}")
-        print(path.read_text(), end="")
+        print(text, end="")
         return 0
     if args.action == "delete":
         path = delete_user_preset(args.name)
@@ -208,18 +215,24 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpuwizard.runner.commands import run_command
+    from gpuwizard.cli.runs import run_command
 
     return run_command(args)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from gpuwizard.runner.commands import attach_command
+    from gpuwizard.cli.runs import attach_command
 
     return attach_command(args)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from gpuwizard.runner.commands import runs_command
+    from gpuwizard.cli.runs import runs_command
 
     return runs_command(args)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from gpuwizard.cli.runs import stop_command
+
+    return stop_command(args)

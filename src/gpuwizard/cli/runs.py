@@ -1,0 +1,201 @@
+"""`gpuwizard run`, `attach`, `runs` and `stop`: launch, follow headless, history, stopping."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.errors import UserError, problem
+from gpuwizard.runner.follow import RunFollower, event_text, request_stop, status_line
+from gpuwizard.runner.records import RecordError, Status
+from gpuwizard.runner.rundir import RunDir, RunEntry, alive_processes, find_run, green_baselines, list_runs, scaling_report, scaling_text, status_active, supervisor_lost
+
+STATUS_EVERY_S = 2.0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from gpuwizard.preset import load_preset
+    from gpuwizard.runner.launch import prepare_run, start_run
+
+    prepared = prepare_run(load_preset(args.preset), gpus=args.gpus, smoke=args.smoke, env=args.env)
+    for warning in prepared.warnings:
+        sys.stderr.write("warning: " + warning.paragraph() + "\n")
+    run = start_run(prepared, on_hang="stop" if args.headless else "report")
+    if args.headless:
+        print(f"run {run.run_id}: {prepared.plan.world_size} x {prepared.plan.device}, {prepared.plan.steps} steps; folder {run.path}", flush=True)
+        return follow_headless(run, stream_log=args.log, stop_on_interrupt=True)
+    from gpuwizard.tui.launch import run_app
+
+    return run_app(attach=run.run_id)
+
+
+def chosen_run(run_id: str | None) -> RunDir:
+    """The run a command names (or the newest), as a UserError when there is none."""
+    if run_id is not None and not run_id.strip():
+        raise UserError(problem("RUN_ID", "is empty", "give a run id from `gpuwizard runs`, or leave it out for the newest run", value=run_id))
+    run = find_run(run_id)
+    if run is None:
+        raise UserError(problem("RUN_ID", "no run found" if run_id else "there are no runs yet", "see `gpuwizard runs`", value=run_id))
+    return run
+
+
+def readable_status(run: RunDir) -> Status:
+    """The run's status, or one paragraph saying why its folder cannot be read."""
+    try:
+        return run.status()
+    except RecordError as exc:
+        raise UserError(problem("RUN_ID", f"run {run.run_id} cannot be shown: {exc}", f"look inside {run.path}, or remove the folder", value=run.run_id)) from None
+
+
+def attach_command(args: argparse.Namespace) -> int:
+    run = chosen_run(args.run_id)
+    status = readable_status(run)
+    if args.headless:
+        print(f"attached to {run.run_id} ({status.state}); Ctrl-C detaches, the job keeps running", flush=True)
+        return follow_headless(run, stream_log=args.log, stop_on_interrupt=False)
+    from gpuwizard.tui.launch import run_app
+
+    return run_app(attach=run.run_id)
+
+
+def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out: TextIO | None = None) -> int:
+    """Print status lines and events until the run ends; Ctrl-C stops the job (run) or detaches (attach)."""
+    out = out or sys.stdout
+    follower = RunFollower(run)
+    last_line, last_status_t, stopping = "", 0.0, False
+    progress = None
+    try:
+        while True:
+            try:
+                update = follower.poll()
+                if stream_log:
+                    for line in update.lines:
+                        out.write(line + "\n")
+                for event in update.events:
+                    out.write(event_text(event) + "\n")
+                progress = update.progress or progress
+                status = update.status
+                if status is None:
+                    out.write(f"the run folder can no longer be read: {update.problem}\n")
+                    return ExitCode.FAILED
+                if update.lines and stream_log:
+                    continue  # drain the whole log before the final summary
+                now = time.monotonic()
+                line = status_line(progress, status)
+                if status.final:
+                    out.write(line + "\n")
+                    out.write(final_summary(run, status) + "\n")
+                    out.flush()
+                    return status.exit_code if status.exit_code is not None else ExitCode.FAILED
+                if supervisor_lost(status):
+                    out.write("the run's supervisor is gone; stopping every process of the run\n")
+                    request_stop(run)
+                    return ExitCode.FAILED
+                if line != last_line and now - last_status_t >= STATUS_EVERY_S:
+                    out.write(line + "\n")
+                    last_line, last_status_t = line, now
+                out.flush()
+                time.sleep(0.2)
+            except KeyboardInterrupt:
+                if not stop_on_interrupt:
+                    out.write(f"\ndetached; the job keeps running. `gpuwizard attach {run.run_id}` to follow it again\n")
+                    return ExitCode.OK
+                if not stopping:
+                    out.write("\nstopping the job (every rank, then a forced kill after 10 s)...\n")
+                    out.flush()
+                    request_stop(run)
+                    stopping = True
+    finally:
+        follower.close()
+
+
+def final_summary(run: RunDir, s: Status) -> str:
+    text = {
+        RunState.FINISHED: "finished green",
+        RunState.FAILED: f"failed (job exit code {s.job_exit_code})" + (f": {s.error}" if s.error else ""),
+        RunState.HUNG: "stopped after a suspected hang",
+        RunState.STOPPED: "stopped by the user",
+    }.get(s.state, str(s.state))
+    extra = f"; processes left behind: {s.survivors}" if s.survivors else ""
+    if s.gpu_memory_held_mb:
+        extra += "; GPU memory still held: " + ", ".join(f"GPU {i} {mb:.0f} MB" for i, mb in s.gpu_memory_held_mb.items())
+    summary = f"run {run.run_id} {text}; exit code {s.exit_code}{extra}. Folder: {run.path}"
+    scaling = scaling_text(s.preset) if s.state == RunState.FINISHED else None
+    return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
+
+
+def run_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
+    """One history row; a folder that cannot be read is a row saying so."""
+    s = entry.status
+    if s is None:
+        return {"run_id": entry.run.run_id, "state": "corrupt", "problem": entry.problem, "path": str(entry.run.path)}
+    progress = entry.run.progress()
+    state = str(s.state)
+    if s.claims_active and not status_active(s):
+        state = "lost"
+    return {
+        "run_id": entry.run.run_id, "preset": s.preset, "state": state, "exit_code": s.exit_code, "world_size": s.world_size,
+        "device": s.device, "smoke": s.smoke, "step": progress.step if progress else None, "steps": s.steps,
+        "duration_s": round(s.elapsed_s(now), 1), "baseline_green": s.preset in green, "path": str(entry.run.path),
+    }
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    entries = list_runs()
+    green = green_baselines(entries)
+    now = time.time()
+    rows = [run_row(entry, green, now) for entry in entries]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return ExitCode.OK
+    if not rows:
+        print("no runs yet: `gpuwizard run demo-cpu --headless` starts one")
+        return ExitCode.OK
+    print(f"{'run id':<36} {'state':<9} {'exit':>4} {'gpus':>4} {'step':>12} {'time':>8}  baseline")
+    for r in rows:
+        if r["state"] == "corrupt":
+            print(f"{r['run_id'][:36]:<36} corrupt   {r['problem']}")
+            continue
+        step = f"{r['step'] if r['step'] is not None else '-'}/{r['steps']}"
+        mark = "green" if r["baseline_green"] else "never"
+        exit_code = r["exit_code"] if r["exit_code"] is not None else "-"
+        minutes, seconds = divmod(int(r["duration_s"]), 60)
+        print(f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} {minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}")
+    for preset in sorted({r["preset"] for r in rows if r["state"] != "corrupt"}):
+        report = scaling_report(preset, entries)
+        if len(report) > 1:
+            print(f"\nscaling of {preset} (latest finished run per process count):")
+            for r in report:
+                eff = f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}" if r["efficiency"] is not None else "no 1-process run to compare"
+                print(f"  {r['world_size']} process(es): {r['samples_per_s']:.0f} samples/s  {eff}")
+    return ExitCode.OK
+
+
+def stop_command(args: argparse.Namespace) -> int:
+    """Stop a run with or without its supervisor; exit 0 once nothing of it is left."""
+    if args.run_id is None:
+        active = [e.run for e in list_runs() if e.status is not None and e.status.claims_active]
+        if not active:
+            print("no active run to stop")
+            return ExitCode.OK
+        run = active[0]
+    else:
+        run = chosen_run(args.run_id)
+    status = readable_status(run)
+    if status.final and not alive_processes(run, status):
+        print(f"run {run.run_id} already ended ({status.state})")
+        return ExitCode.OK
+    request_stop(run)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = readable_status(run)
+        if status.final and not alive_processes(run, status):
+            print(f"run {run.run_id} stopped; nothing of it is left")
+            return ExitCode.OK
+        time.sleep(0.2)
+    print(f"run {run.run_id}: processes {alive_processes(run, status)} are still there after 30 s", file=sys.stderr)
+    return ExitCode.FAILED

@@ -1,0 +1,258 @@
+"""The typed records of a run folder (status.json, progress.json, job.json, events.jsonl and telemetry lines).
+
+Every file crosses a process boundary (supervisor, wizard, `runs`, `attach`), so each is written and
+read through one model carrying a format version. A missing, truncated, garbage or foreign file is a
+RecordError with one line saying which, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuwizard.codes import ACTIVE_STATES, FINAL_STATES, RunState
+from gpuwizard.schema import problems_from
+from gpuwizard.yamlio import read_regular
+
+FORMAT = 1
+MAX_RECORD_BYTES = 16 << 20
+RecordT = TypeVar("RecordT", bound="Record")
+
+
+class RecordError(Exception):
+    """A run-folder file that cannot be read as its record; `str()` is one line saying why."""
+
+
+class Record(BaseModel):
+    """Strict, closed and versioned; NaN and infinities are kept (a loss can be NaN)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, ser_json_inf_nan="constants")
+
+    format: int = FORMAT
+
+    def to_json_text(self) -> str:
+        return self.model_dump_json()
+
+
+def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
+    """One record from JSON text; RecordError says what is wrong with it."""
+    if not text.strip():
+        raise RecordError(f"{name} is empty")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise RecordError(f"{name} is not valid JSON (truncated or overwritten?)") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{name} holds {type(data).__name__}, not a record")
+    version = data.get("format")  # the one raw look-up: which reader applies
+    if version != FORMAT:
+        raise RecordError(f"{name} was written by another gpuwizard version (record format {version}; this one reads {FORMAT})")
+    try:
+        return kind.model_validate_json(text)
+    except ValidationError as exc:
+        first = problems_from(exc, kind)[0]
+        raise RecordError(f"{name} is damaged: {first.paragraph()}") from None
+
+
+def read_small_file(path: Path) -> bytes:
+    """A record file's bytes; RecordError for a missing, unreadable, non-regular or huge one."""
+    try:
+        return read_regular(path, MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        raise RecordError(f"{path.name} is missing") from None
+    except OSError as exc:
+        raise RecordError(f"{path.name} cannot be read: {exc.strerror or exc}") from None
+
+
+def read_record(path: Path, kind: type[RecordT]) -> RecordT:
+    return parse_record(read_small_file(path), kind, path.name)
+
+
+# -- processes --------------------------------------------------------------------------------------
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+class ProcessRef(Record):
+    """A process by pid, start time and boot, so a reused pid is never mistaken for it."""
+
+    pid: int = Field(gt=0)
+    start_ticks: int
+    boot_id: str
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessRef | None:
+        ticks = start_ticks(pid)
+        return None if ticks is None else cls(pid=pid, start_ticks=ticks, boot_id=boot_id())
+
+    def alive(self) -> bool:
+        """The very process recorded: same boot, same pid, same start time, not a zombie."""
+        return self.boot_id == boot_id() and start_ticks(self.pid) == self.start_ticks
+
+
+# -- the records --------------------------------------------------------------------------------------
+class Expectations(Record):
+    """What the plan says the job should show."""
+
+    steps: int
+    lr: float
+    warmup_steps: int
+    effective_batch: int | None
+    world_size: int
+    hang_timeout_s: float
+    first_step_timeout_s: float | None = None
+    multi_node: bool = False
+    baseline_green: bool = True
+
+
+class Job(Record):
+    """job.json: what the supervisor starts and how it watches it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    unset: list[str]
+    workdir: str
+    trainer: str
+    device: Literal["cpu", "cuda"]
+    on_hang: Literal["report", "stop"]
+    stop_grace_s: float = 10.0
+    expect: Expectations
+
+
+class Status(Record):
+    """status.json: the run's identity and state, rewritten atomically on each change."""
+
+    run_id: str
+    preset: str
+    trainer: str
+    policy: str
+    world_size: int
+    device: Literal["cpu", "cuda"]
+    smoke: bool = False
+    steps: int
+    created: float
+    state: RunState = Field(strict=False)  # a plain string names the state too
+    command: str
+    on_hang: Literal["report", "stop"] = "report"
+    supervisor: ProcessRef | None = None
+    job: ProcessRef | None = None
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    job_exit_code: int | None = None
+    stop_reason: str | None = None
+    survivors: list[int] = []
+    error: str | None = None
+    gpu_memory_held_mb: dict[str, float] = {}
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def claims_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    def elapsed_s(self, now: float | None = None) -> float:
+        """Wall time from start to end (or to now while it runs)."""
+        start = self.started or self.created
+        end = self.ended if self.final and self.ended else (now or time.time())
+        return max(0.0, end - start)
+
+
+class Progress(Record):
+    """progress.json: the newest step, loss, lr and rates the supervisor parsed."""
+
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    lr: float | None = None
+    samples_per_s: float | None = None
+    samples_per_s_mean: float | None = None
+    eta_s: float | None = None
+    steps_per_s: float | None = None
+    last_progress_t: float | None = None
+    started_t: float = 0.0
+    lines: int = 0
+    checkpoints: int = 0
+    finished: bool = False
+
+
+class Event(Record):
+    """One line of events.jsonl: something the user must see (a hang, a failed rank, a plan mismatch)."""
+
+    kind: str
+    severity: Literal["info", "warning", "error"]
+    title: str
+    detail: str = ""
+    suggestion: str = ""
+    rank: int | None = None
+    t: float = Field(default_factory=time.time)
+    data: dict[str, Any] = {}
+
+
+class GpuSample(Record):
+    """One line of gpu.jsonl: one device at one moment (run_* are this run's share)."""
+
+    t: float
+    index: int
+    utilization: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    run_memory_mb: float | None = None
+    run_utilization: float | None = None
+    lost: bool = False
+
+
+class RankState(Record):
+    """One rank's process at one moment."""
+
+    rank: int
+    local_rank: int
+    pid: int
+    cpu: float | None
+    status: str
+    alive: bool = True
+    ref: ProcessRef | None = None
+
+
+class RanksSample(Record):
+    """One line of ranks.jsonl."""
+
+    t: float
+    ranks: list[RankState]
+
+
+def parse_lines(text: str, kind: type[RecordT]) -> tuple[list[RecordT], int]:
+    """The records of JSON lines, and how many lines could not be read as one."""
+    records, bad = [], 0
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse_record(line, kind, kind.__name__))
+        except RecordError:
+            bad += 1
+    return records, bad

@@ -1,0 +1,91 @@
+"""The log pane: the run's own log file shown through a sparse line index, lines rendered on demand.
+
+Scrollback and search cover the whole log at flat memory (the way Toolong reads files); the pane
+holds no copy of the lines, only the index and a few decoded blocks.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gpuwizard.runner.logindex import LogIndex
+
+WINDOW_LINES = 256
+
+
+class LogView(ScrollView, can_focus=True):
+    """A scrollable view over a LogIndex that follows the tail unless the user scrolled away."""
+
+    DEFAULT_CSS = """
+    LogView { background: $surface; color: $foreground; }
+    LogView:focus { background-tint: $foreground 3%; }
+    """
+
+    def __init__(self, index: LogIndex, *, id: str | None = None):
+        super().__init__(id=id)
+        self.index = index
+        self.auto_scroll = True
+        self.line_count = 0
+        self.widest = 0
+        self.highlight: int | None = None
+        self._window_start = -1
+        self._window: list[str] = []
+
+    def grow(self, line_count: int) -> None:
+        """The index now holds `line_count` lines: extend the scroll range, keep following the tail."""
+        if line_count == self.line_count:
+            return
+        following = self.auto_scroll and (self.is_vertical_scroll_end or self.line_count == 0)
+        first_new = self.line_count
+        self.line_count = line_count
+        if line_count < first_new:
+            self._window_start = -1  # the file was replaced
+        self.virtual_size = Size(max(self.widest, self.size.width), line_count)
+        if following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def on_resize(self) -> None:
+        self.virtual_size = Size(max(self.widest, self.size.width), self.line_count)
+        if self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def line(self, number: int) -> str:
+        """One display line, read through a window of neighbouring lines (one index look-up per screenful)."""
+        start = self._window_start
+        if not (start <= number < start + len(self._window)):
+            start = max(0, number - WINDOW_LINES // 4)
+            self._window = self.index.lines(start, WINDOW_LINES)
+            self._window_start = start
+            width = max(map(len, self._window), default=0)
+            if width > self.widest:
+                self.widest = width
+                self.virtual_size = Size(max(width, self.size.width), self.line_count)
+        offset = number - start
+        return self._window[offset] if 0 <= offset < len(self._window) else ""
+
+    def render_line(self, y: int) -> Strip:
+        number = self.scroll_offset.y + y
+        if number >= self.line_count:
+            return Strip.blank(self.size.width, self.rich_style)
+        style = self.rich_style + Style(reverse=True) if number == self.highlight else self.rich_style
+        scroll_x = self.scroll_offset.x
+        return Strip([Segment(self.line(number), style)]).crop(scroll_x, scroll_x + self.size.width).extend_cell_length(self.size.width, style)
+
+    def show_line(self, number: int) -> None:
+        """Scroll so a line (a search match) is near the top, and mark it."""
+        self.auto_scroll = False
+        self.highlight = number
+        self.scroll_to(y=max(0, number - 2), animate=False, immediate=True)
+        self.refresh()
+
+    def follow(self, on: bool) -> None:
+        self.auto_scroll = on
+        if on:
+            self.highlight = None
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.refresh()
