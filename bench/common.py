@@ -41,10 +41,29 @@ def wall(cmd: list[str], env: dict[str, str] | None = None, repeat: int = 7) -> 
     return median(times)
 
 
-def record(section: str, figure: str, value: float, unit: str, reference: float | None = None, goal: str = "", met: bool | None = None) -> None:
+def record(
+    section: str,
+    figure: str,
+    value: float,
+    unit: str,
+    reference: float | None = None,
+    goal: str = "",
+    met: bool | None = None,
+) -> None:
     """One row of the results table; `reference` makes the ratio."""
     ratio = value / reference if reference else None
-    RESULTS.append({"section": section, "figure": figure, "value": value, "unit": unit, "reference": reference, "ratio": ratio, "goal": goal, "met": met})
+    RESULTS.append(
+        {
+            "section": section,
+            "figure": figure,
+            "value": value,
+            "unit": unit,
+            "reference": reference,
+            "ratio": ratio,
+            "goal": goal,
+            "met": met,
+        }
+    )
     ref = f"{reference:.4g}" if reference is not None else ""
     rat = f"{ratio:.3f}" if ratio is not None else ""
     status = {True: "ok", False: "MISSED", None: ""}[met]
@@ -62,4 +81,6 @@ def machine() -> str:
 
 def save(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine": machine(), "time": time.strftime("%Y-%m-%d %H:%M:%S"), "results": RESULTS}, indent=2))
+    path.write_text(
+        json.dumps({"machine": machine(), "time": time.strftime("%Y-%m-%d %H:%M:%S"), "results": RESULTS}, indent=2)
+    )

@@ -23,17 +23,43 @@ def latency(env: dict[str, str], name: str) -> float:
 def run(quick: bool = False) -> None:
     print("4. Hang detection")
     env = isolated_env()
-    name = write_preset(env, "hang", gpus=2, steps=5000, options="  inject_hang: {rank: 1, step: 40}", hang_timeout=HANG_TIMEOUT)
+    name = write_preset(
+        env, "hang", gpus=2, steps=5000, options="  inject_hang: {rank: 1, step: 40}", hang_timeout=HANG_TIMEOUT
+    )
     runs = 3 if quick else 5
     latencies = [latency(env, name) for _ in range(runs)]
     worst = max(latencies)
-    record("hang", f"injected hang -> event, worst of {runs} (timeout {HANG_TIMEOUT:g} s)", worst, "s", HANG_TIMEOUT, "<= timeout + 2 s", worst <= HANG_TIMEOUT + 2)
+    record(
+        "hang",
+        f"injected hang -> event, worst of {runs} (timeout {HANG_TIMEOUT:g} s)",
+        worst,
+        "s",
+        HANG_TIMEOUT,
+        "<= timeout + 2 s",
+        worst <= HANG_TIMEOUT + 2,
+    )
     record("hang", f"injected hang -> event, median of {runs}", median(latencies), "s", HANG_TIMEOUT, "(info)")
-    slow = write_preset(env, "slow-ckpt", gpus=2, steps=120, options="  save_every: 30\n  checkpoint_time_s: 4.0", hang_timeout=2.0, first_step_timeout=60)
+    slow = write_preset(
+        env,
+        "slow-ckpt",
+        gpus=2,
+        steps=120,
+        options="  save_every: 30\n  checkpoint_time_s: 4.0",
+        hang_timeout=2.0,
+        first_step_timeout=60,
+    )
     healthy = 5 if quick else 20
     false_positives = 0
     for _ in range(healthy):
         result = gw(env, "run", slow, "--headless")
         kinds = [e["kind"] for e in events(newest_run(env))]
         false_positives += result.returncode == 3 or "hang_suspected" in kinds
-    record("hang", f"false hang alarms in {healthy} healthy runs (4 s checkpoints, 2 s hang timeout)", false_positives, "runs", None, "none", false_positives == 0)
+    record(
+        "hang",
+        f"false hang alarms in {healthy} healthy runs (4 s checkpoints, 2 s hang timeout)",
+        false_positives,
+        "runs",
+        None,
+        "none",
+        false_positives == 0,
+    )

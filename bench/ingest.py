@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import psutil
+
 from common import PYTHON, ROOT, median, record
 
 PLAIN_TAILER = textwrap.dedent("""
@@ -66,11 +67,43 @@ def make_run(base: Path, total: int) -> Path:
     """A run folder whose job is the flood script, started by the real supervisor."""
     run = base / "runs" / "flood"
     run.mkdir(parents=True)
-    expect = {"steps": total // 100, "lr": 1e-3, "warmup_steps": 0, "effective_batch": None, "world_size": 1, "hang_timeout_s": 300.0}
-    (run / "job.json").write_text(json.dumps({"argv": [PYTHON, str(ROOT / "bench" / "flood_job.py"), str(total)], "env": {"PYTHONUNBUFFERED": "1"},
-                                              "unset": [], "workdir": str(base), "trainer": "demo", "device": "cpu", "on_hang": "report", "expect": expect}))
-    (run / "status.json").write_text(json.dumps({"run_id": "flood", "preset": "flood", "trainer": "demo", "policy": "demo", "world_size": 1,
-                                                 "device": "cpu", "steps": total // 100, "created": time.time(), "state": "starting"}))
+    expect = {
+        "steps": total // 100,
+        "lr": 1e-3,
+        "warmup_steps": 0,
+        "effective_batch": None,
+        "world_size": 1,
+        "hang_timeout_s": 300.0,
+    }
+    (run / "job.json").write_text(
+        json.dumps(
+            {
+                "argv": [PYTHON, str(ROOT / "bench" / "flood_job.py"), str(total)],
+                "env": {"PYTHONUNBUFFERED": "1"},
+                "unset": [],
+                "workdir": str(base),
+                "trainer": "demo",
+                "device": "cpu",
+                "on_hang": "report",
+                "expect": expect,
+            }
+        )
+    )
+    (run / "status.json").write_text(
+        json.dumps(
+            {
+                "run_id": "flood",
+                "preset": "flood",
+                "trainer": "demo",
+                "policy": "demo",
+                "world_size": 1,
+                "device": "cpu",
+                "steps": total // 100,
+                "created": time.time(),
+                "state": "starting",
+            }
+        )
+    )
     return run
 
 
@@ -92,9 +125,15 @@ def start_flood(total: int) -> tuple[Path, subprocess.Popen, subprocess.Popen]:
     base = Path(tempfile.mkdtemp(prefix="gpuwizard-flood-"))
     os.environ["GPUWIZARD_DATA_DIR"] = str(base)
     run = make_run(base, total)
-    tailer = subprocess.Popen([PYTHON, "-c", PLAIN_TAILER, str(run / "log.txt"), str(total)], stdout=subprocess.PIPE, text=True)
-    supervisor = subprocess.Popen([PYTHON, "-m", "gpuwizard.runner.supervisor", str(run)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+    tailer = subprocess.Popen(
+        [PYTHON, "-c", PLAIN_TAILER, str(run / "log.txt"), str(total)], stdout=subprocess.PIPE, text=True
+    )
+    supervisor = subprocess.Popen(
+        [PYTHON, "-m", "gpuwizard.runner.supervisor", str(run)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return run, tailer, supervisor
 
 
@@ -121,8 +160,15 @@ def terminal_latency_and_memory(total: int, samples: int = 20) -> dict:
     run, tailer, supervisor = start_flood(total)
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    tui = subprocess.Popen([PYTHON, "-m", "gpuwizard", "attach", "flood"], stdin=slave, stdout=slave, stderr=slave,
-                           env={**os.environ, "TERM": "xterm-256color"}, start_new_session=True, cwd=ROOT)
+    tui = subprocess.Popen(
+        [PYTHON, "-m", "gpuwizard", "attach", "flood"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color"},
+        start_new_session=True,
+        cwd=ROOT,
+    )
     os.close(slave)
     tui_proc, sup_proc = psutil.Process(tui.pid), psutil.Process(supervisor.pid)
 
@@ -135,7 +181,7 @@ def terminal_latency_and_memory(total: int, samples: int = 20) -> dict:
                     seen += os.read(master, 1 << 20)
                 except OSError:
                     return None
-                if until is not None and until in seen[-(1 << 16):]:
+                if until is not None and until in seen[-(1 << 16) :]:
                     return time.perf_counter() - start
         return None
 
@@ -181,19 +227,65 @@ def run(quick: bool = False) -> None:
         flood_file(path, lines)
         plain = median([plain_read(path) for _ in range(3)])
         sup = median([supervisor_stage(path) for _ in range(3)])
-        record("ingest", "offline: supervisor stage (tail, parse, monitor), lines/s", lines / sup, "lines/s", lines / plain, "(info)")
+        record(
+            "ingest",
+            "offline: supervisor stage (tail, parse, monitor), lines/s",
+            lines / sup,
+            "lines/s",
+            lines / plain,
+            "(info)",
+        )
     live_lines = 1_000_000 if quick else 2_000_000
     tui_s, plain_s = live_throughput(live_lines)
-    record("ingest", f"live: {live_lines:,} flooded lines into the log pane, lines/s", live_lines / tui_s, "lines/s", live_lines / plain_s, ">= 0.5x", tui_s <= 2 * plain_s)
+    record(
+        "ingest",
+        f"live: {live_lines:,} flooded lines into the log pane, lines/s",
+        live_lines / tui_s,
+        "lines/s",
+        live_lines / plain_s,
+        ">= 0.5x",
+        tui_s <= 2 * plain_s,
+    )
     big = 1_000_000 if quick else 5_000_000
     result = terminal_latency_and_memory(big, samples=8 if quick else 20)
     lat = sorted(result["latencies"])
     if lat:
-        record("ingest", f"key-to-screen latency in a pty during the flood, median of {len(lat)}", median(lat) * 1000, "ms", None, "< 100 ms", median(lat) < 0.1)
-        record("ingest", "key-to-screen latency in a pty during the flood, p95", lat[int(0.95 * (len(lat) - 1))] * 1000, "ms", None, "(info)")
+        record(
+            "ingest",
+            f"key-to-screen latency in a pty during the flood, median of {len(lat)}",
+            median(lat) * 1000,
+            "ms",
+            None,
+            "< 100 ms",
+            median(lat) < 0.1,
+        )
+        record(
+            "ingest",
+            "key-to-screen latency in a pty during the flood, p95",
+            lat[int(0.95 * (len(lat) - 1))] * 1000,
+            "ms",
+            None,
+            "(info)",
+        )
     first, last = result["rss"][0], result["rss"][-1]
-    record("ingest", f"TUI resident memory after {big:,} lines (ref: after {first[0]:,})", last[1], "MB", first[1], "flat, < 300 MB", last[1] < 300 and last[1] - first[1] < 50)
-    record("ingest", f"supervisor resident memory after {big:,} lines (ref: after {first[0]:,})", max(r[2] for r in result["rss"]), "MB", first[2], "flat, < 300 MB", max(r[2] for r in result["rss"]) < 300)
+    record(
+        "ingest",
+        f"TUI resident memory after {big:,} lines (ref: after {first[0]:,})",
+        last[1],
+        "MB",
+        first[1],
+        "flat, < 300 MB",
+        last[1] < 300 and last[1] - first[1] < 50,
+    )
+    record(
+        "ingest",
+        f"supervisor resident memory after {big:,} lines (ref: after {first[0]:,})",
+        max(r[2] for r in result["rss"]),
+        "MB",
+        first[2],
+        "flat, < 300 MB",
+        max(r[2] for r in result["rss"]) < 300,
+    )
 
 
 if __name__ == "__main__":

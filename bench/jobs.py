@@ -12,12 +12,24 @@ from common import PYTHON, ROOT
 DEMO_STEP = re.compile(r"\[demo\] step (\d+)/\d+ .* samples/s=([\d.]+)")
 
 
-def write_preset(env: dict[str, str], name: str, gpus: int = 2, steps: int = 600, batch: int = 8, options: str = "", hang_timeout: float = 60,
-                 first_step_timeout: float | None = None) -> str:
+def write_preset(
+    env: dict[str, str],
+    name: str,
+    gpus: int = 2,
+    steps: int = 600,
+    batch: int = 8,
+    options: str = "",
+    hang_timeout: float = 60,
+    first_step_timeout: float | None = None,
+) -> str:
     folder = Path(env["GPUWIZARD_CONFIG_DIR"]) / "presets"
     folder.mkdir(parents=True, exist_ok=True)
     data = Path(env["GPUWIZARD_DATA_DIR"])
-    monitor = f"{{hang_timeout_s: {hang_timeout}" + (f", first_step_timeout_s: {first_step_timeout}" if first_step_timeout else "") + "}"
+    monitor = (
+        f"{{hang_timeout_s: {hang_timeout}"
+        + (f", first_step_timeout_s: {first_step_timeout}" if first_step_timeout else "")
+        + "}"
+    )
     (folder / f"{name}.yaml").write_text(f"""\
 version: 1
 name: {name}
@@ -38,7 +50,9 @@ monitor: {monitor}
 
 
 def gw(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "gpuwizard", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [PYTHON, "-m", "gpuwizard", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
 
 
 def newest_run(env: dict[str, str]) -> Path:

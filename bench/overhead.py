@@ -19,7 +19,9 @@ def bare(env: dict[str, str], name: str) -> float:
         full.pop(var, None)
     full.update(spec["env"])
     with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
-        subprocess.run(spec["argv"], cwd=spec["workdir"], env=full, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=900)
+        subprocess.run(
+            spec["argv"], cwd=spec["workdir"], env=full, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=900
+        )
         log.seek(0)
         return mean_samples_per_s(log.read())
 
@@ -41,5 +43,13 @@ def run(quick: bool = False) -> None:
         without.append(bare(env, name))
         with_monitor.append(monitored(env, name))
     w, b = median(with_monitor), median(without)
-    record("overhead", f"demo samples/s with the monitor attached (median of {pairs})", w, "samples/s", b, ">= 0.98x", w / b >= 0.98)
+    record(
+        "overhead",
+        f"demo samples/s with the monitor attached (median of {pairs})",
+        w,
+        "samples/s",
+        b,
+        ">= 0.98x",
+        w / b >= 0.98,
+    )
     os.environ.pop("GPUWIZARD_DATA_DIR", None)

@@ -12,14 +12,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import hang  # noqa: E402
-import ingest  # noqa: E402
-import overhead  # noqa: E402
-import scaling  # noqa: E402
-import startup  # noqa: E402
-from common import RESULTS, ROOT, machine, save  # noqa: E402
+import hang
+import ingest
+import overhead
+import scaling
+import startup
+from common import RESULTS, ROOT, machine, save
 
-SECTIONS = {"startup": startup.run, "ingest": ingest.run, "overhead": overhead.run, "hang": hang.run, "scaling": scaling.run}
+SECTIONS = {
+    "startup": startup.run,
+    "ingest": ingest.run,
+    "overhead": overhead.run,
+    "hang": hang.run,
+    "scaling": scaling.run,
+}
 
 
 def main() -> int:

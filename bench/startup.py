@@ -22,8 +22,15 @@ def first_frame(cmd: list[str], marker: bytes, env: dict[str, str]) -> float:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env={**env, "TERM": "xterm-256color", "COLORTERM": "truecolor"},
-                            start_new_session=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "TERM": "xterm-256color", "COLORTERM": "truecolor"},
+        start_new_session=True,
+        cwd=ROOT,
+    )
     os.close(slave)
     seen = b""
     elapsed = None
@@ -65,13 +72,22 @@ def plan_libraries(env: dict[str, str]) -> str:
 def compile_bytecode() -> None:
     """Write gpuwizard's .pyc files as a user's first run would (PYTHONDONTWRITEBYTECODE would time the compiler instead)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([PYTHON, "-m", "compileall", "-q", str(ROOT / "src" / "gpuwizard")], env=env, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        [PYTHON, "-m", "compileall", "-q", str(ROOT / "src" / "gpuwizard")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
 
 
 def lerobot_preset(env: dict[str, str]) -> str:
     """The shipped ACT DDP preset pointed at a LeRobot interpreter (GPUWIZARD_LEROBOT_PYTHON, else this one)."""
     python = os.environ.get("GPUWIZARD_LEROBOT_PYTHON") or PYTHON
-    text = (ROOT / "src" / "gpuwizard" / "presets" / "so100-act-ddp2.yaml").read_text().replace("name: so100-act-ddp2", "name: act-bench")
+    text = (
+        (ROOT / "src" / "gpuwizard" / "presets" / "so100-act-ddp2.yaml")
+        .read_text()
+        .replace("name: so100-act-ddp2", "name: act-bench")
+    )
     presets = Path(env["GPUWIZARD_CONFIG_DIR"]) / "presets"
     presets.mkdir(parents=True, exist_ok=True)
     (presets / "act-bench.yaml").write_text(text + f"launch:\n  python: {python}\n")
@@ -107,13 +123,44 @@ def run(repeat: int = 7) -> None:
     python_start = wall([PYTHON, "-c", "pass"], env, repeat)
     help_time = wall([PYTHON, "-m", "gpuwizard", "--help"], env, repeat)
     plan_time = wall([PYTHON, "-m", "gpuwizard", "plan", "demo-cpu"], env, repeat)
-    record("startup", "gpuwizard --help wall time (ref: python -c pass)", help_time, "s", python_start, "< 0.3 s", help_time < 0.3)
-    record("startup", "gpuwizard plan demo-cpu wall time (ref: python -c pass)", plan_time, "s", python_start, "< 0.3 s", plan_time < 0.3)
+    record(
+        "startup",
+        "gpuwizard --help wall time (ref: python -c pass)",
+        help_time,
+        "s",
+        python_start,
+        "< 0.3 s",
+        help_time < 0.3,
+    )
+    record(
+        "startup",
+        "gpuwizard plan demo-cpu wall time (ref: python -c pass)",
+        plan_time,
+        "s",
+        python_start,
+        "< 0.3 s",
+        plan_time < 0.3,
+    )
     act = [PYTHON, "-m", "gpuwizard", "plan", lerobot_preset(env)]
     cold = cold_probe_wall(act, env, repeat)
     warm = wall(act, env, repeat)
-    record("startup", "gpuwizard plan on a LeRobot ACT preset, its environment probed before (ref: python -c pass)", warm, "s", python_start, "< 0.3 s", warm < 0.3)
-    record("startup", "same, first plan after an install (the probe starts the LeRobot interpreter)", cold, "s", warm, "(info)")
+    record(
+        "startup",
+        "gpuwizard plan on a LeRobot ACT preset, its environment probed before (ref: python -c pass)",
+        warm,
+        "s",
+        python_start,
+        "< 0.3 s",
+        warm < 0.3,
+    )
+    record(
+        "startup",
+        "same, first plan after an install (the probe starts the LeRobot interpreter)",
+        cold,
+        "s",
+        warm,
+        "(info)",
+    )
     # What no gpuwizard code can remove: the interpreter plus the libraries `plan` must import to validate a preset and read NVML.
     libraries = plan_libraries(env)
     floor = wall([PYTHON, "-c", f"import {libraries}"], env, repeat)

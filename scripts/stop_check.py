@@ -19,7 +19,12 @@ from gpuwizard.runner.rundir import alive_processes, list_runs
 def slow_copy(name: str) -> str:
     """The preset, long and slowed down, saved under a new name so the stop lands mid-run."""
     preset = load_preset(name)
-    for dotted, value in (("name", f"{name}-stopcheck"), ("optim.steps", 5000), ("trainer_options.step_time_s", 0.05), ("trainer_options.log_every", 5)):
+    for dotted, value in (
+        ("name", f"{name}-stopcheck"),
+        ("optim.steps", 5000),
+        ("trainer_options.step_time_s", 0.05),
+        ("trainer_options.log_every", 5),
+    ):
         preset = with_field(preset, dotted, value)
     save_user_preset(preset)
     return preset.name
@@ -28,7 +33,11 @@ def slow_copy(name: str) -> str:
 def main() -> int:
     name = slow_copy(sys.argv[1])
     before = {e.run.run_id for e in list_runs()}
-    headless = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", name, "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    headless = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", name, "--headless"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     deadline, run, progress = time.time() + 180, None, None
     while time.time() < deadline and headless.poll() is None:
         run = next((e.run for e in list_runs() if e.run.run_id not in before), None)
@@ -51,9 +60,11 @@ def main() -> int:
         time.sleep(0.1)
         alive = alive_processes(run, status)
     held = status.gpu_memory_held_mb
-    print(f"stopped {status.run_id} at step {step}: headless exit {rc}, state {status.state}, "
-          f"{time.time() - stop_t:.1f} s to stop; processes left: {alive or 'none'}; "
-          f"GPU memory held after: {json.dumps(held) if held else 'none'}")
+    print(
+        f"stopped {status.run_id} at step {step}: headless exit {rc}, state {status.state}, "
+        f"{time.time() - stop_t:.1f} s to stop; processes left: {alive or 'none'}; "
+        f"GPU memory held after: {json.dumps(held) if held else 'none'}"
+    )
     return 0 if rc == 4 and status.state == "stopped" and not alive and not status.survivors and not held else 1
 
 

@@ -63,10 +63,18 @@ def gw(capsys):
     return run
 
 
-def gw_subprocess(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def gw_subprocess(
+    *args: str, env: dict | None = None, timeout: float = 120, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """Run the real console entry point in a child process."""
-    return subprocess.run([sys.executable, "-m", "gpuwizard", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwizard", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
 
 
 def replay(monkeypatch, name: str) -> Path:

@@ -10,7 +10,9 @@ from gpuwizard.tui.themes import load_themes
 def test_every_catalog_figure_cites_a_source():
     for key, entry in load_catalog().items():
         assert entry.trainers, key
-        assert "params_m" in entry.sources or key == "demo" and entry.sources, f"{key} cites no source for its parameter count"
+        assert "params_m" in entry.sources or key == "demo" and entry.sources, (
+            f"{key} cites no source for its parameter count"
+        )
         assert entry.vram.full_gb > 0 and entry.vram.at_batch > 0
 
 
@@ -18,7 +20,8 @@ def test_user_catalog_overrides_and_adds(gw):
     paths.config_dir().mkdir(parents=True, exist_ok=True)
     (paths.config_dir() / "policies.yaml").write_text(
         "act:\n  default_lr: {lerobot: 3.0e-5}\n"
-        "tiny:\n  title: Tiny\n  vram: {full_gb: 1, at_batch: 8}\n  trainers: [demo]\n  default_lr: {demo: 1.0e-3}\n")
+        "tiny:\n  title: Tiny\n  vram: {full_gb: 1, at_batch: 8}\n  trainers: [demo]\n  default_lr: {demo: 1.0e-3}\n"
+    )
     load_catalog.cache_clear()
     assert load_catalog()["act"].default_lr == {"lerobot": 3e-5}
     assert load_catalog()["act"].params_m == 51.6, "fields not overridden stay"

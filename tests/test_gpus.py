@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, gw_subprocess, replay
 
+from conftest import DATA, gw_subprocess, replay
 from gpuwizard.gpus.advice import setup_advice
 from gpuwizard.gpus.inventory import NO_DRIVER_LINE, import_pynvml, read_inventory
 from gpuwizard.gpus.replay import ReplayNvml
@@ -22,7 +22,7 @@ def has_driver() -> bool:
         nv.nvmlInit()
         nv.nvmlShutdown()
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -47,16 +47,31 @@ def test_gpus_with_no_driver_real_nvml_path(tmp_path):
 
 def test_without_the_nvml_library_pynvml_is_never_imported():
     """The same dlopen pynvml does decides first, so driverless machines skip pynvml's import; with a driver NVML is read."""
-    code = ("import sys\nfrom gpuwizard.gpus.inventory import nvml_library_loads, read_inventory\n"
-            "inventory = read_inventory()\nprint(nvml_library_loads(), 'pynvml' in sys.modules, inventory.message)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "GPUWIZARD_NVML_REPLAY": ""})
+    code = (
+        "import sys\nfrom gpuwizard.gpus.inventory import nvml_library_loads, read_inventory\n"
+        "inventory = read_inventory()\nprint(nvml_library_loads(), 'pynvml' in sys.modules, inventory.message)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "GPUWIZARD_NVML_REPLAY": ""},
+    )
     loads, imported, message = out.stdout.strip().split(" ", 2)
     assert imported == loads
     if loads == "False":
         assert message == NO_DRIVER_LINE and not has_driver()
 
 
-@pytest.mark.parametrize("name, text", [("no_driver", NO_DRIVER_LINE), ("driver_not_loaded", NO_DRIVER_LINE), ("driver_mismatch", "upgraded without reloading")])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("no_driver", NO_DRIVER_LINE),
+        ("driver_not_loaded", NO_DRIVER_LINE),
+        ("driver_mismatch", "upgraded without reloading"),
+    ],
+)
 def test_nvml_failing_to_start(name, text):
     inventory = read_inventory(machine(name))
     assert inventory.gpus == [] and text in inventory.message
@@ -87,7 +102,7 @@ def test_nvlink_bridge_and_nvswitch_topology():
     bridge = read_inventory(machine("a100_pcie_nvlink_bridge")).link(0, 1)
     assert (bridge.label, bridge.p2p_read) == ("NV4", "OK")
     switch = read_inventory(machine("h100_nvswitch_4"))
-    assert len(switch.links) == 6 and {l.label for l in switch.links} == {"NV18"}
+    assert len(switch.links) == 6 and {link.label for link in switch.links} == {"NV18"}
     assert switch.link(0, 3).topology == "SYS" and switch.link(0, 1).topology == "NODE"
     assert switch.gpus[0].ecc_uncorrected == 0 and switch.gpus[0].mig_mode is False
 
@@ -106,7 +121,9 @@ def test_p2p_constant_tuple_gotcha_is_avoided():
     assert read_inventory(machine("workstation_2x4090")).link(0, 1).p2p_read is not None
 
 
-@pytest.mark.parametrize("visible, expected", [("1", {1: 0}), ("1,0", {1: 0, 0: 1}), ("GPU-7f3b9c11", {1: 0}), ("0,7", {0: 0}), ("", {})])
+@pytest.mark.parametrize(
+    "visible, expected", [("1", {1: 0}), ("1,0", {1: 0, 0: 1}), ("GPU-7f3b9c11", {1: 0}), ("0,7", {0: 0}), ("", {})]
+)
 def test_cuda_visible_devices_is_respected(monkeypatch, visible, expected):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     inv = read_inventory(machine("workstation_2x4090"))

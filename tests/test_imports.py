@@ -25,8 +25,16 @@ def loaded_after(argv: list[str]) -> set[str]:
 
 
 def test_import_gpuwizard_is_light():
-    out = subprocess.run([sys.executable, "-c", "import sys, gpuwizard, gpuwizard.cli; print([m for m in ('torch','textual','pynvml','msgspec','yaml') if m in sys.modules])"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, gpuwizard, gpuwizard.cli; print([m for m in ('torch','textual','pynvml','msgspec','yaml') if m in sys.modules])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -39,27 +47,33 @@ def test_command_paths_never_import_torch_or_textual(argv):
 
 def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
     """The app module and its first screen import no validation, tensor or NVML library (they load after the first frame)."""
-    code = ("import sys\nimport gpuwizard.tui.app, gpuwizard.tui.wizard, gpuwizard.tui.launch\n"
-            "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'gpuwizard.preset', 'gpuwizard.plan') if m in sys.modules)))")
+    code = (
+        "import sys\nimport gpuwizard.tui.app, gpuwizard.tui.wizard, gpuwizard.tui.launch\n"
+        "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'gpuwizard.preset', 'gpuwizard.plan') if m in sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
 
 def test_core_never_imports_textual():
     """The core package (everything outside tui/) must work without Textual."""
-    code = ("import sys, importlib, pkgutil, gpuwizard\n"
-            "mods = [m.name for m in pkgutil.walk_packages(gpuwizard.__path__, 'gpuwizard.') if '.tui' not in m.name and '.demo' not in m.name and not m.name.endswith('__main__')]\n"
-            "[importlib.import_module(m) for m in mods]\n"
-            "print('textual' in sys.modules, 'torch' in sys.modules, len(mods))")
+    code = (
+        "import sys, importlib, pkgutil, gpuwizard\n"
+        "mods = [m.name for m in pkgutil.walk_packages(gpuwizard.__path__, 'gpuwizard.') if '.tui' not in m.name and '.demo' not in m.name and not m.name.endswith('__main__')]\n"
+        "[importlib.import_module(m) for m in mods]\n"
+        "print('textual' in sys.modules, 'torch' in sys.modules, len(mods))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     textual, torch, count = out.stdout.split()
     assert (textual, torch) == ("False", "False") and int(count) > 20
 
 
 def test_plan_imports_only_the_trainer_it_uses():
-    code = ("import sys, io, contextlib\nfrom gpuwizard import cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
-            "print(','.join(sorted(m for m in sys.modules if m.startswith('gpuwizard.trainers.'))))")
+    code = (
+        "import sys, io, contextlib\nfrom gpuwizard import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('gpuwizard.trainers.'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "gpuwizard.trainers.base,gpuwizard.trainers.demo"
 

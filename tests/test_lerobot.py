@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import gw_subprocess
 
+from conftest import gw_subprocess
 from gpuwizard.trainers import lerobot
 from gpuwizard.trainers.lerobot import _probe
 
@@ -31,7 +31,7 @@ def fake_env(root: Path, version: str, parallelism: bool) -> Path:
     bin_dir = root / "bin"
     bin_dir.mkdir()
     python = bin_dir / "python"
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     train = bin_dir / "lerobot-train"
     train.write_text("#!/bin/sh\nexit 0\n")
     for exe in (python, train):
@@ -61,7 +61,9 @@ def test_probe_tells_release_from_main_without_importing_lerobot(tmp_path, versi
     preset = tmp_path / "p.yaml"
     preset.write_text(PRESET.format(python=python, accum=1))
     spec = json.loads(gw_subprocess("preview", preset, "--format", "json").stdout)
-    assert spec["argv"][spec["argv"].index("--max-restarts=0") + 1] == str(python.parent / "lerobot-train"), "the resolved path, never $(which ...)"
+    assert spec["argv"][spec["argv"].index("--max-restarts=0") + 1] == str(python.parent / "lerobot-train"), (
+        "the resolved path, never $(which ...)"
+    )
     has_accum_flag = any(a.startswith("--accelerator.gradient_accumulation.steps") for a in spec["argv"])
     assert has_accum_flag == (api == "main")
     preset.write_text(PRESET.format(python=python, accum=2))
@@ -106,7 +108,10 @@ def test_version_can_be_stated_where_it_cannot_be_probed(gw, write_preset, tmp_p
 
 
 @pytest.mark.lerobot
-@pytest.mark.skipif(not (LEROBOT_PYTHON and LEROBOT_DATASET), reason="set GPUWIZARD_LEROBOT_PYTHON and GPUWIZARD_LEROBOT_DATASET (see README)")
+@pytest.mark.skipif(
+    not (LEROBOT_PYTHON and LEROBOT_DATASET),
+    reason="set GPUWIZARD_LEROBOT_PYTHON and GPUWIZARD_LEROBOT_DATASET (see README)",
+)
 def test_real_lerobot_train_on_cpu_with_two_processes(tmp_path):
     """Plan, launch and parse the real lerobot-train: ACT, 2 CPU processes, linear lr scaling."""
     preset = tmp_path / "lerobot-real.yaml"

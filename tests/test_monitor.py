@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import DATA
 
+from conftest import DATA
 from gpuwizard.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
 from gpuwizard.runner.monitor import Expectations, JobMonitor, classify_ranks
 from gpuwizard.runner.records import GpuSample, RankState, Status
@@ -35,7 +35,10 @@ def feed_file(monitor: JobMonitor, path: Path, t0: float = 1000.0, dt: float = 0
     return events
 
 
-@pytest.mark.parametrize("text, value", [("999", (999, True)), ("12K", (12000, False)), ("2M", (2000000, False)), ("1000K", (1000000, False))])
+@pytest.mark.parametrize(
+    "text, value",
+    [("999", (999, True)), ("12K", (12000, False)), ("2M", (2000000, False)), ("1000K", (1000000, False))],
+)
 def test_big_number(text, value):
     assert big_number(text) == value
 
@@ -44,14 +47,24 @@ def test_real_lerobot_061_log_is_parsed_end_to_end():
     monitor = JobMonitor(expect(steps=20, lr=2e-5, effective_batch=4, warmup_steps=1), get_trainer("lerobot"))
     events = feed_file(monitor, LEROBOT_LOG)
     p = monitor.progress
-    assert (p.step, p.total, p.loss, p.lr, p.samples_per_s, p.checkpoints, p.finished) == (20, 20, 8.322, 2e-5, 2.0, 1, True)
+    assert (p.step, p.total, p.loss, p.lr, p.samples_per_s, p.checkpoints, p.finished) == (
+        20,
+        20,
+        8.322,
+        2e-5,
+        2.0,
+        1,
+        True,
+    )
     assert events == [], "planned lr 2e-5 and effective batch 4 match what LeRobot logged"
 
 
 def test_real_lerobot_log_catches_ignored_lr_and_wrong_batch():
     monitor = JobMonitor(expect(steps=20, lr=2e-4, effective_batch=8), get_trainer("lerobot"))
     kinds = {e.kind: e for e in feed_file(monitor, LEROBOT_LOG)}
-    assert kinds["lr_mismatch"].data["logged"] == pytest.approx(2e-5) and kinds["lr_mismatch"].data["expected"] == pytest.approx(2e-4)
+    assert kinds["lr_mismatch"].data["logged"] == pytest.approx(2e-5) and kinds["lr_mismatch"].data[
+        "expected"
+    ] == pytest.approx(2e-4)
     assert "--optimizer.lr" in kinds["lr_mismatch"].suggestion
     assert kinds["batch_mismatch"].data == {"logged": 4, "expected": 8}
 
@@ -60,7 +73,9 @@ def test_lerobot_main_line_and_rounded_steps():
     line = "INFO 2026-08-23 10:11:12 ot_train.py:769 step:12K smpl:384K ep:1K epch:19.20 loss:0.512 grdn:12.346 lr:1.0e-05 data_s:0.012 prep_s:0.003 updt_s:0.250 step_s:0.266 smp/s:120 mem_gb:7.12 l1_loss:0.410 kld_loss:10.200"
     info = parse_lerobot(line)
     assert (info.step, info.step_is_exact, info.loss, info.lr, info.samples_per_s) == (12000, False, 0.512, 1e-5, 120.0)
-    banner = parse_lerobot("INFO 2026-08-23 10:00:00 ot_train.py:614 Effective batch size: 8 x 4 dp workers x 2 grad accum = 64 (topology: dp_replicate=4, dp_shard=1)")
+    banner = parse_lerobot(
+        "INFO 2026-08-23 10:00:00 ot_train.py:614 Effective batch size: 8 x 4 dp workers x 2 grad accum = 64 (topology: dp_replicate=4, dp_shard=1)"
+    )
     assert banner.effective_batch == 64
     monitor = JobMonitor(expect(steps=20000), get_trainer("lerobot"))
     monitor.feed("Training:  62%|######2   | 12400/20000 [10:00<06:00, 20.1step/s]", now=1)
@@ -72,7 +87,9 @@ def test_hf_groot_and_openpi_lines():
     hf = parse_hf("{'loss': 0.0412, 'grad_norm': 0.87, 'learning_rate': 9.98e-05}")
     assert (hf.loss, hf.lr) == (0.0412, 9.98e-05)
     assert parse_hf("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05}").loss is None
-    assert parse_hf("{'train_runtime': 100.1, 'train_samples_per_second': 64.0, 'train_steps_per_second': 1.0, 'train_loss': 0.1}").finished
+    assert parse_hf(
+        "{'train_runtime': 100.1, 'train_samples_per_second': 64.0, 'train_steps_per_second': 1.0, 'train_loss': 0.1}"
+    ).finished
     assert parse_hf("  5%|▌         | 500/10000 [05:00<1:35:00,  1.67it/s]").step == 500
     jax = parse_openpi("Step 100: grad_norm=0.3368, loss=0.0830, param_norm=1803.7704")
     assert (jax.step, jax.loss) == (100, 0.083)
@@ -89,13 +106,32 @@ def test_torchrun_failure_table_names_the_rank_and_error():
     assert events[0].data["error"] == "RuntimeError: injected crash at step 30 on rank 1"
 
 
-@pytest.mark.parametrize("line, kind, rank", [
-    ("[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.", "collective_timeout", 1),
-    ("[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800391 milliseconds before timing out.", "collective_timeout", 0),
-    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 1800000ms for recv operation to complete", "collective_timeout", None),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB", "out_of_memory", None),
-    ("host:1234:1300 [0] NCCL WARN NET/Socket : peer 10.0.0.2<34567> closed connection", "nccl_error", None),
-])
+@pytest.mark.parametrize(
+    "line, kind, rank",
+    [
+        (
+            "[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
+            "collective_timeout",
+            1,
+        ),
+        (
+            "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800391 milliseconds before timing out.",
+            "collective_timeout",
+            0,
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 1800000ms for recv operation to complete",
+            "collective_timeout",
+            None,
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB",
+            "out_of_memory",
+            None,
+        ),
+        ("host:1234:1300 [0] NCCL WARN NET/Socket : peer 10.0.0.2<34567> closed connection", "nccl_error", None),
+    ],
+)
 def test_known_signatures_are_recognised_at_once(line, kind, rank):
     monitor = JobMonitor(expect(), get_trainer("demo"))
     events = monitor.feed(line, now=1)
@@ -170,7 +206,11 @@ def test_progress_clears_a_reported_hang():
 
 
 def test_differing_rank_from_cpu_and_exited_ranks():
-    one_spinning = [rank_state(0, 0, 1, 2.0, "sleeping"), rank_state(1, 1, 2, 100.0, "running"), rank_state(2, 2, 3, 1.0, "sleeping")]
+    one_spinning = [
+        rank_state(0, 0, 1, 2.0, "sleeping"),
+        rank_state(1, 1, 2, 100.0, "running"),
+        rank_state(2, 2, 3, 1.0, "sleeping"),
+    ]
     assert classify_ranks(one_spinning, None)["differing_rank"] == 1
     exited = [rank_state(0, 0, 1, 1.0, "sleeping"), rank_state(1, 1, 2, None, "exited", alive=False)]
     verdict = classify_ranks(exited, None)
@@ -178,7 +218,7 @@ def test_differing_rank_from_cpu_and_exited_ranks():
 
 
 def test_gpu_spin_wait_is_not_busy():
-    def Gpu(util: float, power: float) -> GpuSample:  # noqa: N802 - reads like the record it builds
+    def Gpu(util: float, power: float) -> GpuSample:
         return GpuSample(t=0.0, index=0, utilization=util, power_w=power, power_limit_w=700.0)
 
     verdict = classify_ranks(BUSY, [Gpu(100, 90), Gpu(100, 85)])
@@ -191,7 +231,9 @@ def test_lr_is_compared_after_warmup():
     assert monitor.feed("[demo] step 10/100 loss=0.5 lr=5.000e-04 samples/s=10", now=1) == []
     assert monitor.feed("[demo] step 30/100 loss=0.5 lr=1.000e-03 samples/s=10", now=2) == []
     wrong = JobMonitor(expect(lr=1e-3, warmup_steps=20), get_trainer("demo"))
-    assert [e.kind for e in wrong.feed("[demo] step 10/100 loss=0.5 lr=4.000e-03 samples/s=10", now=1)] == ["lr_mismatch"]
+    assert [e.kind for e in wrong.feed("[demo] step 10/100 loss=0.5 lr=4.000e-03 samples/s=10", now=1)] == [
+        "lr_mismatch"
+    ]
 
 
 def test_eta_from_recent_rate():
@@ -205,7 +247,9 @@ def test_tail_collapses_carriage_returns_and_keeps_partial_lines(tmp_path):
     tail = LogTail(log)
     assert not tail.read()
     with open(log, "w") as fh:
-        fh.write("first line\nTraining:  10%|#  | 1/10 [00:01<00:09, 1.0it/s]\rTraining:  20%|## | 2/10 [00:02<00:08, 1.0it/s]")
+        fh.write(
+            "first line\nTraining:  10%|#  | 1/10 [00:01<00:09, 1.0it/s]\rTraining:  20%|## | 2/10 [00:02<00:08, 1.0it/s]"
+        )
     chunk = tail.read()
     assert chunk.lines == ["first line"] and chunk.bar == "Training:  20%|## | 2/10 [00:02<00:08, 1.0it/s]"
     with open(log, "a") as fh:
@@ -227,8 +271,10 @@ def test_tail_splits_a_message_written_right_after_a_bar():
 
 def test_a_checkpoint_message_after_a_bar_is_not_undone_by_that_bar(tmp_path):
     log = tmp_path / "log.txt"
-    log.write_text("\rTraining:  24%|##  | 29/120 [00:01<00:04, 19.6step/s]\rTraining:  25%|##  | 30/120 [00:01<00:04, 19.6step/s]"
-                   "[demo] Saving checkpoint at step 30 -> out/checkpoints/000030\n")
+    log.write_text(
+        "\rTraining:  24%|##  | 29/120 [00:01<00:04, 19.6step/s]\rTraining:  25%|##  | 30/120 [00:01<00:04, 19.6step/s]"
+        "[demo] Saving checkpoint at step 30 -> out/checkpoints/000030\n"
+    )
     monitor = JobMonitor(expect(steps=120, hang_timeout_s=2.0), get_trainer("demo"), now=0.0)
     chunk = LogTail(log).read()
     monitor.feed_text(chunk.text, chunk.line_count, now=1.0, bar=chunk.bar)
@@ -241,7 +287,9 @@ def test_batches_find_progress_and_signatures_among_noise():
     noise = [f"debug line {i} fetched shard {i % 7}" for i in range(5000)]
     noise[1234] = "[demo] step 7/1000 loss=0.5 lr=1.000e-04 samples/s=100.0"
     noise[4321] = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
-    events = monitor.feed_text("\n".join(noise), len(noise), now=1.0, bar="Training:   1%|   | 9/1000 [00:01<02:00, 8.0step/s]")
+    events = monitor.feed_text(
+        "\n".join(noise), len(noise), now=1.0, bar="Training:   1%|   | 9/1000 [00:01<02:00, 8.0step/s]"
+    )
     assert monitor.progress.step == 9 and monitor.progress.lines == 5000 and monitor.progress.loss == 0.5
     assert [e.kind for e in events] == ["out_of_memory"]
 
@@ -253,9 +301,25 @@ def test_final_summary_names_leftovers(tmp_path):
 
     run = RunDir(tmp_path / "20261129-000000-x")
     run.path.mkdir()
-    run.write("status.json", Status(run_id=run.run_id, preset="x", trainer="demo", policy="demo", world_size=1, device="cpu", steps=10,
-                                    created=1.0, state="stopped", command="true", exit_code=4))
-    assert "left behind" not in final_summary(run, run.status()) and "still held" not in final_summary(run, run.status())
+    run.write(
+        "status.json",
+        Status(
+            run_id=run.run_id,
+            preset="x",
+            trainer="demo",
+            policy="demo",
+            world_size=1,
+            device="cpu",
+            steps=10,
+            created=1.0,
+            state="stopped",
+            command="true",
+            exit_code=4,
+        ),
+    )
+    assert "left behind" not in final_summary(run, run.status()) and "still held" not in final_summary(
+        run, run.status()
+    )
     run.update_status(survivors=[4321], gpu_memory_held_mb={"0": 2048.0})
     text = final_summary(run, run.status())
     assert "processes left behind: [4321]" in text and "GPU memory still held: GPU 0 2048 MB" in text

@@ -90,8 +90,13 @@ def test_groot_global_32_accum_8_on_4_gpus_is_256_per_update_8_per_card(gw, writ
 
 
 def test_linear_rule_on_two_gpus_doubles_lr_and_reaches_the_trainer(gw, write_preset):
-    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla").replace("hardware: {gpus: 4}", "hardware: {gpus: 2}").replace("grad_accum: 2", "grad_accum: 1") \
-        .replace("rule: none, reference_gpus: 4", "rule: linear_lr, reference_gpus: 1").replace("lr: 1.0e-5", "lr: 1.0e-4")
+    text = (
+        LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla")
+        .replace("hardware: {gpus: 4}", "hardware: {gpus: 2}")
+        .replace("grad_accum: 2", "grad_accum: 1")
+        .replace("rule: none, reference_gpus: 4", "rule: linear_lr, reference_gpus: 1")
+        .replace("lr: 1.0e-5", "lr: 1.0e-4")
+    )
     result, plan = plan_json(gw, write_preset(text))
     assert result.code == 0, result.err
     assert plan["scale_factor"] == 2 and plan["lr"] == pytest.approx(2e-4) and plan["steps"] == 20000
@@ -102,7 +107,11 @@ def test_linear_rule_on_two_gpus_doubles_lr_and_reaches_the_trainer(gw, write_pr
 
 
 def test_divide_steps_halves_steps_on_two_gpus(gw, write_preset):
-    text = LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 2}").replace("grad_accum: 2", "grad_accum: 1").replace("rule: none, reference_gpus: 4", "rule: divide_steps, reference_gpus: 1")
+    text = (
+        LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 2}")
+        .replace("grad_accum: 2", "grad_accum: 1")
+        .replace("rule: none, reference_gpus: 4", "rule: divide_steps, reference_gpus: 1")
+    )
     result, plan = plan_json(gw, write_preset(text))
     assert result.code == 0
     assert (plan["steps"], plan["lr"]) == (10000, pytest.approx(1e-5))
@@ -110,7 +119,9 @@ def test_divide_steps_halves_steps_on_two_gpus(gw, write_preset):
 
 
 def test_sqrt_rule_and_none_rule_warning(gw, write_preset):
-    text = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace("reference_gpus: 4", "reference_gpus: 1")
+    text = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace(
+        "reference_gpus: 4", "reference_gpus: 1"
+    )
     _, plan = plan_json(gw, write_preset(text))
     assert plan["scale_factor"] == 4 and plan["lr"] == pytest.approx(1e-5)
     assert any("scaling.rule" in w and "4x" in w for w in plan["warnings"])
@@ -119,9 +130,15 @@ def test_sqrt_rule_and_none_rule_warning(gw, write_preset):
 
 
 def test_linear_rule_adds_a_warmup_where_the_policy_has_none(gw, write_preset):
-    text = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace("rule: none, reference_gpus: 4", "rule: linear_lr, reference_gpus: 1")
+    text = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace(
+        "rule: none, reference_gpus: 4", "rule: linear_lr, reference_gpus: 1"
+    )
     _, plan = plan_json(gw, write_preset(text))
-    assert plan["lr"] == pytest.approx(4e-5) and plan["warmup_steps"] == 1000 and plan["warmup_source"] == "added for linear_lr"
+    assert (
+        plan["lr"] == pytest.approx(4e-5)
+        and plan["warmup_steps"] == 1000
+        and plan["warmup_source"] == "added for linear_lr"
+    )
     argv = preview_json(gw, write_preset(text))["argv"]
     assert "--use_policy_training_preset=false" in argv
     assert flag(argv, "--optimizer.lr") == "4e-05" and flag(argv, "--scheduler.num_warmup_steps") == "1000"
@@ -186,7 +203,11 @@ trainer_options: {script: train.py}
     spec = preview_json(gw, write_preset(text))
     argv = spec["argv"]
     assert flag(argv, "--per_device_train_batch_size") == "4" and flag(argv, "--gradient_accumulation_steps") == "4"
-    assert flag(argv, "--learning_rate") == "2e-05" and flag(argv, "--max_steps") == "500" and flag(argv, "--warmup_steps") == "50"
+    assert (
+        flag(argv, "--learning_rate") == "2e-05"
+        and flag(argv, "--max_steps") == "500"
+        and flag(argv, "--warmup_steps") == "50"
+    )
     assert "--bf16" in argv
 
 
@@ -203,9 +224,16 @@ def load_catalog_with_hf(write_preset):
 def test_single_node_binds_loopback_multi_node_uses_endpoint(gw, write_preset):
     spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
     assert flag(spec["argv"], "--rdzv-endpoint").startswith("127.0.0.1:")
-    multi = LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 4, nodes: 2, node_rank: 1, rdzv_endpoint: 10.0.0.5:29500}")
+    multi = LEROBOT_MAIN_ACCUM.replace(
+        "hardware: {gpus: 4}", "hardware: {gpus: 4, nodes: 2, node_rank: 1, rdzv_endpoint: 10.0.0.5:29500}"
+    )
     argv = preview_json(gw, write_preset(multi))["argv"]
-    assert (flag(argv, "--nnodes"), flag(argv, "--node-rank"), flag(argv, "--rdzv-endpoint"), flag(argv, "--rdzv-backend")) == ("2", "1", "10.0.0.5:29500", "c10d")
+    assert (
+        flag(argv, "--nnodes"),
+        flag(argv, "--node-rank"),
+        flag(argv, "--rdzv-endpoint"),
+        flag(argv, "--rdzv-backend"),
+    ) == ("2", "1", "10.0.0.5:29500", "c10d")
     _, plan = plan_json(gw, write_preset(multi))
     assert plan["world_size"] == 8 and plan["effective_batch"] == 128
 
@@ -214,7 +242,9 @@ def test_lerobot_always_sets_output_dir_and_push_to_hub_false(gw, write_preset):
     argv = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))["argv"]
     assert flag(argv, "--output_dir") == "outputs/train/act-4x-accum"
     assert "--policy.push_to_hub=false" in argv
-    pushed = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{api: main}", "{api: main, repo_id: me/act}")))["argv"]
+    pushed = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{api: main}", "{api: main, repo_id: me/act}")))[
+        "argv"
+    ]
     assert "--policy.repo_id=me/act" in pushed and "--policy.push_to_hub=false" not in pushed
 
 
@@ -229,6 +259,7 @@ def test_accelerate_variables_removed_with_a_warning(gw, write_preset, monkeypat
 
 # --- validation: one paragraph, exit 2, the field, the value, the fix ---------------------------------
 
+
 def plan_error(gw, path):
     result = gw("plan", path)
     assert result.code == 2
@@ -241,7 +272,10 @@ def test_fsdp_without_wrap_units_is_refused(gw, write_preset):
     assert "fsdp.wrap_modules" in plan_error(gw, write_preset(text))
     ok = text + "fsdp: {wrap_modules: [SmolVLMDecoderLayer]}\n"
     argv = preview_json(gw, write_preset(ok))["argv"]
-    assert flag(argv, "--parallelism.dp_shard") == "4" and flag(argv, "--accelerator.fsdp.wrap_modules") == '["SmolVLMDecoderLayer"]'
+    assert (
+        flag(argv, "--parallelism.dp_shard") == "4"
+        and flag(argv, "--accelerator.fsdp.wrap_modules") == '["SmolVLMDecoderLayer"]'
+    )
     assert "--env_eval_freq=0" in argv
 
 
@@ -256,12 +290,17 @@ def test_grad_accum_on_lerobot_061_is_refused(gw, write_preset):
 
 
 def test_fsdp_on_pi05_lerobot_is_refused(gw, write_preset):
-    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05") + "strategy: fsdp\nfsdp: {min_num_params: 100000000}\n"
+    text = (
+        LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05")
+        + "strategy: fsdp\nfsdp: {min_num_params: 100000000}\n"
+    )
     assert "cannot be sharded" in plan_error(gw, write_preset(text))
 
 
 def test_missing_required_trainer_options(gw, write_preset):
-    text = GROOT_8.replace("  embodiment_tag: new_embodiment\n", "").replace("  base_model_path: nvidia/GR00T-N1.7-3B\n", "")
+    text = GROOT_8.replace("  embodiment_tag: new_embodiment\n", "").replace(
+        "  base_model_path: nvidia/GR00T-N1.7-3B\n", ""
+    )
     err = plan_error(gw, write_preset(text))
     assert "trainer_options.base_model_path" in err and "trainer_options.embodiment_tag" in err
     err = plan_error(gw, write_preset(GROOT_8.replace("  modality_config_path: examples/SO100/so100_config.py\n", "")))
@@ -275,7 +314,12 @@ def test_process_count_must_match_the_trainers_gpu_count(gw, write_preset):
 
 def test_dataset_root_without_metadata(gw, write_preset, tmp_path):
     (tmp_path / "empty").mkdir()
-    err = plan_error(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{repo_id: me/pick}", f"{{repo_id: me/pick, root: {tmp_path / 'empty'}}}")))
+    err = plan_error(
+        gw,
+        write_preset(
+            LEROBOT_MAIN_ACCUM.replace("{repo_id: me/pick}", f"{{repo_id: me/pick, root: {tmp_path / 'empty'}}}")
+        ),
+    )
     assert "dataset.root" in err and "meta/info.json" in err
 
 
@@ -283,7 +327,9 @@ def test_dataset_root_metadata_is_read(gw, write_preset):
     from conftest import DATA
 
     root = DATA / "datasets" / "so100_tiny_lerobot061"
-    _, plan = plan_json(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{repo_id: me/pick}", f"{{repo_id: local/tiny, root: {root}}}")))
+    _, plan = plan_json(
+        gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{repo_id: me/pick}", f"{{repo_id: local/tiny, root: {root}}}"))
+    )
     assert (plan["dataset"]["episodes"], plan["dataset"]["frames"], plan["dataset"]["fps"]) == (4, 160, 30)
     assert plan["dataset"]["cameras"] == ["observation.images.front"]
     assert any("effective batch (64)" in w and "160 frames" in w for w in plan["warnings"])
@@ -323,11 +369,37 @@ def test_bad_flag_is_exit_2_without_traceback(gw):
     assert result.code == 2 and "Traceback" not in result.err and "--gpus" in result.err
 
 
-@pytest.mark.parametrize("name", ["demo-cpu", "so100-act-1gpu", "so100-act-ddp2", "smolvla-ddp4", "groot-n17-8gpu", "groot-n17-accum", "pi05-openpi-fsdp"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "demo-cpu",
+        "so100-act-1gpu",
+        "so100-act-ddp2",
+        "smolvla-ddp4",
+        "groot-n17-8gpu",
+        "groot-n17-accum",
+        "pi05-openpi-fsdp",
+    ],
+)
 def test_shipped_presets_plan_and_preview_cleanly(gw, name):
     result, plan = plan_json(gw, name)
     assert result.code == 0 and plan["errors"] == [], result.err
-    for key in ("trainer", "policy", "world_size", "per_device_batch", "effective_batch", "reference_effective_batch", "scale_factor", "lr", "steps", "warmup_steps", "strategy", "fits", "warnings", "errors"):
+    for key in (
+        "trainer",
+        "policy",
+        "world_size",
+        "per_device_batch",
+        "effective_batch",
+        "reference_effective_batch",
+        "scale_factor",
+        "lr",
+        "steps",
+        "warmup_steps",
+        "strategy",
+        "fits",
+        "warnings",
+        "errors",
+    ):
         assert key in plan
     assert preview_json(gw, name)["argv"]
     assert gw("plan", name).code == 0
@@ -338,7 +410,12 @@ def test_fit_advice_is_honest_about_a_second_gpu(gw, write_preset):
     _, plan = plan_json(gw, write_preset(text))
     assert plan["fits"]["fits"] is True and plan["fits"]["device_gb"] == 24
     assert any("will not pay" in a for a in plan["advice"])
-    assert any("(1) the model does not fit" in a and "(2) the same fine-tune runs many times" in a and "(3)" in a for a in plan["advice"])
-    big = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05").replace("hardware: {gpus: 4}", "hardware: {gpus: 2, gpu_memory_gb: 24}")
+    assert any(
+        "(1) the model does not fit" in a and "(2) the same fine-tune runs many times" in a and "(3)" in a
+        for a in plan["advice"]
+    )
+    big = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05").replace(
+        "hardware: {gpus: 4}", "hardware: {gpus: 2, gpu_memory_gb: 24}"
+    )
     _, plan = plan_json(gw, write_preset(big))
     assert plan["fits"]["fits"] is False and any("does not fit one device" in a for a in plan["advice"])

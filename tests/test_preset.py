@@ -53,7 +53,9 @@ def test_wrong_type_names_field_and_value(write_preset):
     assert "batch.size = 'eight'" in message and "whole number" in message
 
 
-@pytest.mark.parametrize("field, text", [("batch.size", "batch: {size: 0}"), ("batch.grad_accum", "batch: {size: 8, grad_accum: -2}")])
+@pytest.mark.parametrize(
+    "field, text", [("batch.size", "batch: {size: 0}"), ("batch.grad_accum", "batch: {size: 8, grad_accum: -2}")]
+)
 def test_non_positive_numbers_rejected(write_preset, field, text):
     message = error_of(write_preset, GOOD.replace("batch: {size: 8}", text))
     assert field in message and "must be 1 or more" in message and "use a positive number" in message
@@ -87,20 +89,35 @@ def test_trainer_options_are_typed_per_trainer(write_preset):
 
 
 def test_multi_node_needs_rendezvous_and_devices_must_match(write_preset):
-    assert "rdzv_endpoint" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2}"))
-    assert "hardware.devices lists 1" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, devices: [0]}"))
-    assert "host:port" in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2, rdzv_endpoint: nohost}"))
+    assert "rdzv_endpoint" in error_of(
+        write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2}")
+    )
+    assert "hardware.devices lists 1" in error_of(
+        write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, devices: [0]}")
+    )
+    assert "host:port" in error_of(
+        write_preset, GOOD.replace("hardware: {gpus: 2}", "hardware: {gpus: 2, nodes: 2, rdzv_endpoint: nohost}")
+    )
 
 
-@pytest.mark.parametrize("change, expected", [
-    ("hardware: {gpus: 2, device: tpu}", "hardware.device = 'tpu': must be one of auto, cuda, cpu"),
-    ("hardware: {gpus: 2, devices: [0, -1]}", "hardware.devices.1 = -1: must be 0 or more"),
-    ("hardware: {gpus: 2, devices: [1, 1]}", "hardware.devices = [1, 1]: device indices must be unique"),
-    ("hardware: 2", "hardware = 2: must be a mapping"),
-    ("hardware: {gpus: 2}\nlaunch: {env: {NCCL_DEBUG: true}}", "launch.env.NCCL_DEBUG = True: true/false is ambiguous"),
-    ("hardware: {gpus: 2}\nlaunch: {extra_args: --foo}", "launch.extra_args = '--foo': must be a list"),
-    ("hardware: {gpus: 2}\ntrainer_options: {api: v0.5}", "trainer_options.api = 'v0.5': must be one of auto, v0.6, main"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ("hardware: {gpus: 2, device: tpu}", "hardware.device = 'tpu': must be one of auto, cuda, cpu"),
+        ("hardware: {gpus: 2, devices: [0, -1]}", "hardware.devices.1 = -1: must be 0 or more"),
+        ("hardware: {gpus: 2, devices: [1, 1]}", "hardware.devices = [1, 1]: device indices must be unique"),
+        ("hardware: 2", "hardware = 2: must be a mapping"),
+        (
+            "hardware: {gpus: 2}\nlaunch: {env: {NCCL_DEBUG: true}}",
+            "launch.env.NCCL_DEBUG = True: true/false is ambiguous",
+        ),
+        ("hardware: {gpus: 2}\nlaunch: {extra_args: --foo}", "launch.extra_args = '--foo': must be a list"),
+        (
+            "hardware: {gpus: 2}\ntrainer_options: {api: v0.5}",
+            "trainer_options.api = 'v0.5': must be one of auto, v0.6, main",
+        ),
+    ],
+)
 def test_messages_name_the_path_the_value_and_the_allowed_values(write_preset, change, expected):
     assert expected in error_of(write_preset, GOOD.replace("hardware: {gpus: 2}", change))
 
@@ -149,7 +166,15 @@ def test_atomic_write_creates_folders(tmp_path):
 def test_presets_commands(gw, write_preset):
     listed = gw("presets", "list")
     assert listed.code == 0
-    for name in ("demo-cpu", "so100-act-1gpu", "so100-act-ddp2", "smolvla-ddp4", "groot-n17-8gpu", "groot-n17-accum", "pi05-openpi-fsdp"):
+    for name in (
+        "demo-cpu",
+        "so100-act-1gpu",
+        "so100-act-ddp2",
+        "smolvla-ddp4",
+        "groot-n17-8gpu",
+        "groot-n17-accum",
+        "pi05-openpi-fsdp",
+    ):
         assert name in listed.out
     shown = gw("presets", "show", "groot-n17-accum")
     assert shown.code == 0 and "grad_accum: 8" in shown.out

@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import gw_subprocess
 
+from conftest import gw_subprocess
 from gpuwizard.runner.launch import launcher_problems
 from gpuwizard.runner.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
 from gpuwizard.runner.rundir import RunDir, alive_processes, list_runs, run_processes
@@ -42,7 +42,9 @@ monitor: {{hang_timeout_s: {hang}}}
 def demo_preset(tmp_path):
     def make(name="demo-test", gpus=2, steps=60, options="", hang=30, extra="", lr="1.0e-3"):
         path = tmp_path / f"{name}.yaml"
-        path.write_text(DEMO.format(name=name, gpus=gpus, steps=steps, root=tmp_path, options=options, hang=hang, lr=lr) + extra)
+        path.write_text(
+            DEMO.format(name=name, gpus=gpus, steps=steps, root=tmp_path, options=options, hang=hang, lr=lr) + extra
+        )
         return path
 
     return make
@@ -155,7 +157,12 @@ def test_injected_crash_reports_the_rank_and_error(demo_preset):
 
 def test_ctrl_c_stops_every_process(demo_preset):
     path = demo_preset(name="demo-stop", steps=5000, options="  step_time_s: 0.05")
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert wait_for(lambda: all_runs() and current_step(all_runs()[0]), timeout=90)
     run = only_run()
     assert rank_pids(run), "ranks were seen"
@@ -169,7 +176,12 @@ def test_ctrl_c_stops_every_process(demo_preset):
 
 def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
     path = demo_preset(name="demo-detach", steps=150, options="  step_time_s: 0.05")
-    proc = subprocess.Popen([sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert wait_for(lambda: all_runs() and all_runs()[0].status().state == "running", timeout=60)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -218,7 +230,9 @@ def test_busy_port_is_refused_before_anything_starts(demo_preset):
 
 
 def test_missing_interpreter_and_launcher_are_clear_errors(demo_preset, tmp_path):
-    result = gw_subprocess("run", demo_preset(name="demo-py", extra="launch: {python: /nonexistent/bin/python}\n"), "--headless")
+    result = gw_subprocess(
+        "run", demo_preset(name="demo-py", extra="launch: {python: /nonexistent/bin/python}\n"), "--headless"
+    )
     assert result.returncode == 2 and "launch.python = '/nonexistent/bin/python'" in result.stderr
     problems = launcher_problems(["uv", "run", "torchrun"], {"PATH": str(tmp_path)})
     assert problems and "`uv` is not on PATH" in problems[0].paragraph()
@@ -228,7 +242,9 @@ def test_missing_interpreter_and_launcher_are_clear_errors(demo_preset, tmp_path
 def test_unwritable_run_folder_is_a_clear_error(demo_preset, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    result = gw_subprocess("run", demo_preset(name="demo-dir"), "--headless", env={"GPUWIZARD_DATA_DIR": str(blocker / "data")})
+    result = gw_subprocess(
+        "run", demo_preset(name="demo-dir"), "--headless", env={"GPUWIZARD_DATA_DIR": str(blocker / "data")}
+    )
     assert result.returncode == 2 and "run folder" in result.stderr and "GPUWIZARD_DATA_DIR" in result.stderr
 
 
@@ -247,15 +263,48 @@ def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp
     run = RunDir(tmp_path / "20261129-000000-gpu-replay")
     run.path.mkdir()
     expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=1, hang_timeout_s=30.0)
-    run.write("job.json", Job(argv=[sys.executable, "-c", GPU_JOB], env={}, unset=[], workdir=str(tmp_path),
-                              trainer="demo", device="cuda", on_hang="stop", stop_grace_s=2, expect=expect))
-    run.write("status.json", Status(run_id=run.run_id, preset="gpu-replay", trainer="demo", policy="demo", world_size=1, device="cuda",
-                                    steps=7, created=time.time(), state="starting", command="python -c ..."))
+    run.write(
+        "job.json",
+        Job(
+            argv=[sys.executable, "-c", GPU_JOB],
+            env={},
+            unset=[],
+            workdir=str(tmp_path),
+            trainer="demo",
+            device="cuda",
+            on_hang="stop",
+            stop_grace_s=2,
+            expect=expect,
+        ),
+    )
+    run.write(
+        "status.json",
+        Status(
+            run_id=run.run_id,
+            preset="gpu-replay",
+            trainer="demo",
+            policy="demo",
+            world_size=1,
+            device="cuda",
+            steps=7,
+            created=time.time(),
+            state="starting",
+            command="python -c ...",
+        ),
+    )
     env = {**os.environ, "GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "l40s_lost_midrun.json")}
-    done = subprocess.run([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], env=env, timeout=120, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     samples = lines_of(run.gpu_file, GpuSample)
-    assert [s.lost for s in samples[:4]] == [False, False, False, True], "the recording answers three times, then the device is lost"
+    assert [s.lost for s in samples[:4]] == [False, False, False, True], (
+        "the recording answers three times, then the device is lost"
+    )
     assert samples[0].run_memory_mb == 0.0, "the job's pids hold nothing in the recording"
     lost = [e for e in events_of(run) if e.kind == "gpu_lost"]
     assert len(lost) == 1 and "GPU 0 fell off the bus" in lost[0].title

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DATA, replay
 from textual.widgets import Input
 from textual.worker import WorkerCancelled
 
+from conftest import DATA, replay
 from gpuwizard import paths
 from gpuwizard.preset import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runner.rundir import list_runs
@@ -85,7 +85,9 @@ async def test_dataset_folder_is_described_from_the_plan(gpus, tmp_path):
         info = app.screen.query_one("#dataset-info")
         await type_into(pilot, "#f-dataset-root", str(DATA / "datasets" / "so100_tiny_lerobot061"))
         assert app.screen.plan.dataset is not None
-        assert str(info.render()).startswith(f"{app.screen.plan.dataset['episodes']} episodes, {app.screen.plan.dataset['frames']} frames")
+        assert str(info.render()).startswith(
+            f"{app.screen.plan.dataset['episodes']} episodes, {app.screen.plan.dataset['frames']} frames"
+        )
         await type_into(pilot, "#f-dataset-root", str(tmp_path))
         assert "meta/info.json" in str(info.render())
 
@@ -106,7 +108,9 @@ async def test_walk_lerobot_with_scaling_rule(gpus):
         assert "--steps=50000" in screen.spec.argv and "--policy.optimizer_lr=1e-05" in screen.spec.argv
         assert not any(a.startswith("--optimizer.lr") for a in screen.spec.argv)
         problems = str(app.screen.query_one("#problems").render())
-        assert "NCCL_P2P_DISABLE: 1" in problems and "GPU 1 is busy" in problems, "the recorded 4090s have no P2P and a busy GPU 1"
+        assert "NCCL_P2P_DISABLE: 1" in problems and "GPU 1 is busy" in problems, (
+            "the recorded 4090s have no P2P and a busy GPU 1"
+        )
         assert f"{len(screen.plan.warnings)} warning(s)" in str(app.screen.query_one("#summary").render())
         assert app.focused is app.screen.query_one("#preview-step"), "the preview scrolls by keyboard"
 
@@ -181,20 +185,30 @@ async def test_run_the_demo_to_completion_in_the_monitor(tmp_path):
         assert await wait_until(pilot, lambda: monitor.final, 120)
         assert monitor.status.state == "finished"
         log = monitor.query_one("#log", LogView)
-        assert await wait_until(pilot, lambda: monitor.query_one("#progress").progress == 60 and log.line_count == monitor.index.line_count, 30)
+        assert await wait_until(
+            pilot,
+            lambda: monitor.query_one("#progress").progress == 60 and log.line_count == monitor.index.line_count,
+            30,
+        )
         assert any("Training finished" in line for line in monitor.index.lines(0, log.line_count))
         assert "60/60" in str(monitor.query_one("#stats").render())
         assert monitor.query_one("#banner").display
         await pilot.press("slash")
         await pilot.press(*list("step 30/60"), "enter")
         assert await wait_until(pilot, lambda: log.highlight is not None, 30)
-        assert "step 30/60" in log.line(log.highlight) and not log.auto_scroll and monitor.search_from == log.highlight + 1
+        assert (
+            "step 30/60" in log.line(log.highlight) and not log.auto_scroll and monitor.search_from == log.highlight + 1
+        )
     assert list_runs()[0].status.exit_code == 0
 
 
 @pytest.mark.slow
 async def test_monitor_reacts_to_an_injected_hang(tmp_path):
-    quick_demo(tmp_path, "tui-hang", "trainer_options: {inject_hang: {rank: 1, step: 15}, step_time_s: 0.02}\nmonitor: {hang_timeout_s: 4}")
+    quick_demo(
+        tmp_path,
+        "tui-hang",
+        "trainer_options: {inject_hang: {rank: 1, step: 15}, step_time_s: 0.02}\nmonitor: {hang_timeout_s: 4}",
+    )
     app = GpuWizardApp(preset=load_preset("tui-hang"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
@@ -224,19 +238,25 @@ async def test_presets_save_duplicate_delete_open(gpus):
         await pilot.pause()
         picker = app.screen
         options = picker.query_one("#presets")
-        options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "yours:my-demo")
+        options.highlighted = next(
+            i for i in range(options.option_count) if options.get_option_at_index(i).id == "yours:my-demo"
+        )
         await pilot.press("ctrl+d")
         await pilot.pause()
         await pilot.press("ctrl+a", "ctrl+k", *list("my-demo-2"), "enter")
         await pilot.pause()
         assert set(user_preset_files()) == {"my-demo", "my-demo-2"}
-        options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "yours:my-demo")
+        options.highlighted = next(
+            i for i in range(options.option_count) if options.get_option_at_index(i).id == "yours:my-demo"
+        )
         await pilot.press("delete")
         await pilot.pause()
         await pilot.press("y")
         await pilot.pause()
         assert set(user_preset_files()) == {"my-demo-2"}
-        options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "shipped:groot-n17-accum")
+        options.highlighted = next(
+            i for i in range(options.option_count) if options.get_option_at_index(i).id == "shipped:groot-n17-accum"
+        )
         await pilot.press("enter")
         await settle(pilot, app)
         assert isinstance(app.screen, WizardScreen) and app.screen.preset.name == "groot-n17-accum"
@@ -278,7 +298,15 @@ async def test_palette_has_the_main_actions(gpus):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("job: Run", "job: Smoke run", "job: Copy command", "job: Export shell script", "preset: Open", "preset: Save as", "theme: terminal-16"):
+        for title in (
+            "job: Run",
+            "job: Smoke run",
+            "job: Copy command",
+            "job: Export shell script",
+            "preset: Open",
+            "preset: Save as",
+            "theme: terminal-16",
+        ):
             assert title in titles
 
 
@@ -310,7 +338,12 @@ async def wizard_ready(pilot, step: int) -> None:
     app = pilot.app
     for _ in range(400):
         screen = app.screen
-        if isinstance(screen, WizardScreen) and screen.step == step and screen.plan is not None and screen.built(STEPS[step][0]) is not None:
+        if (
+            isinstance(screen, WizardScreen)
+            and screen.step == step
+            and screen.plan is not None
+            and screen.built(STEPS[step][0]) is not None
+        ):
             break
         if isinstance(screen, WizardScreen) and screen.plan is not None and screen.step < step:
             await pilot.press("ctrl+n")
@@ -348,13 +381,21 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
     async def before(pilot):
         for _ in range(400):
             screen = pilot.app.screen
-            if (isinstance(screen, MonitorScreen) and screen.query_one("#log").line_count == 75 and screen.query_one("#banner").display
-                    and len(screen.query("TelemetryRow")) == 2  # both ranks drawn: the log's height is final
-                    and screen.query_one("#log").max_scroll_y > 0 and screen.query_one("#log").is_vertical_scroll_end):
+            if (
+                isinstance(screen, MonitorScreen)
+                and screen.query_one("#log").line_count == 75
+                and screen.query_one("#banner").display
+                and len(screen.query("TelemetryRow")) == 2  # both ranks drawn: the log's height is final
+                and screen.query_one("#log").max_scroll_y > 0
+                and screen.query_one("#log").is_vertical_scroll_end
+            ):
                 break
             await pilot.pause(0.05)
         await pilot.pause(0.3)
-        assert pilot.app.screen.query_one("#log").line_count == 75 and pilot.app.screen.query_one("#log").is_vertical_scroll_end
+        assert (
+            pilot.app.screen.query_one("#log").line_count == 75
+            and pilot.app.screen.query_one("#log").is_vertical_scroll_end
+        )
 
     assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)
 
@@ -375,8 +416,14 @@ def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
     run = start_run(prepare_run(load_preset("tui-ssh")))
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    tui = subprocess.Popen([sys.executable, "-m", "gpuwizard", "attach", run.run_id], stdin=slave, stdout=slave, stderr=slave,
-                           env={**os.environ, "TERM": "xterm-256color"}, start_new_session=True)
+    tui = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "attach", run.run_id],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color"},
+        start_new_session=True,
+    )
     os.close(slave)
     time.sleep(3)
     assert tui.poll() is None, "the monitor is up"

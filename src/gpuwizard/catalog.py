@@ -19,14 +19,18 @@ class Vram(Strict):
     full_gb: float = Field(gt=0, description="Peak GB per device at `at_batch`.")
     at_batch: int = Field(gt=0, description="Per-device batch the figure was taken at.")
     precision: Literal["fp32", "bf16", "fp16"] = Field("bf16", description="Precision the figure was taken in.")
-    fixed_fraction: float = Field(0.5, ge=0, le=1, description="Share of the figure that does not grow with the batch (weights, optimizer state).")
+    fixed_fraction: float = Field(
+        0.5, ge=0, le=1, description="Share of the figure that does not grow with the batch (weights, optimizer state)."
+    )
     lora_gb: float | None = Field(None, gt=0, description="Peak GB with LoRA, where published.")
 
 
 class LeRobotPolicyFacts(Strict):
     """How LeRobot's policy config trains this policy."""
 
-    scheduler: Literal["none", "diffuser", "cosine_decay_with_warmup"] = Field("none", description="The policy preset's scheduler.")
+    scheduler: Literal["none", "diffuser", "cosine_decay_with_warmup"] = Field(
+        "none", description="The policy preset's scheduler."
+    )
     warmup_steps: int | None = Field(None, ge=0, description="The scheduler's warmup steps.")
     decay_steps: int | None = Field(None, gt=0, description="The scheduler's decay steps.")
     decay_lr: float | None = Field(None, ge=0, description="The lr at the end of the decay.")
@@ -84,7 +88,14 @@ class PolicyEntry(Strict):
 def _read(path: Any) -> dict[str, Any]:
     data = yamlio.load_file(path)
     if not isinstance(data, dict):
-        raise UserError(problem(None, "a policy catalog must be a YAML mapping of policy keys to entries", "see the header of the shipped policies.yaml"), str(path))
+        raise UserError(
+            problem(
+                None,
+                "a policy catalog must be a YAML mapping of policy keys to entries",
+                "see the header of the shipped policies.yaml",
+            ),
+            str(path),
+        )
     return data
 
 
@@ -99,7 +110,14 @@ def load_catalog() -> dict[str, PolicyEntry]:
     catalog, found = {}, []
     for key, entry in raw.items():
         if not isinstance(entry, dict):
-            found.append(problem(key, "a catalog entry must be a mapping (title, vram, trainers, ...)", "see the header of the shipped policies.yaml", value=entry))
+            found.append(
+                problem(
+                    key,
+                    "a catalog entry must be a mapping (title, vram, trainers, ...)",
+                    "see the header of the shipped policies.yaml",
+                    value=entry,
+                )
+            )
             continue
         try:
             catalog[key] = PolicyEntry.model_validate({**entry, "key": key})

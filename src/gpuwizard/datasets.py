@@ -30,7 +30,9 @@ class DatasetMeta:
     def summary(self) -> str:
         minutes = self.frames / self.fps / 60 if self.fps else 0
         cams = ", ".join(c.rsplit(".", 1)[-1] for c in self.cameras) or "no cameras"
-        return f"{self.episodes} episodes, {self.frames} frames at {self.fps:g} fps (~{minutes:.0f} min), cameras: {cams}"
+        return (
+            f"{self.episodes} episodes, {self.frames} frames at {self.fps:g} fps (~{minutes:.0f} min), cameras: {cams}"
+        )
 
 
 def _dim(feature: dict[str, Any] | None) -> int | None:
@@ -66,4 +68,6 @@ def read_metadata(root: Path) -> DatasetMeta:
             action_dim=_dim(features.get("action")),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise DatasetError(f"{info_path} lacks a valid {exc} field (total_episodes, total_frames and fps are required)") from None
+        raise DatasetError(
+            f"{info_path} lacks a valid {exc} field (total_episodes, total_frames and fps are required)"
+        ) from None

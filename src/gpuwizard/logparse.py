@@ -82,7 +82,7 @@ def parse_lerobot(line: str) -> LineInfo | None:
         )
     if (banner := LEROBOT_BANNER.search(line)) and "smpl:" not in line:
         return LineInfo(effective_batch=int(banner["eff"]))
-    if (total := LEROBOT_TOTAL.search(line)):
+    if total := LEROBOT_TOTAL.search(line):
         return LineInfo(total=int(total["steps"]))
     if "Checkpoint policy after step" in line:
         return LineInfo(checkpoint=True)
@@ -123,14 +123,14 @@ OPENPI_PROGRESS = re.compile(r"Progress on: (?P<n>[\d.]+)it/(?P<total>\d+)it")
 
 def parse_openpi(line: str) -> LineInfo | None:
     """openpi JAX `Step N: loss=...`, PyTorch `step=N loss=... lr=...`, banners and progress."""
-    if (match := OPENPI_JAX.search(line)):
+    if match := OPENPI_JAX.search(line):
         values = dict(re.findall(r"(\w+)=(" + NUMBER + ")", match["rest"]))
         return LineInfo(step=int(match["step"]), loss=to_float(values.get("loss", "x")))
-    if (match := OPENPI_TORCH.search(line)):
+    if match := OPENPI_TORCH.search(line):
         return LineInfo(step=int(match["step"]), loss=to_float(match["loss"]), lr=to_float(match["lr"]))
-    if (match := OPENPI_BANNER.search(line)):
+    if match := OPENPI_BANNER.search(line):
         return LineInfo(effective_batch=int(match["eff"] or match["eff2"]))
-    if (match := OPENPI_PROGRESS.search(line)):
+    if match := OPENPI_PROGRESS.search(line):
         return LineInfo(step=int(float(match["n"])), total=int(match["total"]))
     if "Saved checkpoint at step" in line:
         return LineInfo(checkpoint=True)

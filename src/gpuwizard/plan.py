@@ -14,7 +14,15 @@ from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.preset import Preset
 from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import BuildContext, LaunchSpec, Trainer, check_python, conflicting_extra_args, free_port, resolve_python
+from gpuwizard.trainers.base import (
+    BuildContext,
+    LaunchSpec,
+    Trainer,
+    check_python,
+    conflicting_extra_args,
+    free_port,
+    resolve_python,
+)
 
 TABLE_COUNTS = (1, 2, 4, 8)
 ADDED_WARMUP_RATIO = 0.05
@@ -38,7 +46,12 @@ def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
 
     chosen = chosen_gpus(inventory, preset.hardware.devices, preset.hardware.gpus) or inventory.visible()
     memories = [g.memory_total_mb for g in chosen if g.memory_total_mb]
-    return DetectedDevices(len(inventory.visible()), round(min(memories) / 1024, 1) if memories else None, chosen[0].name if chosen else None, "detected")
+    return DetectedDevices(
+        len(inventory.visible()),
+        round(min(memories) / 1024, 1) if memories else None,
+        chosen[0].name if chosen else None,
+        "detected",
+    )
 
 
 @dataclass
@@ -116,14 +129,31 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
     if wanted == "cuda" or hw.gpu_count:
         found = []
         if hw.source == "detected" and hw.gpu_count < preset.hardware.gpus:
-            found.append(warning("hardware.gpus", f"this machine shows {hw.gpu_count} NVIDIA GPU(s); run will refuse until {preset.hardware.gpus} are visible", "lower hardware.gpus, or plan here and run on the training machine", value=preset.hardware.gpus))
+            found.append(
+                warning(
+                    "hardware.gpus",
+                    f"this machine shows {hw.gpu_count} NVIDIA GPU(s); run will refuse until {preset.hardware.gpus} are visible",
+                    "lower hardware.gpus, or plan here and run on the training machine",
+                    value=preset.hardware.gpus,
+                )
+            )
         if hw.source != "detected" and wanted == "auto":
-            found.append(note("no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run with gloo)"))
+            found.append(
+                note(
+                    "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run with gloo)"
+                )
+            )
         return "cuda", found
-    return "cuda", [note("no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run with gloo)")]
+    return "cuda", [
+        note(
+            "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run with gloo)"
+        )
+    ]
 
 
-def scale(rule: str, k: float, lr: float, steps: int, default_warmup: int | None, warmup_ratio: float | None) -> tuple[float, int, int | None, str, list[Problem]]:
+def scale(
+    rule: str, k: float, lr: float, steps: int, default_warmup: int | None, warmup_ratio: float | None
+) -> tuple[float, int, int | None, str, list[Problem]]:
     """Apply the scaling rule; returns lr, steps, warmup steps, where the warmup comes from, and findings."""
     found: list[Problem] = []
     new_lr, new_steps = lr, steps
@@ -134,29 +164,60 @@ def scale(rule: str, k: float, lr: float, steps: int, default_warmup: int | None
     elif rule == "divide_steps":
         new_steps = max(1, math.ceil(steps / k))
     elif k != 1:
-        found.append(warning("scaling.rule", f"the effective batch changes by {k:g}x against the reference run but lr and steps stay as tuned", "choose linear_lr (lr x k with a warmup) or divide_steps (steps / k)", value="none"))
+        found.append(
+            warning(
+                "scaling.rule",
+                f"the effective batch changes by {k:g}x against the reference run but lr and steps stay as tuned",
+                "choose linear_lr (lr x k with a warmup) or divide_steps (steps / k)",
+                value="none",
+            )
+        )
     if warmup_ratio is not None:
         return new_lr, new_steps, math.ceil(warmup_ratio * new_steps), "optim.warmup_ratio", found
     if rule == "linear_lr" and k > 1 and not default_warmup:
         warmup = math.ceil(ADDED_WARMUP_RATIO * new_steps)
-        found.append(note(f"linear_lr raises the lr {k:g}x and this trainer has no warmup by default: added {warmup} warmup steps ({ADDED_WARMUP_RATIO:.0%} of steps)"))
+        found.append(
+            note(
+                f"linear_lr raises the lr {k:g}x and this trainer has no warmup by default: added {warmup} warmup steps ({ADDED_WARMUP_RATIO:.0%} of steps)"
+            )
+        )
         return new_lr, new_steps, warmup, "added for linear_lr", found
     return new_lr, new_steps, default_warmup, "trainer default" if default_warmup else "none", found
 
 
-def choose_strategy(preset: Preset, trainer: Trainer, policy: PolicyEntry, world: int, fit: Fit) -> tuple[str, list[Problem]]:
+def choose_strategy(
+    preset: Preset, trainer: Trainer, policy: PolicyEntry, world: int, fit: Fit
+) -> tuple[str, list[Problem]]:
     if preset.strategy == "single" and world > 1:
-        return "single", [problem("strategy", f"single means one process, but the preset runs {world}", "set hardware.gpus: 1, or strategy: ddp", value="single")]
+        return "single", [
+            problem(
+                "strategy",
+                f"single means one process, but the preset runs {world}",
+                "set hardware.gpus: 1, or strategy: ddp",
+                value="single",
+            )
+        ]
     if preset.strategy != "auto":
         if preset.strategy == "fsdp" and not trainer.supports_fsdp:
-            return "fsdp", [problem("strategy", f"the {trainer.name} trainer has no FSDP path in gpuwizard", "use strategy: ddp (or auto)", value="fsdp")]
+            return "fsdp", [
+                problem(
+                    "strategy",
+                    f"the {trainer.name} trainer has no FSDP path in gpuwizard",
+                    "use strategy: ddp (or auto)",
+                    value="fsdp",
+                )
+            ]
         if preset.strategy == "ddp" and world == 1:
             return "single", [note("strategy ddp on one GPU runs as a single process")]
         return preset.strategy, []
     if world == 1:
         return "single", []
     if fit.fits is False and trainer.supports_fsdp and policy.fsdp_supported:
-        return "fsdp", [note(f"strategy auto chose fsdp: {policy.key} needs ~{fit.estimate_gb} GB per device unsharded, more than the {fit.device_gb} GB available")]
+        return "fsdp", [
+            note(
+                f"strategy auto chose fsdp: {policy.key} needs ~{fit.estimate_gb} GB per device unsharded, more than the {fit.device_gb} GB available"
+            )
+        ]
     return "ddp", []
 
 
@@ -173,25 +234,49 @@ def estimate_fit(policy: PolicyEntry, preset: Preset, per_device: int | None, wo
     return Fit(estimate <= device_gb * 0.92, estimate, device_gb, source, sharded)
 
 
-def advice_lines(preset: Preset, policy: PolicyEntry, world: int, strategy: str, fit: Fit, k: float | None) -> list[str]:
+def advice_lines(
+    preset: Preset, policy: PolicyEntry, world: int, strategy: str, fit: Fit, k: float | None
+) -> list[str]:
     """Honest words on whether more GPUs pay for this job."""
     lines = []
-    size = f"~{fit.estimate_gb} GB per device at this batch" + (f"; {fit.device_gb:g} GB per device, {fit.device_source}" if fit.device_gb else "; device memory unknown: set hardware.gpu_memory_gb")
+    size = f"~{fit.estimate_gb} GB per device at this batch" + (
+        f"; {fit.device_gb:g} GB per device, {fit.device_source}"
+        if fit.device_gb
+        else "; device memory unknown: set hardware.gpu_memory_gb"
+    )
     if fit.fits is False:
         if strategy == "fsdp" and fit.sharded_estimate_gb is not None:
-            lines.append(f"{policy.title} does not fit one device ({size}). FSDP over {world} devices brings it to ~{fit.sharded_estimate_gb} GB each, so the extra GPUs pay.")
+            lines.append(
+                f"{policy.title} does not fit one device ({size}). FSDP over {world} devices brings it to ~{fit.sharded_estimate_gb} GB each, so the extra GPUs pay."
+            )
         else:
-            lines.append(f"{policy.title} does not fit one device ({size}). Lower batch.size with grad_accum, use LoRA, or shard the model; more GPUs with plain DDP do not lower per-device memory.")
+            lines.append(
+                f"{policy.title} does not fit one device ({size}). Lower batch.size with grad_accum, use LoRA, or shard the model; more GPUs with plain DDP do not lower per-device memory."
+            )
     elif world > 1:
-        lead = f"{policy.title} fits one device ({size}). A" if fit.fits else f"{policy.title} needs {size}. If one device holds that, a"
-        lines.append(f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and steps must be rescaled, and distributed runs add failure modes.")
-        lines.append("More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset.")
+        lead = (
+            f"{policy.title} fits one device ({size}). A"
+            if fit.fits
+            else f"{policy.title} needs {size}. If one device holds that, a"
+        )
+        lines.append(
+            f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and steps must be rescaled, and distributed runs add failure modes."
+        )
+        lines.append(
+            "More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset."
+        )
     else:
-        lines.append(f"{policy.title} on one device ({size}). One GPU is the right baseline; get it green before scaling out.")
+        lines.append(
+            f"{policy.title} on one device ({size}). One GPU is the right baseline; get it green before scaling out."
+        )
     if policy.single_gpu_hours:
-        lines.append(f"Published single-GPU time: ~{policy.single_gpu_hours.hours:g} h ({policy.single_gpu_hours.setting}).")
+        lines.append(
+            f"Published single-GPU time: ~{policy.single_gpu_hours.hours:g} h ({policy.single_gpu_hours.setting})."
+        )
     if k and k != 1:
-        lines.append(f"The effective batch is {k:g}x the reference run's; the critical batch size for robot imitation learning is unmeasured, so a larger batch may not train faster per sample.")
+        lines.append(
+            f"The effective batch is {k:g}x the reference run's; the critical batch size for robot imitation learning is unmeasured, so a larger batch may not train faster per sample."
+        )
     return lines
 
 
@@ -200,11 +285,21 @@ def batch_table(trainer: Trainer, preset: Preset) -> list[dict[str, Any]]:
     rows = []
     for gpus in counts:
         layout = trainer.batch_layout(preset.batch.size, preset.batch.grad_accum, gpus)
-        rows.append({"gpus": gpus, "per_device": layout.per_device, "effective": layout.effective, "error": layout.error, "chosen": gpus == preset.world_size})
+        rows.append(
+            {
+                "gpus": gpus,
+                "per_device": layout.per_device,
+                "effective": layout.effective,
+                "error": layout.error,
+                "chosen": gpus == preset.world_size,
+            }
+        )
     return rows
 
 
-def dataset_findings(preset: Preset, trainer: Trainer, effective: int | None) -> tuple[dict[str, Any] | None, list[Problem]]:
+def dataset_findings(
+    preset: Preset, trainer: Trainer, effective: int | None
+) -> tuple[dict[str, Any] | None, list[Problem]]:
     if not preset.dataset.root:
         return None, []
     root = Path(os.path.expanduser(preset.dataset.root))
@@ -213,12 +308,25 @@ def dataset_findings(preset: Preset, trainer: Trainer, effective: int | None) ->
     try:
         meta = datasets.read_metadata(root)
     except datasets.DatasetError as exc:
-        return None, [problem("dataset.root", str(exc), "point dataset.root at a LeRobot dataset folder (the one containing meta/info.json)", value=preset.dataset.root)]
+        return None, [
+            problem(
+                "dataset.root",
+                str(exc),
+                "point dataset.root at a LeRobot dataset folder (the one containing meta/info.json)",
+                value=preset.dataset.root,
+            )
+        ]
     found = []
     if effective and meta.frames:
         share = effective / meta.frames
         if share >= 0.05:
-            found.append(warning("batch.size", f"the effective batch ({effective}) is {share:.0%} of the dataset's {meta.frames} frames: one epoch is only {max(1, meta.frames // effective)} optimizer updates", "lower batch.size or the GPU count so each epoch gives the optimizer more updates"))
+            found.append(
+                warning(
+                    "batch.size",
+                    f"the effective batch ({effective}) is {share:.0%} of the dataset's {meta.frames} frames: one epoch is only {max(1, meta.frames // effective)} optimizer updates",
+                    "lower batch.size or the GPU count so each epoch gives the optimizer more updates",
+                )
+            )
     return meta.to_json(), found
 
 
@@ -230,7 +338,14 @@ def output_dir_findings(preset: Preset, workdir: str, output_dir: str) -> list[P
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not os.access(probe, os.W_OK | os.X_OK):
-        return [problem("output_dir", f"cannot be written ({probe} is not writable)", "choose a folder you can write to", value=output_dir)]
+        return [
+            problem(
+                "output_dir",
+                f"cannot be written ({probe} is not writable)",
+                "choose a folder you can write to",
+                value=output_dir,
+            )
+        ]
     return []
 
 
@@ -239,7 +354,14 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
         return os.getcwd(), []
     path = Path(os.path.expanduser(preset.launch.workdir))
     if not path.is_dir():
-        return str(path), [problem("launch.workdir", "is not an existing folder", "give the checkout the trainer runs from (e.g. your Isaac-GR00T clone)", value=preset.launch.workdir)]
+        return str(path), [
+            problem(
+                "launch.workdir",
+                "is not an existing folder",
+                "give the checkout the trainer runs from (e.g. your Isaac-GR00T clone)",
+                value=preset.launch.workdir,
+            )
+        ]
     return str(path.resolve()), []
 
 
@@ -251,11 +373,15 @@ def plan_here(preset: Preset, inventory: Any, master_port: int | None = None) ->
 
     plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset), master_port=master_port)
     if plan.device == "cuda":
-        plan.problems += setup_advice(inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb)
+        plan.problems += setup_advice(
+            inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
+        )
     return plan, ctx
 
 
-def make_plan(preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, master_port: int | None = None) -> tuple[Plan, BuildContext]:
+def make_plan(
+    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, master_port: int | None = None
+) -> tuple[Plan, BuildContext]:
     """Resolve a preset into a plan and the context its trainer builds the command from."""
     preset = with_gpus(preset, gpus)
     hw = detected or DetectedDevices()
@@ -263,11 +389,25 @@ def make_plan(preset: Preset, gpus: int | None = None, detected: DetectedDevices
     policy = load_catalog()[preset.policy]
     found: list[Problem] = []
     if preset.trainer not in policy.trainers:
-        found.append(problem("policy", f"the {preset.trainer} trainer cannot train {preset.policy}", f"use a trainer from {', '.join(policy.trainers)} or another policy", value=preset.policy))
+        found.append(
+            problem(
+                "policy",
+                f"the {preset.trainer} trainer cannot train {preset.policy}",
+                f"use a trainer from {', '.join(policy.trainers)} or another policy",
+                value=preset.policy,
+            )
+        )
     device, device_findings = resolve_device(preset, hw)
     found += device_findings
     if device == "cpu" and trainer.needs_cuda:
-        found.append(problem("hardware.device", f"the {trainer.name} trainer needs CUDA GPUs", "set hardware.device: auto or cuda (the demo trainer runs on the CPU)", value="cpu"))
+        found.append(
+            problem(
+                "hardware.device",
+                f"the {trainer.name} trainer needs CUDA GPUs",
+                "set hardware.device: auto or cuda (the demo trainer runs on the CPU)",
+                value="cpu",
+            )
+        )
 
     world = trainer.world_size(preset)
     layout = trainer.batch_layout(preset.batch.size, preset.batch.grad_accum, world)
@@ -278,10 +418,19 @@ def make_plan(preset: Preset, gpus: int | None = None, detected: DetectedDevices
 
     base_lr = preset.optim.lr or policy.default_lr.get(trainer.name)
     if base_lr is None:
-        found.append(problem("optim.lr", f"is null and the catalog has no default lr for {policy.key} on {trainer.name}", "set optim.lr", value=None))
+        found.append(
+            problem(
+                "optim.lr",
+                f"is null and the catalog has no default lr for {policy.key} on {trainer.name}",
+                "set optim.lr",
+                value=None,
+            )
+        )
         base_lr = 1e-4
     default_warmup = trainer.default_warmup_steps(preset, policy, preset.optim.steps)
-    lr, steps, warmup, warmup_source, scaling_findings = scale(preset.scaling.rule, k or 1.0, base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio)
+    lr, steps, warmup, warmup_source, scaling_findings = scale(
+        preset.scaling.rule, k or 1.0, base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio
+    )
     found += scaling_findings
 
     fit = estimate_fit(policy, preset, layout.per_device, world, hw)
@@ -289,21 +438,50 @@ def make_plan(preset: Preset, gpus: int | None = None, detected: DetectedDevices
     found += strategy_findings
     dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective)
     found += dataset_problems
-    found.append(note("the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so compare against the single-GPU baseline"))
+    found.append(
+        note(
+            "the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so compare against the single-GPU baseline"
+        )
+    )
 
     plan = Plan(
-        trainer=trainer.name, policy=policy.key, world_size=world, nodes=preset.hardware.nodes,
-        processes_per_node=trainer.processes_per_node(preset), device=device,
-        per_device_batch=layout.per_device, effective_batch=layout.effective,
-        reference_gpus=preset.scaling.reference_gpus, reference_effective_batch=reference.effective,
-        scale_factor=k, rule=preset.scaling.rule, base_lr=base_lr, lr=lr, base_steps=preset.optim.steps,
-        steps=steps, warmup_steps=warmup, warmup_source=warmup_source, strategy=strategy, fits=fit,
-        batch_meaning=trainer.batch_meaning, batch_flag=trainer.batch_flag, batch_table=batch_table(trainer, preset),
-        dataset=dataset_meta, advice=advice_lines(preset, policy, world, strategy, fit, k),
+        trainer=trainer.name,
+        policy=policy.key,
+        world_size=world,
+        nodes=preset.hardware.nodes,
+        processes_per_node=trainer.processes_per_node(preset),
+        device=device,
+        per_device_batch=layout.per_device,
+        effective_batch=layout.effective,
+        reference_gpus=preset.scaling.reference_gpus,
+        reference_effective_batch=reference.effective,
+        scale_factor=k,
+        rule=preset.scaling.rule,
+        base_lr=base_lr,
+        lr=lr,
+        base_steps=preset.optim.steps,
+        steps=steps,
+        warmup_steps=warmup,
+        warmup_source=warmup_source,
+        strategy=strategy,
+        fits=fit,
+        batch_meaning=trainer.batch_meaning,
+        batch_flag=trainer.batch_flag,
+        batch_table=batch_table(trainer, preset),
+        dataset=dataset_meta,
+        advice=advice_lines(preset, policy, world, strategy, fit, k),
     )
     workdir, workdir_problems = workdir_for(preset)
     output_dir = preset.output_dir or f"outputs/train/{preset.name}"
-    ctx = BuildContext(preset, plan, policy, resolve_python(preset, trainer), workdir, master_port or preset.launch.master_port or free_port(), output_dir)
+    ctx = BuildContext(
+        preset,
+        plan,
+        policy,
+        resolve_python(preset, trainer),
+        workdir,
+        master_port or preset.launch.master_port or free_port(),
+        output_dir,
+    )
     found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
     found += output_dir_findings(preset, workdir, output_dir)
     found += trainer.check(ctx)

@@ -23,37 +23,68 @@ class DatasetSpec(Strict):
     """What to train on."""
 
     repo_id: str = Field(min_length=1, description="Dataset id as the trainer takes it, e.g. myuser/so100_pick.")
-    root: str | None = Field(None, min_length=1, description="Local dataset folder; when set, its metadata is read and shown (and it is the path for trainers that take one).")
+    root: str | None = Field(
+        None,
+        min_length=1,
+        description="Local dataset folder; when set, its metadata is read and shown (and it is the path for trainers that take one).",
+    )
 
 
 class Hardware(Strict):
     """The devices this preset runs on, per node."""
 
     gpus: int = Field(1, gt=0, le=MAX_GPUS_PER_NODE, description="Processes per node, one per device.")
-    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="auto | cuda | cpu; cpu runs the processes on the CPU with gloo (dry runs, the demo).")
-    devices: list[Annotated[int, Field(ge=0)]] | None = Field(None, description="Device indices, e.g. [0, 1]; becomes CUDA_VISIBLE_DEVICES. null: the first `gpus` devices.")
+    device: Literal["auto", "cuda", "cpu"] = Field(
+        "auto", description="auto | cuda | cpu; cpu runs the processes on the CPU with gloo (dry runs, the demo)."
+    )
+    devices: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description="Device indices, e.g. [0, 1]; becomes CUDA_VISIBLE_DEVICES. null: the first `gpus` devices."
+    )
     nodes: int = Field(1, gt=0, le=MAX_NODES, description="Number of machines.")
-    node_rank: int = Field(0, ge=0, description="This node's rank; `run --node-rank K` overrides it. Node 0 hosts the rendezvous.")
+    node_rank: int = Field(
+        0, ge=0, description="This node's rank; `run --node-rank K` overrides it. Node 0 hosts the rendezvous."
+    )
     rdzv_endpoint: str | None = Field(None, description="host:port of node 0, required when nodes > 1.")
-    gpu_memory_gb: float | None = Field(None, gt=0, le=100_000, description="Device memory to plan against where none is detected, in GB.")
+    gpu_memory_gb: float | None = Field(
+        None, gt=0, le=100_000, description="Device memory to plan against where none is detected, in GB."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Hardware:
         rules = Rules("hardware")
         if self.devices is not None and not self.devices:
-            rules.add("devices", "list an index per GPU, or use null for the first gpus devices", "write [0, 1, ...] or null", self.devices)
+            rules.add(
+                "devices",
+                "list an index per GPU, or use null for the first gpus devices",
+                "write [0, 1, ...] or null",
+                self.devices,
+            )
         elif self.devices is not None and len(set(self.devices)) != len(self.devices):
             rules.add("devices", "device indices must be unique", "list each GPU index once", self.devices)
         elif self.devices is not None and len(self.devices) != self.gpus:
-            rules.add("devices", f"hardware.devices lists {len(self.devices)} devices but hardware.gpus is {self.gpus}", "list one index per GPU, or set gpus to match", self.devices)
+            rules.add(
+                "devices",
+                f"hardware.devices lists {len(self.devices)} devices but hardware.gpus is {self.gpus}",
+                "list one index per GPU, or set gpus to match",
+                self.devices,
+            )
         if self.rdzv_endpoint is not None:
             match = ENDPOINT.fullmatch(self.rdzv_endpoint)
             if not match or not 0 < int(match["port"]) < 65536:
                 rules.add("rdzv_endpoint", "must be host:port", "write it like 10.0.0.1:29500", self.rdzv_endpoint)
         if self.nodes > 1 and not self.rdzv_endpoint:
-            rules.add("rdzv_endpoint", "hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1", "add it, e.g. 10.0.0.1:29500")
+            rules.add(
+                "rdzv_endpoint",
+                "hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1",
+                "add it, e.g. 10.0.0.1:29500",
+            )
         if self.node_rank >= self.nodes:
-            rules.add("node_rank", f"hardware.node_rank {self.node_rank} must be below hardware.nodes {self.nodes}", "number nodes from 0", self.node_rank)
+            rules.add(
+                "node_rank",
+                f"hardware.node_rank {self.node_rank} must be below hardware.nodes {self.nodes}",
+                "number nodes from 0",
+                self.node_rank,
+            )
         rules.raise_any()
         return self
 
@@ -61,45 +92,81 @@ class Hardware(Strict):
 class Batch(Strict):
     """The batch as the trainer's own flag takes it."""
 
-    size: int = Field(8, gt=0, le=1_000_000, description="The number the trainer's own batch flag takes, in its own meaning (per device or global).")
+    size: int = Field(
+        8,
+        gt=0,
+        le=1_000_000,
+        description="The number the trainer's own batch flag takes, in its own meaning (per device or global).",
+    )
     grad_accum: int = Field(1, gt=0, le=100_000, description="Gradient accumulation steps.")
 
 
 class Optim(Strict):
     """Learning rate and length, as tuned on the reference run."""
 
-    lr: float | None = Field(None, gt=0, le=10, description="Learning rate as tuned on the reference run; null: the catalog's default for the policy and trainer.")
+    lr: float | None = Field(
+        None,
+        gt=0,
+        le=10,
+        description="Learning rate as tuned on the reference run; null: the catalog's default for the policy and trainer.",
+    )
     steps: int = Field(100_000, gt=0, le=1_000_000_000, description="Optimizer updates as tuned on the reference run.")
-    warmup_ratio: float | None = Field(None, ge=0, lt=1, description="Warmup as a fraction of steps; null: the trainer's default.")
+    warmup_ratio: float | None = Field(
+        None, ge=0, lt=1, description="Warmup as a fraction of steps; null: the trainer's default."
+    )
 
 
 class Scaling(Strict):
     """How lr or steps follow the effective batch."""
 
-    rule: Literal["none", "linear_lr", "sqrt_lr", "divide_steps"] = Field("none", description="none | linear_lr (lr x k, with a warmup) | sqrt_lr | divide_steps (steps / k); k = effective batch here / on reference_gpus.")
-    reference_gpus: int = Field(1, gt=0, le=MAX_GPUS_PER_NODE * MAX_NODES, description="GPU count the lr and steps above were tuned on.")
+    rule: Literal["none", "linear_lr", "sqrt_lr", "divide_steps"] = Field(
+        "none",
+        description="none | linear_lr (lr x k, with a warmup) | sqrt_lr | divide_steps (steps / k); k = effective batch here / on reference_gpus.",
+    )
+    reference_gpus: int = Field(
+        1, gt=0, le=MAX_GPUS_PER_NODE * MAX_NODES, description="GPU count the lr and steps above were tuned on."
+    )
 
 
 class Fsdp(Strict):
     """How FSDP wraps the model (strategy fsdp)."""
 
-    wrap_modules: list[Annotated[str, Field(min_length=1)]] | None = Field(None, description="Module class names to wrap as FSDP units.")
-    min_num_params: int | None = Field(None, gt=0, description="Wrap any module with at least this many parameters (instead of wrap_modules).")
+    wrap_modules: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, description="Module class names to wrap as FSDP units."
+    )
+    min_num_params: int | None = Field(
+        None, gt=0, description="Wrap any module with at least this many parameters (instead of wrap_modules)."
+    )
 
     @model_validator(mode="after")
     def _exclusive(self) -> Fsdp:
         if self.wrap_modules and self.min_num_params:
-            raise rule_error("min_num_params", "fsdp.wrap_modules and fsdp.min_num_params are mutually exclusive", "keep one of them", self.min_num_params)
+            raise rule_error(
+                "min_num_params",
+                "fsdp.wrap_modules and fsdp.min_num_params are mutually exclusive",
+                "keep one of them",
+                self.min_num_params,
+            )
         return self
 
 
 class Launch(Strict):
     """How the job is started."""
 
-    python: str | None = Field(None, min_length=1, description="Interpreter of the training environment; null: the one on PATH (the demo uses gpuwizard's own).")
-    workdir: str | None = Field(None, min_length=1, description="Working directory of the job (e.g. an Isaac-GR00T checkout); null: the current one.")
+    python: str | None = Field(
+        None,
+        min_length=1,
+        description="Interpreter of the training environment; null: the one on PATH (the demo uses gpuwizard's own).",
+    )
+    workdir: str | None = Field(
+        None,
+        min_length=1,
+        description="Working directory of the job (e.g. an Isaac-GR00T checkout); null: the current one.",
+    )
     master_port: int | None = Field(None, ge=1, le=65535, description="Rendezvous port; null: a free port.")
-    env: dict[str, str | int | float | bool] = Field({}, description="Extra environment variables for the job; numbers may be written unquoted.")
+    env: dict[str, str | int | float | bool] = Field(
+        {}, description="Extra environment variables for the job; numbers may be written unquoted."
+    )
     extra_args: list[str] = Field([], description="Appended verbatim to the trainer's arguments.")
 
     @model_validator(mode="after")
@@ -108,9 +175,19 @@ class Launch(Strict):
         rules = Rules("launch")
         for name, value in self.env.items():
             if not ENV_NAME.fullmatch(name):
-                rules.add(f"env.{name}", "is not a valid environment variable name (letters, digits and _, not starting with a digit)", "rename the variable", name)
+                rules.add(
+                    f"env.{name}",
+                    "is not a valid environment variable name (letters, digits and _, not starting with a digit)",
+                    "rename the variable",
+                    name,
+                )
             elif isinstance(value, bool):
-                rules.add(f"env.{name}", "true/false is ambiguous for an environment variable", "quote the value you mean, e.g. '1' or 'true'", value)
+                rules.add(
+                    f"env.{name}",
+                    "true/false is ambiguous for an environment variable",
+                    "quote the value you mean, e.g. '1' or 'true'",
+                    value,
+                )
             elif "\0" in str(value):
                 rules.add(f"env.{name}", "contains a NUL byte, which no environment can carry", "remove it", value)
         for index, arg in enumerate(self.extra_args):
@@ -127,8 +204,18 @@ class Launch(Strict):
 class Monitor(Strict):
     """Hang detection."""
 
-    hang_timeout_s: float = Field(300.0, gt=0, le=7 * 86400, description="Seconds without progress (beyond the step and checkpoint cadence) before a hang is suspected.")
-    first_step_timeout_s: float | None = Field(None, gt=0, le=7 * 86400, description="Allowance before the first step (model download, compilation); null: a longer default.")
+    hang_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=7 * 86400,
+        description="Seconds without progress (beyond the step and checkpoint cadence) before a hang is suspected.",
+    )
+    first_step_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        le=7 * 86400,
+        description="Allowance before the first step (model download, compilation); null: a longer default.",
+    )
 
 
 class Preset(Strict):
@@ -138,7 +225,9 @@ class Preset(Strict):
     name: str = Field(description="Preset name; it becomes a file name (letters, digits, '.', '_' and '-').")
     description: str = Field("", description="One line saying what this job is.")
     trainer: str = Field(description="lerobot | groot | openpi | hf | demo")
-    policy: str = Field(description="A key of the policy catalog (act, diffusion, smolvla, pi0, pi05, groot, ..., demo).")
+    policy: str = Field(
+        description="A key of the policy catalog (act, diffusion, smolvla, pi0, pi05, groot, ..., demo)."
+    )
     dataset: DatasetSpec = Field(description="What to train on.")
     hardware: Hardware = Field(default_factory=Hardware, description="The devices, per node.")
     batch: Batch = Field(default_factory=Batch, description="The batch as the trainer's flag takes it.")
@@ -148,15 +237,24 @@ class Preset(Strict):
     mixed_precision: Literal["no", "bf16", "fp16"] = Field("bf16", description="no | bf16 | fp16")
     fsdp: Fsdp = Field(default_factory=Fsdp, description="How FSDP wraps the model (strategy fsdp).")
     launch: Launch = Field(default_factory=Launch, description="How the job is started.")
-    trainer_options: dict[str, Any] = Field({}, description="Typed per trainer (see the trainer's options); defaults are left out when saved.")
-    output_dir: str | None = Field(None, min_length=1, description="Where the trainer writes checkpoints; null: outputs/train/<name>.")
+    trainer_options: dict[str, Any] = Field(
+        {}, description="Typed per trainer (see the trainer's options); defaults are left out when saved."
+    )
+    output_dir: str | None = Field(
+        None, min_length=1, description="Where the trainer writes checkpoints; null: outputs/train/<name>."
+    )
     monitor: Monitor = Field(default_factory=Monitor, description="Hang detection.")
 
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
         if not PRESET_NAME.fullmatch(name):
-            raise rule_error(None, "use letters, digits, '.', '_' and '-' (it becomes a file name), at most 64 characters", "rename the preset", name)
+            raise rule_error(
+                None,
+                "use letters, digits, '.', '_' and '-' (it becomes a file name), at most 64 characters",
+                "rename the preset",
+                name,
+            )
         return name
 
     @field_validator("trainer")
@@ -209,7 +307,14 @@ class Preset(Strict):
 def parse_preset(data: Any, source: str) -> Preset:
     """Validate a YAML mapping as a preset; errors name the dotted field path."""
     if not isinstance(data, dict):
-        raise UserError(problem(None, "a preset must be a YAML mapping of keys (version, name, trainer, ...)", "start from `gpuwizard presets show demo-cpu`"), source)
+        raise UserError(
+            problem(
+                None,
+                "a preset must be a YAML mapping of keys (version, name, trainer, ...)",
+                "start from `gpuwizard presets show demo-cpu`",
+            ),
+            source,
+        )
     try:
         return Preset.model_validate(data)
     except ValidationError as exc:
@@ -247,12 +352,26 @@ def find_preset(name_or_file: str) -> Path:
     if as_path.suffix in (".yaml", ".yml") or "/" in name_or_file:
         if as_path.is_file():
             return as_path
-        raise UserError(problem("PRESET", f"file {as_path} does not exist", "check the path, or give a preset name from `gpuwizard presets list`", value=name_or_file))
+        raise UserError(
+            problem(
+                "PRESET",
+                f"file {as_path} does not exist",
+                "check the path, or give a preset name from `gpuwizard presets list`",
+                value=name_or_file,
+            )
+        )
     for folder in (user_preset_files(), shipped_preset_files()):
         if name_or_file in folder:
             return folder[name_or_file]
     known = sorted(set(user_preset_files()) | set(shipped_preset_files()))
-    raise UserError(problem("PRESET", "no preset of that name in your preset folder or the shipped presets", f"use one of: {', '.join(known)}; or a path to a YAML file", value=name_or_file))
+    raise UserError(
+        problem(
+            "PRESET",
+            "no preset of that name in your preset folder or the shipped presets",
+            f"use one of: {', '.join(known)}; or a path to a YAML file",
+            value=name_or_file,
+        )
+    )
 
 
 def load_preset(name_or_file: str) -> Preset:
@@ -263,7 +382,14 @@ def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
     """Save into the user preset folder atomically; an existing file is replaced only when allowed."""
     target = paths.user_presets_dir() / f"{preset.name}.yaml"
     if target.exists() and not overwrite:
-        raise UserError(problem("name", "a preset of that name already exists", "choose another name or delete the old one", value=preset.name))
+        raise UserError(
+            problem(
+                "name",
+                "a preset of that name already exists",
+                "choose another name or delete the old one",
+                value=preset.name,
+            )
+        )
     yamlio.atomic_write(target, preset.to_yaml())
     return target
 
@@ -272,7 +398,14 @@ def delete_user_preset(name: str) -> Path:
     files = user_preset_files()
     if name not in files:
         if name in shipped_preset_files():
-            raise UserError(problem("NAME", "is a shipped preset, which cannot be deleted", "save a copy under another name and edit that", value=name))
+            raise UserError(
+                problem(
+                    "NAME",
+                    "is a shipped preset, which cannot be deleted",
+                    "save a copy under another name and edit that",
+                    value=name,
+                )
+            )
         raise UserError(problem("NAME", "no user preset of that name", "see `gpuwizard presets list`", value=name))
     files[name].unlink()
     return files[name]

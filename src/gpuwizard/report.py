@@ -42,13 +42,21 @@ def plan_text(plan: Plan, name: str) -> str:
     fit = plan.fits
     verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
     if plan.device == "cpu":
-        lines.append(f"  memory        ~{fit.estimate_gb} GB per process on a GPU at this batch; this CPU run trains in float32")
+        lines.append(
+            f"  memory        ~{fit.estimate_gb} GB per process on a GPU at this batch; this CPU run trains in float32"
+        )
     else:
-        device = f"{fit.device_gb:g} GB ({fit.device_source})" if fit.device_gb else "device memory unknown: set hardware.gpu_memory_gb"
+        device = (
+            f"{fit.device_gb:g} GB ({fit.device_source})"
+            if fit.device_gb
+            else "device memory unknown: set hardware.gpu_memory_gb"
+        )
         lines.append(f"  fits 1 GPU    {verdict}: ~{fit.estimate_gb} GB per device needed, {device}")
     if plan.dataset:
         d = plan.dataset
-        lines.append(f"  dataset       {d['episodes']} episodes, {d['frames']} frames at {d['fps']:g} fps, cameras {', '.join(d['cameras']) or 'none'}")
+        lines.append(
+            f"  dataset       {d['episodes']} episodes, {d['frames']} frames at {d['fps']:g} fps, cameras {', '.join(d['cameras']) or 'none'}"
+        )
     lines.append("")
     lines.append("Advice")
     lines += [wrap(a, "  - ") for a in plan.advice]
@@ -64,12 +72,18 @@ def inventory_text(inv: Any) -> str:
     if inv.message:
         lines.append(inv.message)
     cpu = inv.cpu
-    lines.append(f"CPU: {cpu.model}, {cpu.cores_logical} logical cores, {cpu.memory_total_gb:g} GB RAM ({cpu.memory_available_gb:g} GB available)")
+    lines.append(
+        f"CPU: {cpu.model}, {cpu.cores_logical} logical cores, {cpu.memory_total_gb:g} GB RAM ({cpu.memory_available_gb:g} GB available)"
+    )
     if not inv.gpus:
         return "\n".join(lines)
-    lines.append(f"Driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or '?'}, CUDA_VISIBLE_DEVICES={inv.cuda_visible_devices if inv.cuda_visible_devices is not None else '(unset)'}")
+    lines.append(
+        f"Driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or '?'}, CUDA_VISIBLE_DEVICES={inv.cuda_visible_devices if inv.cuda_visible_devices is not None else '(unset)'}"
+    )
     lines.append("")
-    lines.append("  idx cuda name                          memory (used/total GB)  util  temp  power        cc   PCIe       ")
+    lines.append(
+        "  idx cuda name                          memory (used/total GB)  util  temp  power        cc   PCIe       "
+    )
     for g in inv.gpus:
         if g.error:
             lines.append(f"  {g.index:>3}  -   {g.error}")
@@ -78,7 +92,9 @@ def inventory_text(inv: Any) -> str:
         power = f"{_num(g.power_w)}/{_num(g.power_limit_w)} W"
         pcie = f"gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}"
         cuda = str(g.cuda_index) if g.cuda_index is not None else "-"
-        lines.append(f"  {g.index:>3} {cuda:>4} {(g.name or '?')[:29]:<29} {mem:>22}  {_num(g.utilization_gpu):>3}%  {_num(g.temperature_c):>3}C  {power:<12} {g.compute_capability or '?':<4} {pcie}")
+        lines.append(
+            f"  {g.index:>3} {cuda:>4} {(g.name or '?')[:29]:<29} {mem:>22}  {_num(g.utilization_gpu):>3}%  {_num(g.temperature_c):>3}C  {power:<12} {g.compute_capability or '?':<4} {pcie}"
+        )
         extras = []
         if g.mig_mode:
             extras.append("MIG enabled")
@@ -91,7 +107,9 @@ def inventory_text(inv: Any) -> str:
         lines += [f"       {e}" for e in extras]
     if inv.links:
         lines.append("")
-        lines.append("Topology (NV# = NVLink count; PIX/PXB = PCIe switch; PHB = host bridge; NODE/SYS = across NUMA/sockets)")
+        lines.append(
+            "Topology (NV# = NVLink count; PIX/PXB = PCIe switch; PHB = host bridge; NODE/SYS = across NUMA/sockets)"
+        )
         for link in inv.links:
             lines.append(f"  GPU{link.a} <-> GPU{link.b}: {link.label:<5} P2P read: {link.p2p_read or 'unavailable'}")
     return "\n".join(lines)

@@ -37,7 +37,11 @@ class Rules:
     def add(self, field: str | None, message: str, fix: str | None = None, value: Any = MISSING) -> None:
         loc = tuple(int(p) if p.isdigit() else p for p in field.split(".")) if field else ()
         ctx = {"message": message, "fix": fix or "", "has_value": value is not MISSING}
-        self.found.append(InitErrorDetails(type=PydanticCustomError(RULE, "{message}", ctx), loc=loc, input=None if value is MISSING else value))
+        self.found.append(
+            InitErrorDetails(
+                type=PydanticCustomError(RULE, "{message}", ctx), loc=loc, input=None if value is MISSING else value
+            )
+        )
 
     def raise_any(self) -> None:
         if self.found:
@@ -108,9 +112,18 @@ TYPE_WORDS = {
     "dict": ("must be a mapping", "write a mapping (indented keys under it)"),
 }
 TYPE_OF_ERROR = {
-    "int_type": "int", "int_parsing": "int", "int_from_float": "int", "float_type": "float", "float_parsing": "float",
-    "string_type": "string", "bool_type": "bool", "bool_parsing": "bool", "list_type": "list", "dict_type": "dict",
-    "model_type": "dict", "model_attributes_type": "dict",
+    "int_type": "int",
+    "int_parsing": "int",
+    "int_from_float": "int",
+    "float_type": "float",
+    "float_parsing": "float",
+    "string_type": "string",
+    "bool_type": "bool",
+    "bool_parsing": "bool",
+    "list_type": "list",
+    "dict_type": "dict",
+    "model_type": "dict",
+    "model_attributes_type": "dict",
 }
 
 
@@ -163,7 +176,9 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         op = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}[kind]
         limit = ctx.get(op)
-        if isinstance(value, int) and isinstance(limit, int) and op in ("gt", "lt"):  # whole numbers: say the nearest allowed one
+        if (
+            isinstance(value, int) and isinstance(limit, int) and op in ("gt", "lt")
+        ):  # whole numbers: say the nearest allowed one
             op, limit = ("ge", limit + 1) if op == "gt" else ("le", limit - 1)
         return problem(field, *bound_words(op, limit), value=value)
     if kind == "literal_error":
@@ -176,7 +191,9 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
     if kind in ("string_too_long", "too_long"):
         return problem(field, f"is too long (at most {ctx.get('max_length')})", "shorten it", value=value)
     if kind == "finite_number":
-        return problem(field, "must be a finite number", "write a number such as 1.0e-4 (not .inf or .nan)", value=value)
+        return problem(
+            field, "must be a finite number", "write a number such as 1.0e-4 (not .inf or .nan)", value=value
+        )
     return problem(field, err["msg"], "correct the value", value=value)
 
 
@@ -197,8 +214,12 @@ def schema_with_trainers(root: type[BaseModel], options: dict[str, type[BaseMode
         sub = model.model_json_schema(ref_template="#/$defs/{model}")
         defs.update(sub.pop("$defs", {}))
         defs[model.__name__] = sub
-        branches.append({"if": {"properties": {"trainer": {"const": name}}, "required": ["trainer"]},
-                         "then": {"properties": {"trainer_options": {"$ref": f"#/$defs/{model.__name__}"}}}})
+        branches.append(
+            {
+                "if": {"properties": {"trainer": {"const": name}}, "required": ["trainer"]},
+                "then": {"properties": {"trainer_options": {"$ref": f"#/$defs/{model.__name__}"}}},
+            }
+        )
     schema["allOf"] = branches
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema

@@ -52,24 +52,32 @@ def _mapping_without_duplicates(loader: Any, node: Any, deep: bool = False) -> A
         except TypeError:  # an unhashable key: the base constructor reports it
             continue
         if duplicate:
-            raise DuplicateKey("while reading a mapping", node.start_mark, f"the key {key!r} appears twice", key_node.start_mark)
+            raise DuplicateKey(
+                "while reading a mapping", node.start_mark, f"the key {key!r} appears twice", key_node.start_mark
+            )
     return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
 
-_Loader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: _mapping_without_duplicates(loader, node, deep=True))
+_Loader.add_constructor(
+    "tag:yaml.org,2002:map", lambda loader, node: _mapping_without_duplicates(loader, node, deep=True)
+)
 MAX_YAML_BYTES = 4 << 20
 
 
 def loads(text: str, source: str) -> Any:
     """Parse YAML text; a syntax error becomes a UserError naming the line."""
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)  # PyYAML's documented error attributes
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(
-            problem(None, f"malformed YAML at {where}: {what}", "correct the YAML syntax at that line (indentation, a missing colon or quote)"),
+            problem(
+                None,
+                f"malformed YAML at {where}: {what}",
+                "correct the YAML syntax at that line (indentation, a missing colon or quote)",
+            ),
             source,
         ) from None
 
@@ -95,13 +103,22 @@ def load_file(path: Path) -> Any:
     try:
         text = read_regular(path, MAX_YAML_BYTES).decode("utf-8")
     except FileNotFoundError:
-        raise UserError(problem(None, f"file {path} does not exist", "check the path or the preset name"), str(path)) from None
+        raise UserError(
+            problem(None, f"file {path} does not exist", "check the path or the preset name"), str(path)
+        ) from None
     except UnicodeDecodeError:
-        raise UserError(problem(None, f"{path} is not UTF-8 text (a binary file?)", "point at a YAML text file"), str(path)) from None
+        raise UserError(
+            problem(None, f"{path} is not UTF-8 text (a binary file?)", "point at a YAML text file"), str(path)
+        ) from None
     except OSError as exc:
-        raise UserError(problem(None, f"cannot read {path}: {exc.strerror or exc}", "check the path and the file's permissions"), str(path)) from None
+        raise UserError(
+            problem(None, f"cannot read {path}: {exc.strerror or exc}", "check the path and the file's permissions"),
+            str(path),
+        ) from None
     if "\0" in text:
-        raise UserError(problem(None, f"{path} holds NUL bytes (a binary file?)", "point at a YAML text file"), str(path))
+        raise UserError(
+            problem(None, f"{path} holds NUL bytes (a binary file?)", "point at a YAML text file"), str(path)
+        )
     return loads(text, str(path))
 
 

@@ -36,9 +36,14 @@ def build_parser() -> Parser:
 
     gpus = sub.add_parser("gpus", help="GPU inventory: devices, memory, utilization, topology, processes")
     gpus.add_argument("--json", action="store_true")
-    gpus.add_argument("--record", metavar="FILE", help="record this machine's NVML answers for replay (GPUWIZARD_NVML_REPLAY)")
+    gpus.add_argument(
+        "--record", metavar="FILE", help="record this machine's NVML answers for replay (GPUWIZARD_NVML_REPLAY)"
+    )
 
-    for name, text in (("plan", "the resolved plan: batch meaning, scaling, strategy, checks"), ("preview", "the exact command run would execute")):
+    for name, text in (
+        ("plan", "the resolved plan: batch meaning, scaling, strategy, checks"),
+        ("preview", "the exact command run would execute"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("preset", metavar="PRESET")
         p.add_argument("--gpus", type=positive_int, metavar="N", help="see the same preset on N GPUs")
@@ -53,7 +58,9 @@ def build_parser() -> Parser:
     run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
     run.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
-    run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment variable for this run only")
+    run.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment variable for this run only"
+    )
 
     attach = sub.add_parser("attach", help="open the live monitor on a run (default: the newest)")
     attach.add_argument("run_id", nargs="?", metavar="RUN_ID")
@@ -91,8 +98,14 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return run_app(preset=args.preset)
     handler = {
-        "gpus": cmd_gpus, "plan": cmd_plan, "preview": cmd_preview, "run": cmd_run,
-        "attach": cmd_attach, "runs": cmd_runs, "stop": cmd_stop, "presets": cmd_presets,
+        "gpus": cmd_gpus,
+        "plan": cmd_plan,
+        "preview": cmd_preview,
+        "run": cmd_run,
+        "attach": cmd_attach,
+        "runs": cmd_runs,
+        "stop": cmd_stop,
+        "presets": cmd_presets,
     }[args.command]
     return handler(args)
 
@@ -171,7 +184,9 @@ def record_gpus(path: str) -> int:
     try:
         nv = open_nvml()
     except NvmlUnavailable as exc:
-        raise UserError(problem("--record", f"cannot record: {exc}", "run it on a machine with an NVIDIA driver", value=path)) from None
+        raise UserError(
+            problem("--record", f"cannot record: {exc}", "run it on a machine with an NVIDIA driver", value=path)
+        ) from None
     try:
         recording = record_machine(nv)
     finally:

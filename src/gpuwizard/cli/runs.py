@@ -12,7 +12,18 @@ from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.errors import UserError, problem
 from gpuwizard.runner.follow import RunFollower, event_text, request_stop, status_line
 from gpuwizard.runner.records import RecordError, Status
-from gpuwizard.runner.rundir import RunDir, RunEntry, alive_processes, find_run, green_baselines, list_runs, scaling_report, scaling_text, status_active, supervisor_lost
+from gpuwizard.runner.rundir import (
+    RunDir,
+    RunEntry,
+    alive_processes,
+    find_run,
+    green_baselines,
+    list_runs,
+    scaling_report,
+    scaling_text,
+    status_active,
+    supervisor_lost,
+)
 
 STATUS_EVERY_S = 2.0
 
@@ -26,7 +37,10 @@ def run_command(args: argparse.Namespace) -> int:
         sys.stderr.write("warning: " + warning.paragraph() + "\n")
     run = start_run(prepared, on_hang="stop" if args.headless else "report")
     if args.headless:
-        print(f"run {run.run_id}: {prepared.plan.world_size} x {prepared.plan.device}, {prepared.plan.steps} steps; folder {run.path}", flush=True)
+        print(
+            f"run {run.run_id}: {prepared.plan.world_size} x {prepared.plan.device}, {prepared.plan.steps} steps; folder {run.path}",
+            flush=True,
+        )
         return follow_headless(run, stream_log=args.log, stop_on_interrupt=True)
     from gpuwizard.tui.launch import run_app
 
@@ -36,10 +50,21 @@ def run_command(args: argparse.Namespace) -> int:
 def chosen_run(run_id: str | None) -> RunDir:
     """The run a command names (or the newest), as a UserError when there is none."""
     if run_id is not None and not run_id.strip():
-        raise UserError(problem("RUN_ID", "is empty", "give a run id from `gpuwizard runs`, or leave it out for the newest run", value=run_id))
+        raise UserError(
+            problem(
+                "RUN_ID",
+                "is empty",
+                "give a run id from `gpuwizard runs`, or leave it out for the newest run",
+                value=run_id,
+            )
+        )
     run = find_run(run_id)
     if run is None:
-        raise UserError(problem("RUN_ID", "no run found" if run_id else "there are no runs yet", "see `gpuwizard runs`", value=run_id))
+        raise UserError(
+            problem(
+                "RUN_ID", "no run found" if run_id else "there are no runs yet", "see `gpuwizard runs`", value=run_id
+            )
+        )
     return run
 
 
@@ -48,7 +73,14 @@ def readable_status(run: RunDir) -> Status:
     try:
         return run.status()
     except RecordError as exc:
-        raise UserError(problem("RUN_ID", f"run {run.run_id} cannot be shown: {exc}", f"look inside {run.path}, or remove the folder", value=run.run_id)) from None
+        raise UserError(
+            problem(
+                "RUN_ID",
+                f"run {run.run_id} cannot be shown: {exc}",
+                f"look inside {run.path}, or remove the folder",
+                value=run.run_id,
+            )
+        ) from None
 
 
 def attach_command(args: argparse.Namespace) -> int:
@@ -102,7 +134,9 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                 time.sleep(0.2)
             except KeyboardInterrupt:
                 if not stop_on_interrupt:
-                    out.write(f"\ndetached; the job keeps running. `gpuwizard attach {run.run_id}` to follow it again\n")
+                    out.write(
+                        f"\ndetached; the job keeps running. `gpuwizard attach {run.run_id}` to follow it again\n"
+                    )
                     return ExitCode.OK
                 if not stopping:
                     out.write("\nstopping the job (every rank, then a forced kill after 10 s)...\n")
@@ -122,7 +156,9 @@ def final_summary(run: RunDir, s: Status) -> str:
     }.get(s.state, str(s.state))
     extra = f"; processes left behind: {s.survivors}" if s.survivors else ""
     if s.gpu_memory_held_mb:
-        extra += "; GPU memory still held: " + ", ".join(f"GPU {i} {mb:.0f} MB" for i, mb in s.gpu_memory_held_mb.items())
+        extra += "; GPU memory still held: " + ", ".join(
+            f"GPU {i} {mb:.0f} MB" for i, mb in s.gpu_memory_held_mb.items()
+        )
     summary = f"run {run.run_id} {text}; exit code {s.exit_code}{extra}. Folder: {run.path}"
     scaling = scaling_text(s.preset) if s.state == RunState.FINISHED else None
     return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
@@ -138,9 +174,18 @@ def run_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
     if s.claims_active and not status_active(s):
         state = "lost"
     return {
-        "run_id": entry.run.run_id, "preset": s.preset, "state": state, "exit_code": s.exit_code, "world_size": s.world_size,
-        "device": s.device, "smoke": s.smoke, "step": progress.step if progress else None, "steps": s.steps,
-        "duration_s": round(s.elapsed_s(now), 1), "baseline_green": s.preset in green, "path": str(entry.run.path),
+        "run_id": entry.run.run_id,
+        "preset": s.preset,
+        "state": state,
+        "exit_code": s.exit_code,
+        "world_size": s.world_size,
+        "device": s.device,
+        "smoke": s.smoke,
+        "step": progress.step if progress else None,
+        "steps": s.steps,
+        "duration_s": round(s.elapsed_s(now), 1),
+        "baseline_green": s.preset in green,
+        "path": str(entry.run.path),
     }
 
 
@@ -164,13 +209,19 @@ def runs_command(args: argparse.Namespace) -> int:
         mark = "green" if r["baseline_green"] else "never"
         exit_code = r["exit_code"] if r["exit_code"] is not None else "-"
         minutes, seconds = divmod(int(r["duration_s"]), 60)
-        print(f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} {minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}")
+        print(
+            f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} {minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
+        )
     for preset in sorted({r["preset"] for r in rows if r["state"] != "corrupt"}):
         report = scaling_report(preset, entries)
         if len(report) > 1:
             print(f"\nscaling of {preset} (latest finished run per process count):")
             for r in report:
-                eff = f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}" if r["efficiency"] is not None else "no 1-process run to compare"
+                eff = (
+                    f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}"
+                    if r["efficiency"] is not None
+                    else "no 1-process run to compare"
+                )
                 print(f"  {r['world_size']} process(es): {r['samples_per_s']:.0f} samples/s  {eff}")
     return ExitCode.OK
 

@@ -35,7 +35,13 @@ def _episode(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def _stats(array: np.ndarray) -> dict[str, list[float]]:
     axes = tuple(range(array.ndim - 1))
-    return {"mean": array.mean(axes).tolist(), "std": array.std(axes).tolist(), "min": array.min(axes).tolist(), "max": array.max(axes).tolist(), "count": [int(array.shape[0])]}
+    return {
+        "mean": array.mean(axes).tolist(),
+        "std": array.std(axes).tolist(),
+        "min": array.min(axes).tolist(),
+        "max": array.max(axes).tolist(),
+        "count": [int(array.shape[0])],
+    }
 
 
 def write_dataset(root: Path, episodes: int, seed: int = 0) -> None:
@@ -52,7 +58,14 @@ def write_dataset(root: Path, episodes: int, seed: int = 0) -> None:
     try:
         (tmp / "data" / "chunk-000").mkdir(parents=True)
         (tmp / "meta").mkdir()
-        np.savez(tmp / "data" / "chunk-000" / "file-000.npz", state=states, action=actions, image=images, episode_index=episode_index, frame_index=frame_index)
+        np.savez(
+            tmp / "data" / "chunk-000" / "file-000.npz",
+            state=states,
+            action=actions,
+            image=images,
+            episode_index=episode_index,
+            frame_index=frame_index,
+        )
         names = [f"joint_{i}" for i in range(DOF - 1)] + ["gripper"]
         info = {
             "codebase_version": "v3.0",
@@ -75,7 +88,9 @@ def write_dataset(root: Path, episodes: int, seed: int = 0) -> None:
             "generator": "gpuwizard demo (synthetic SO-100-like reaching)",
         }
         (tmp / "meta" / "info.json").write_text(json.dumps(info, indent=2))
-        (tmp / "meta" / "stats.json").write_text(json.dumps({"observation.state": _stats(states), "action": _stats(actions)}, indent=2))
+        (tmp / "meta" / "stats.json").write_text(
+            json.dumps({"observation.state": _stats(states), "action": _stats(actions)}, indent=2)
+        )
         (tmp / "meta" / "tasks.jsonl").write_text(json.dumps({"task_index": 0, "task": "reach the red marker"}) + "\n")
         try:
             os.rename(tmp, root)

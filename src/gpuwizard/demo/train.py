@@ -40,11 +40,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--save-every", type=int, default=None)
-    parser.add_argument("--step-time", type=float, default=0.0, help="extra seconds per step (simulates a bigger model)")
+    parser.add_argument(
+        "--step-time", type=float, default=0.0, help="extra seconds per step (simulates a bigger model)"
+    )
     parser.add_argument("--checkpoint-time", type=float, default=0.0, help="extra seconds per checkpoint save")
     parser.add_argument("--inject-hang", type=parse_rank_step, default=None, metavar="RANK:STEP")
     parser.add_argument("--inject-crash", type=parse_rank_step, default=None, metavar="RANK:STEP")
-    parser.add_argument("--ignore-lr-flag", action="store_true", help="train with the built-in lr, as a trainer that silently drops --lr would")
+    parser.add_argument(
+        "--ignore-lr-flag",
+        action="store_true",
+        help="train with the built-in lr, as a trainer that silently drops --lr would",
+    )
     return parser.parse_args(argv)
 
 
@@ -68,7 +74,9 @@ class ProgressBar:
         remaining = (self.total - n) / rate if rate > 0 else 0.0
         filled = int(10 * n / self.total)
         bar = "\u2588" * filled + " " * (10 - filled)
-        sys.stderr.write(f"\rTraining: {100 * n // self.total:3d}%|{bar}| {n}/{self.total} [{_clock(elapsed)}<{_clock(remaining)}, {rate:.2f}step/s]")
+        sys.stderr.write(
+            f"\rTraining: {100 * n // self.total:3d}%|{bar}| {n}/{self.total} [{_clock(elapsed)}<{_clock(remaining)}, {rate:.2f}step/s]"
+        )
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -103,7 +111,9 @@ def _injected_hang(rank: int, step: int, out: Path) -> None:
         time.sleep(0.5)
 
 
-def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, out: Path, extra_seconds: float) -> None:
+def save_checkpoint(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, out: Path, extra_seconds: float
+) -> None:
     started = time.monotonic()
     target = out / "checkpoints" / f"{step:06d}"
     log(f"Saving checkpoint at step {step} -> {target}")
@@ -134,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", 1))))
     distributed = "MASTER_ADDR" in os.environ
     if distributed:
-        dist.init_process_group("nccl" if args.device == "cuda" else "gloo", device_id=device if args.device == "cuda" else None)
+        dist.init_process_group(
+            "nccl" if args.device == "cuda" else "gloo", device_id=device if args.device == "cuda" else None
+        )
 
     root = Path(args.dataset_root)
     if local_rank == 0:
@@ -153,14 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     warmup = args.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if args.device == "cuda" else None) if distributed else model
+    ddp = (
+        DistributedDataParallel(model, device_ids=[local_rank] if args.device == "cuda" else None)
+        if distributed
+        else model
+    )
     generator = torch.Generator().manual_seed(rank)
     effective = args.batch_size * world * args.grad_accum
     out = Path(args.output_dir)
     params = sum(p.numel() for p in model.parameters())
     if rank == 0:
         log(f"dataset {root}: {frames} frames, camera {CAMERA}")
-        log(f"policy: {params} parameters on {device} ({'DDP ' + dist.get_backend() if distributed else 'single process'})")
+        log(
+            f"policy: {params} parameters on {device} ({'DDP ' + dist.get_backend() if distributed else 'single process'})"
+        )
         log(f"Effective batch size: {args.batch_size} x {world} workers x {args.grad_accum} grad accum = {effective}")
     bar = ProgressBar(args.steps) if rank == 0 else None
 
@@ -197,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.monotonic() - window_start
             if rank == 0:
                 sys.stderr.write("\n")
-                log(f"step {step}/{args.steps} loss={mean_loss:.4f} lr={optimizer.param_groups[0]['lr']:.3e} samples/s={effective * window_steps / elapsed:.1f}")
+                log(
+                    f"step {step}/{args.steps} loss={mean_loss:.4f} lr={optimizer.param_groups[0]['lr']:.3e} samples/s={effective * window_steps / elapsed:.1f}"
+                )
             window_start, window_steps = time.monotonic(), 0
             loss_sum.zero_()
         if (args.save_every and step % args.save_every == 0) or step == args.steps:

@@ -7,12 +7,21 @@ import os
 import platform
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 NO_DRIVER_LINE = "no NVIDIA driver found: CPU only; the demo and CPU dry runs still work"
 TOPOLOGY_NAMES = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-P2P_STATUS = {0: "OK", 1: "chipset not supported", 2: "GPU not supported", 3: "IOH topology not supported", 4: "disabled by regkey", 5: "not supported", 6: "unknown"}
+P2P_STATUS = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
 P2P_CAPS_INDEX_READ = 0  # nvidia-ml-py 13.615.71 defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,): pass the int
 NVLINK_MAX_LINKS = 18
 NVML_FAILURE_TEXT = {
@@ -69,7 +78,9 @@ def open_nvml(module: Any | None = None) -> Any:
         code = getattr(exc, "value", None)
         if code in (9, 12):
             raise NvmlUnavailable(NO_DRIVER_LINE) from None
-        raise NvmlUnavailable(f"NVML failed to start ({NVML_FAILURE_TEXT.get(code, exc)}): CPU only; the demo and CPU dry runs still work") from None
+        raise NvmlUnavailable(
+            f"NVML failed to start ({NVML_FAILURE_TEXT.get(code, exc)}): CPU only; the demo and CPU dry runs still work"
+        ) from None
     except OSError as exc:
         raise NvmlUnavailable(f"{NO_DRIVER_LINE} ({exc})") from None
     return nv
@@ -217,7 +228,9 @@ class NvmlReader:
             info.name = _text(nv.nvmlDeviceGetName(h))
             info.uuid = _text(nv.nvmlDeviceGetUUID(h))
         except nv.NVMLError as exc:
-            info.error = "GPU is lost (fell off the bus)" if getattr(exc, "value", None) == GPU_IS_LOST else f"unreadable: {exc}"
+            info.error = (
+                "GPU is lost (fell off the bus)" if getattr(exc, "value", None) == GPU_IS_LOST else f"unreadable: {exc}"
+            )
             return info
         pci = self.query(nv.nvmlDeviceGetPciInfo, h)
         info.bus_id = _text(pci.busId) if pci is not None else None
@@ -325,7 +338,9 @@ class NvmlReader:
                 uuids.append(None)
         order = cuda_order(visible_env, uuids)
         gpus = [self.device(i, order) for i in range(len(self.handles))]
-        return Inventory(gpus, self.links(gpus), driver, f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None, visible_env)
+        return Inventory(
+            gpus, self.links(gpus), driver, f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None, visible_env
+        )
 
 
 def _text(value: Any) -> str:
@@ -345,7 +360,11 @@ def cuda_order(visible: str | None, uuids: list[str | None]) -> dict[str, int]:
             if nvml_index >= len(uuids):
                 break
         else:
-            matches = [i for i, u in enumerate(uuids) if u and u.startswith(token if token.startswith("GPU-") else f"GPU-{token}")]
+            matches = [
+                i
+                for i, u in enumerate(uuids)
+                if u and u.startswith(token if token.startswith("GPU-") else f"GPU-{token}")
+            ]
             if len(matches) != 1:
                 break
             nvml_index = matches[0]
@@ -380,12 +399,16 @@ def read_inventory(module: Any | None = None) -> Inventory:
         return Inventory([], [], message=str(exc))
     try:
         return NvmlReader(nv).inventory()
-    except Exception as exc:  # noqa: BLE001 - a broken driver must not crash the wizard
-        return Inventory([], [], message=f"NVML failed while reading the GPUs ({exc}): CPU only; the demo and CPU dry runs still work")
+    except Exception as exc:
+        return Inventory(
+            [],
+            [],
+            message=f"NVML failed while reading the GPUs ({exc}): CPU only; the demo and CPU dry runs still work",
+        )
     finally:
         try:
             nv.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

@@ -167,7 +167,9 @@ class ReplayNvml:
     def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:
         links = self.devices[h].get("nvlinks", {})
         if str(link) not in links:
-            raise self.NVMLError(self.pynvml.NVML_ERROR_NOT_SUPPORTED if not links else self.pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            raise self.NVMLError(
+                self.pynvml.NVML_ERROR_NOT_SUPPORTED if not links else self.pynvml.NVML_ERROR_INVALID_ARGUMENT
+            )
         return 1
 
     def nvmlDeviceGetNvLinkRemotePciInfo_v2(self, h: int, link: int) -> Any:
@@ -188,7 +190,12 @@ def _capture(fn: Any, *args: Any) -> Any:
 
 def record_machine(nv: Any) -> dict[str, Any]:
     """Capture a real machine's NVML answers in the replay format (run by `gpuwizard gpus --record`)."""
-    rec: dict[str, Any] = {"driver_version": _capture(nv.nvmlSystemGetDriverVersion), "cuda_driver_version": _capture(nv.nvmlSystemGetCudaDriverVersion_v2), "devices": [], "pairs": {}}
+    rec: dict[str, Any] = {
+        "driver_version": _capture(nv.nvmlSystemGetDriverVersion),
+        "cuda_driver_version": _capture(nv.nvmlSystemGetCudaDriverVersion_v2),
+        "devices": [],
+        "pairs": {},
+    }
     handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     for h in handles:
         mem = _capture(nv.nvmlDeviceGetMemoryInfo, h)
@@ -198,7 +205,9 @@ def record_machine(nv: Any) -> dict[str, Any]:
         device = {
             "name": _capture(nv.nvmlDeviceGetName, h),
             "uuid": _capture(nv.nvmlDeviceGetUUID, h),
-            "pci_bus_id": pci if isinstance(pci, dict) else (pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId),
+            "pci_bus_id": pci
+            if isinstance(pci, dict)
+            else (pci.busId.decode() if isinstance(pci.busId, bytes) else pci.busId),
             "memory": mem if isinstance(mem, dict) else [mem.total, mem.free, mem.used],
             "utilization": util if isinstance(util, dict) else [util.gpu, util.memory],
             "temperature": _capture(nv.nvmlDeviceGetTemperature, h, 0),
@@ -221,7 +230,9 @@ def record_machine(nv: Any) -> dict[str, Any]:
             if _capture(nv.nvmlDeviceGetNvLinkState, h, link) == 1:
                 remote = _capture(nv.nvmlDeviceGetNvLinkRemotePciInfo_v2, h, link)
                 if not isinstance(remote, dict):
-                    device["nvlinks"][str(link)] = remote.busId.decode() if isinstance(remote.busId, bytes) else remote.busId
+                    device["nvlinks"][str(link)] = (
+                        remote.busId.decode() if isinstance(remote.busId, bytes) else remote.busId
+                    )
         rec["devices"].append(device)
     for i in range(len(handles)):
         for j in range(i + 1, len(handles)):

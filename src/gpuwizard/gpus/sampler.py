@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from gpuwizard.runner.records import GpuSample
 from gpuwizard.gpus.inventory import DeviceLost, GpuInfo, NvmlReader, NvmlUnavailable, open_nvml, replay_module_from_env
+from gpuwizard.runner.records import GpuSample
 
 
 class NvmlSampleSource:
@@ -28,8 +29,16 @@ class NvmlSampleSource:
             except DeviceLost:
                 samples.append(GpuSample(t=now, index=index, lost=True))
                 continue
-            sample = GpuSample(t=now, index=index, utilization=info.utilization_gpu, memory_used_mb=info.memory_used_mb, memory_total_mb=info.memory_total_mb,
-                               temperature_c=info.temperature_c, power_w=info.power_w, power_limit_w=info.power_limit_w)
+            sample = GpuSample(
+                t=now,
+                index=index,
+                utilization=info.utilization_gpu,
+                memory_used_mb=info.memory_used_mb,
+                memory_total_mb=info.memory_total_mb,
+                temperature_c=info.temperature_c,
+                power_w=info.power_w,
+                power_limit_w=info.power_limit_w,
+            )
             if run_pids:
                 procs = self.reader.processes(h)
                 ours = [p for p in procs if p.pid in run_pids]
@@ -46,7 +55,7 @@ class NvmlSampleSource:
     def close(self) -> None:
         try:
             self.nv.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -56,7 +65,7 @@ def run_memory_held(source: NvmlSampleSource, pids: set[int], wait_s: float = 5.
     while True:
         try:
             held = {s.index: s.run_memory_mb for s in source.sample(pids) if s.run_memory_mb}
-        except Exception:  # noqa: BLE001 - telemetry must never fail the run's ending
+        except Exception:
             return {}
         if not held or time.monotonic() >= deadline:
             return held
@@ -69,15 +78,21 @@ def open_sample_source(module: Any | None = None) -> NvmlSampleSource | None:
         return NvmlSampleSource(module)
     except NvmlUnavailable:
         return None
-    except Exception:  # noqa: BLE001 - NVML failing must never stop a run
+    except Exception:
         return None
 
 
 class GpuSampler:
     """A daemon thread that samples at `interval` seconds and keeps `history` samples per device."""
 
-    def __init__(self, source: NvmlSampleSource, interval: float = 1.0, history: int = 300,
-                 run_pids: Callable[[], set[int]] | None = None, on_sample: Callable[[list[GpuSample]], None] | None = None):
+    def __init__(
+        self,
+        source: NvmlSampleSource,
+        interval: float = 1.0,
+        history: int = 300,
+        run_pids: Callable[[], set[int]] | None = None,
+        on_sample: Callable[[list[GpuSample]], None] | None = None,
+    ):
         self.source, self.interval = source, interval
         self.run_pids = run_pids or (lambda: set())
         self.on_sample = on_sample
@@ -102,7 +117,7 @@ class GpuSampler:
     def sample_once(self) -> list[GpuSample]:
         try:
             samples = self.source.sample(self.run_pids())
-        except Exception:  # noqa: BLE001 - a flaky driver read is skipped, not fatal
+        except Exception:
             return []
         with self._lock:
             for s in samples:
@@ -120,4 +135,3 @@ class GpuSampler:
             started = time.monotonic()
             self.sample_once()
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
-

@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.procs import JobProcesses
-from gpuwizard.runner.records import Event, GpuSample, ProcessRef, Progress, RanksSample, RecordError, RecordT, Status, parse_lines
+from gpuwizard.runner.records import (
+    Event,
+    GpuSample,
+    ProcessRef,
+    Progress,
+    RanksSample,
+    RecordError,
+    RecordT,
+    Status,
+    parse_lines,
+)
 from gpuwizard.runner.rundir import RunDir, run_processes
 from gpuwizard.runner.tail import LogTail
 
@@ -101,7 +111,12 @@ def request_stop(run: RunDir) -> None:
         JobProcesses(status.job.pid).stop()
     stop_processes([ref for ref in run_processes(run, status) if ref.alive()])  # ranks orphaned by a dead launcher
     if not status.final:
-        run.update_status(state=RunState.STOPPED, exit_code=int(ExitCode.STOPPED), ended=time.time(), stop_reason="user (supervisor was gone)")
+        run.update_status(
+            state=RunState.STOPPED,
+            exit_code=int(ExitCode.STOPPED),
+            ended=time.time(),
+            stop_reason="user (supervisor was gone)",
+        )
 
 
 def stop_processes(refs: list[ProcessRef], grace_s: float = 10.0) -> None:
@@ -170,5 +185,3 @@ def event_text(event: Event) -> str:
     if event.suggestion:
         text += f"\n  next: {event.suggestion}"
     return text
-
-

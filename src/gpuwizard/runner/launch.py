@@ -11,13 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import Plan, build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset
-from gpuwizard.schema import updated
-from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.records import Expectations, Job, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
+from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import BuildContext, port_is_free
 from gpuwizard.yamlio import atomic_write
@@ -42,7 +42,9 @@ def smoke_variant(preset: Preset) -> Preset:
     trainer = get_trainer(preset.trainer)
     world = trainer.world_size(preset)
     size = SMOKE_PER_DEVICE_BATCH * world if trainer.batch_is_global else SMOKE_PER_DEVICE_BATCH
-    return updated(preset, batch=updated(preset.batch, size=size, grad_accum=1), optim=updated(preset.optim, steps=SMOKE_STEPS))
+    return updated(
+        preset, batch=updated(preset.batch, size=size, grad_accum=1), optim=updated(preset.optim, steps=SMOKE_STEPS)
+    )
 
 
 def with_env(preset: Preset, assignments: list[str]) -> Preset:
@@ -51,7 +53,14 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
     for item in assignments:
         name, sep, value = item.partition("=")
         if not sep or not ENV_NAME.fullmatch(name):
-            raise UserError(problem("--env", "must be NAME=VALUE with a valid variable name", "e.g. --env NCCL_P2P_DISABLE=1", value=item))
+            raise UserError(
+                problem(
+                    "--env",
+                    "must be NAME=VALUE with a valid variable name",
+                    "e.g. --env NCCL_P2P_DISABLE=1",
+                    value=item,
+                )
+            )
         env[name] = value
     return updated(preset, launch=updated(preset.launch, env=env))
 
@@ -60,15 +69,30 @@ def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:
     exe = argv[0]
     if "/" in exe:
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            return [problem("launch.python", f"the launcher {exe} is not an executable file", "install torch (torchrun) in the training environment, or fix launch.python", value=exe)]
+            return [
+                problem(
+                    "launch.python",
+                    f"the launcher {exe} is not an executable file",
+                    "install torch (torchrun) in the training environment, or fix launch.python",
+                    value=exe,
+                )
+            ]
         return []
     if shutil.which(exe, path=env.get("PATH")) is None:
-        return [problem("launch.python", f"the launcher `{exe}` is not on PATH", f"install {exe} or set launch.python to the training environment's interpreter", value=exe)]
+        return [
+            problem(
+                "launch.python",
+                f"the launcher `{exe}` is not on PATH",
+                f"install {exe} or set launch.python to the training environment's interpreter",
+                value=exe,
+            )
+        ]
     return []
 
 
-def prepare_run(preset: Preset, gpus: int | None = None, smoke: bool = False, env: list[str] | None = None,
-                inventory: Any = None) -> PreparedRun:
+def prepare_run(
+    preset: Preset, gpus: int | None = None, smoke: bool = False, env: list[str] | None = None, inventory: Any = None
+) -> PreparedRun:
     """Plan and check everything that can be checked before a process starts; UserError on any error."""
     from gpuwizard.gpus.inventory import read_inventory
 
@@ -86,25 +110,53 @@ def prepare_run(preset: Preset, gpus: int | None = None, smoke: bool = False, en
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
         if preset.hardware.nodes == 1 and trainer.uses_torchrun and not port_is_free(ctx.master_port):
-            errors.append(problem("launch.master_port", f"port {ctx.master_port} on 127.0.0.1 is already in use (another job?)", "set launch.master_port to a free port, or null to pick one", value=ctx.master_port))
+            errors.append(
+                problem(
+                    "launch.master_port",
+                    f"port {ctx.master_port} on 127.0.0.1 is already in use (another job?)",
+                    "set launch.master_port to a free port, or null to pick one",
+                    value=ctx.master_port,
+                )
+            )
         if plan.device == "cuda":
             visible = len(inventory.visible())
             if visible < preset.hardware.gpus:
-                errors.append(problem("hardware.gpus", f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here" + (f" ({inventory.message})" if inventory.message else ""), "lower hardware.gpus, or use hardware.device: cpu for a CPU dry run", value=preset.hardware.gpus))
+                errors.append(
+                    problem(
+                        "hardware.gpus",
+                        f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here"
+                        + (f" ({inventory.message})" if inventory.message else ""),
+                        "lower hardware.gpus, or use hardware.device: cpu for a CPU dry run",
+                        value=preset.hardware.gpus,
+                    )
+                )
     if errors:
         raise UserError(errors, preset.name)
     warnings = list(plan.warnings)
     if plan.world_size > 1 and not baseline_green(preset.name):
-        warnings.append(problem(None, f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read than a single-GPU one", f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)", level="warning"))
+        warnings.append(
+            problem(
+                None,
+                f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read than a single-GPU one",
+                f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)",
+                level="warning",
+            )
+        )
     return PreparedRun(preset, plan, ctx, smoke, warnings)
 
 
 def expectations(prepared: PreparedRun) -> Expectations:
     plan, preset = prepared.plan, prepared.preset
     return Expectations(
-        steps=plan.steps, lr=plan.lr, warmup_steps=plan.warmup_steps or 0, effective_batch=plan.effective_batch,
-        world_size=plan.world_size, hang_timeout_s=preset.monitor.hang_timeout_s, first_step_timeout_s=preset.monitor.first_step_timeout_s,
-        multi_node=preset.hardware.nodes > 1, baseline_green=baseline_green(preset.name),
+        steps=plan.steps,
+        lr=plan.lr,
+        warmup_steps=plan.warmup_steps or 0,
+        effective_batch=plan.effective_batch,
+        world_size=plan.world_size,
+        hang_timeout_s=preset.monitor.hang_timeout_s,
+        first_step_timeout_s=preset.monitor.first_step_timeout_s,
+        multi_node=preset.hardware.nodes > 1,
+        baseline_green=baseline_green(preset.name),
     )
 
 
@@ -113,7 +165,9 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
     try:
         run = new_run_dir(prepared.preset.name)
     except OSError as exc:
-        raise UserError(problem(None, f"cannot create the run folder: {exc}", "set GPUWIZARD_DATA_DIR to a writable folder")) from None
+        raise UserError(
+            problem(None, f"cannot create the run folder: {exc}", "set GPUWIZARD_DATA_DIR to a writable folder")
+        ) from None
     ctx = prepared.ctx
     if prepared.smoke:
         ctx.output_dir = str(run.path / "output")
@@ -122,14 +176,45 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
     atomic_write(run.path / "preset.yaml", preset.to_yaml())
     atomic_write(run.path / "plan.json", json.dumps(plan.to_json(), indent=2))
     atomic_write(run.path / "command.json", json.dumps(spec.to_json(), indent=2))
-    run.write("job.json", Job(argv=spec.argv, env=spec.env, unset=spec.unset, workdir=spec.workdir, trainer=preset.trainer,
-                              device=plan.device, on_hang=on_hang, expect=expectations(prepared)))
-    run.write("status.json", Status(run_id=run.run_id, preset=preset.name, trainer=preset.trainer, policy=preset.policy,
-                                    world_size=plan.world_size, device=plan.device, smoke=prepared.smoke, steps=plan.steps,
-                                    created=time.time(), state=RunState.STARTING, command=spec.shell(), on_hang=on_hang))
+    run.write(
+        "job.json",
+        Job(
+            argv=spec.argv,
+            env=spec.env,
+            unset=spec.unset,
+            workdir=spec.workdir,
+            trainer=preset.trainer,
+            device=plan.device,
+            on_hang=on_hang,
+            expect=expectations(prepared),
+        ),
+    )
+    run.write(
+        "status.json",
+        Status(
+            run_id=run.run_id,
+            preset=preset.name,
+            trainer=preset.trainer,
+            policy=preset.policy,
+            world_size=plan.world_size,
+            device=plan.device,
+            smoke=prepared.smoke,
+            steps=plan.steps,
+            created=time.time(),
+            state=RunState.STARTING,
+            command=spec.shell(),
+            on_hang=on_hang,
+        ),
+    )
     with open(run.path / "supervisor.log", "ab") as log:
-        supervisor = subprocess.Popen([sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     try:
         wait_until_launched(run, supervisor, wait_s)
     except BaseException:
@@ -144,10 +229,20 @@ def wait_until_launched(run: RunDir, supervisor: subprocess.Popen[bytes], wait_s
     while run.status().state == RunState.STARTING:
         if supervisor.poll() is not None:
             if run.status().state == RunState.STARTING:  # it died before it could say so itself
-                run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.FAILED), ended=time.time(),
-                                  error=f"the supervisor exited with code {supervisor.returncode} before starting the job; see {run.path / 'supervisor.log'}")
+                run.update_status(
+                    state=RunState.FAILED,
+                    exit_code=int(ExitCode.FAILED),
+                    ended=time.time(),
+                    error=f"the supervisor exited with code {supervisor.returncode} before starting the job; see {run.path / 'supervisor.log'}",
+                )
             return
         if time.monotonic() > deadline:
             supervisor.terminate()
-            raise UserError(problem(None, f"the run's supervisor did not start the job within {wait_s:.0f} s", f"see {run.path / 'supervisor.log'}"))
+            raise UserError(
+                problem(
+                    None,
+                    f"the run's supervisor did not start the job within {wait_s:.0f} s",
+                    f"see {run.path / 'supervisor.log'}",
+                )
+            )
         time.sleep(0.05)

@@ -157,7 +157,12 @@ class LogIndex:
         first = self.block_of(start_line)
         begin, end = self._block_range(first)
         skip = self._offset_of_line(self._read(begin, end), start_line - self.block_first_line[first])
-        order = [(first, skip, None), *((b, 0, None) for b in range(first + 1, blocks)), *((b, 0, None) for b in range(first)), (first, 0, skip)]
+        order = [
+            (first, skip, None),
+            *((b, 0, None) for b in range(first + 1, blocks)),
+            *((b, 0, None) for b in range(first)),
+            (first, 0, skip),
+        ]
         for block, lo, hi in order:
             if cancelled is not None and cancelled.is_set():
                 return None

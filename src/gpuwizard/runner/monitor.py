@@ -18,22 +18,63 @@ FIRST_STEP_MIN_S = 600.0
 
 
 SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
-    ("collective_timeout", re.compile(r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"),
-     "NCCL collective timed out", "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO and, on PCIe machines, NCCL_P2P_DISABLE=1."),
-    ("collective_timeout", re.compile(r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier|Rank (?P<rank>\d+) failed to pass monitoredBarrier"),
-     "gloo collective timed out", "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data)."),
-    ("collective_timeout", re.compile(r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out"),
-     "NCCL watchdog stuck", "A CUDA or NCCL call blocked the watchdog; check the GPU with nvidia-smi and dmesg for Xid errors."),
-    ("nccl_error", re.compile(r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|DistBackendError"),
-     "NCCL error", "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; across nodes set NCCL_SOCKET_IFNAME."),
-    ("gloo_error", re.compile(r"gloo::IoException|\[gloo/transport/tcp/[^\]]*\] Connection closed by peer"),
-     "gloo connection lost", "A peer process died or the network dropped; the rank that failed first is in the failure table."),
-    ("out_of_memory", re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
-     "GPU out of memory", "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP."),
+    (
+        "collective_timeout",
+        re.compile(
+            r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
+        ),
+        "NCCL collective timed out",
+        "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO and, on PCIe machines, NCCL_P2P_DISABLE=1.",
+    ),
+    (
+        "collective_timeout",
+        re.compile(
+            r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier|Rank (?P<rank>\d+) failed to pass monitoredBarrier"
+        ),
+        "gloo collective timed out",
+        "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data).",
+    ),
+    (
+        "collective_timeout",
+        re.compile(r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out"),
+        "NCCL watchdog stuck",
+        "A CUDA or NCCL call blocked the watchdog; check the GPU with nvidia-smi and dmesg for Xid errors.",
+    ),
+    (
+        "nccl_error",
+        re.compile(
+            r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|DistBackendError"
+        ),
+        "NCCL error",
+        "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; across nodes set NCCL_SOCKET_IFNAME.",
+    ),
+    (
+        "gloo_error",
+        re.compile(r"gloo::IoException|\[gloo/transport/tcp/[^\]]*\] Connection closed by peer"),
+        "gloo connection lost",
+        "A peer process died or the network dropped; the rank that failed first is in the failure table.",
+    ),
+    (
+        "out_of_memory",
+        re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
+        "GPU out of memory",
+        "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP.",
+    ),
 ]
 
 
-SIGNAL_WORDS = ("rror", "xception", "NCCL", "atchdog", "imed out", "monitoredBarrier", "Heartbeat", "gloo", "ut of memory", "Interrupt")
+SIGNAL_WORDS = (
+    "rror",
+    "xception",
+    "NCCL",
+    "atchdog",
+    "imed out",
+    "monitoredBarrier",
+    "Heartbeat",
+    "gloo",
+    "ut of memory",
+    "Interrupt",
+)
 """Every failure signature and exception line holds one of these fragments (a few scans per chunk)."""
 
 
@@ -200,16 +241,27 @@ class JobMonitor:
     def _check_lr(self, logged: float) -> list[Event]:
         """Compare the first lr logged after warmup with the plan; a trainer that dropped the flag shows here."""
         step = self.progress.step or 0
-        if self.lr_checked or (self.expect.warmup_steps and step < self.expect.warmup_steps and logged <= self.expect.lr * (1 + LR_TOLERANCE)):
+        if self.lr_checked or (
+            self.expect.warmup_steps
+            and step < self.expect.warmup_steps
+            and logged <= self.expect.lr * (1 + LR_TOLERANCE)
+        ):
             return []
         self.lr_checked = True
         expected = self.expected_lr(step)
         if expected > 0 and abs(logged / expected - 1) > LR_TOLERANCE:
-            return [self._event(Event(
-                kind="lr_mismatch", severity="error", title=f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
-                detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
-                suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites --optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each trainer honours.",
-                data={"logged": logged, "expected": expected, "step": step}))]
+            return [
+                self._event(
+                    Event(
+                        kind="lr_mismatch",
+                        severity="error",
+                        title=f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
+                        detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
+                        suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites --optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each trainer honours.",
+                        data={"logged": logged, "expected": expected, "step": step},
+                    )
+                )
+            ]
         return []
 
     def _check_batch(self, logged: int) -> list[Event]:
@@ -217,11 +269,18 @@ class JobMonitor:
             return []
         self.batch_checked = True
         if logged != self.expect.effective_batch:
-            return [self._event(Event(
-                kind="batch_mismatch", severity="error", title=f"effective batch mismatch: trainer says {logged}, plan says {self.expect.effective_batch}",
-                detail="The trainer's own banner disagrees with the planned samples per update.",
-                suggestion="Check the process count against the trainer's GPU count and the batch flag's meaning for this trainer.",
-                data={"logged": logged, "expected": self.expect.effective_batch}))]
+            return [
+                self._event(
+                    Event(
+                        kind="batch_mismatch",
+                        severity="error",
+                        title=f"effective batch mismatch: trainer says {logged}, plan says {self.expect.effective_batch}",
+                        detail="The trainer's own banner disagrees with the planned samples per update.",
+                        suggestion="Check the process count against the trainer's GPU count and the batch flag's meaning for this trainer.",
+                        data={"logged": logged, "expected": self.expect.effective_batch},
+                    )
+                )
+            ]
         return []
 
     def _failure(self, text: str) -> list[Event]:
@@ -233,16 +292,26 @@ class JobMonitor:
             if failure is not None:
                 error = failure["error"] or self.last_exception or "no error message (see the log)"
                 rank = failure["rank"]
-                new.append(self._event(Event(
-                    kind="rank_failed", severity="error", title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
-                    detail="torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
-                    suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
-                    rank=rank, data=failure)))
+                new.append(
+                    self._event(
+                        Event(
+                            kind="rank_failed",
+                            severity="error",
+                            title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
+                            detail="torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
+                            suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
+                            rank=rank,
+                            data=failure,
+                        )
+                    )
+                )
                 break
         return new
 
     def _signatures(self, line: str) -> list[Event]:
-        if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*", line) and not line.startswith("torch.distributed.elastic"):
+        if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*", line) and not line.startswith(
+            "torch.distributed.elastic"
+        ):
             self.last_exception = line
         for kind, pattern, title, suggestion in SIGNATURES:
             match = pattern.search(line)
@@ -254,7 +323,19 @@ class JobMonitor:
             self._seen_signatures.add(key)
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
             rank = int(groups["rank"]) if "rank" in groups else None
-            return [self._event(Event(kind=kind, severity="error", title=title, detail=line[:300], suggestion=suggestion, rank=rank, data=groups))]
+            return [
+                self._event(
+                    Event(
+                        kind=kind,
+                        severity="error",
+                        title=title,
+                        detail=line[:300],
+                        suggestion=suggestion,
+                        rank=rank,
+                        data=groups,
+                    )
+                )
+            ]
         return []
 
     # -- time and processes --------------------------------------------------------------
@@ -295,29 +376,55 @@ class JobMonitor:
         verdict = classify_ranks(ranks, gpus)
         if verdict["busy"] and self.slow_extension_until is None:
             self.slow_extension_until = now + limit
-            return [self._event(Event(
-                kind="slow_progress", severity="warning", title=f"no progress for {stale:.0f} s, but every rank is busy",
-                detail=f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very slow step, not a hang. Waiting another {limit:.0f} s.",
-                suggestion="If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.", data=verdict))]
+            return [
+                self._event(
+                    Event(
+                        kind="slow_progress",
+                        severity="warning",
+                        title=f"no progress for {stale:.0f} s, but every rank is busy",
+                        detail=f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very slow step, not a hang. Waiting another {limit:.0f} s.",
+                        suggestion="If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.",
+                        data=verdict,
+                    )
+                )
+            ]
         self.hang_reported = True
         return [self._event(self.hang_event(stale, limit, why, verdict))]
 
     def hang_event(self, stale: float, limit: float, why: str, verdict: dict[str, Any]) -> Event:
         differing = verdict.get("differing_rank")
-        detail = f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: {self.progress.step if self.progress.step is not None else 'none yet'}. " + verdict["summary"]
-        return Event(kind="hang_suspected", severity="error", title=f"hang suspected: no progress for {stale:.0f} s", detail=detail,
-                     suggestion=self.suggestion(differing, verdict), rank=differing, data={"stale_s": stale, "limit_s": limit, **verdict})
+        detail = (
+            f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: {self.progress.step if self.progress.step is not None else 'none yet'}. "
+            + verdict["summary"]
+        )
+        return Event(
+            kind="hang_suspected",
+            severity="error",
+            title=f"hang suspected: no progress for {stale:.0f} s",
+            detail=detail,
+            suggestion=self.suggestion(differing, verdict),
+            rank=differing,
+            data={"stale_s": stale, "limit_s": limit, **verdict},
+        )
 
     def suggestion(self, differing: int | None, verdict: dict[str, Any]) -> str:
         e, steps = self.expect, []
         if differing is not None:
-            steps.append(f"rank {differing} behaves unlike the others: look at code that runs on some ranks only (rank-0 saves or eval, uneven data shards)")
+            steps.append(
+                f"rank {differing} behaves unlike the others: look at code that runs on some ranks only (rank-0 saves or eval, uneven data shards)"
+            )
         if self.progress.step is None and e.world_size > 1:
-            steps.append("it never reached the first step: rerun with NCCL_DEBUG=INFO; on a PCIe machine retry with NCCL_P2P_DISABLE=1")
+            steps.append(
+                "it never reached the first step: rerun with NCCL_DEBUG=INFO; on a PCIe machine retry with NCCL_P2P_DISABLE=1"
+            )
         elif verdict.get("spinning"):
-            steps.append("GPUs spin at full utilization on low power (NCCL waiting): retry with NCCL_P2P_DISABLE=1 to rule out broken peer-to-peer")
+            steps.append(
+                "GPUs spin at full utilization on low power (NCCL waiting): retry with NCCL_P2P_DISABLE=1 to rule out broken peer-to-peer"
+            )
         if e.multi_node:
-            steps.append("across nodes set NCCL_SOCKET_IFNAME to the right interface, and NCCL_IB_DISABLE=1 where there is no InfiniBand")
+            steps.append(
+                "across nodes set NCCL_SOCKET_IFNAME to the right interface, and NCCL_IB_DISABLE=1 where there is no InfiniBand"
+            )
         if not e.baseline_green:
             steps.append("this preset never finished green on one GPU: run the single-GPU baseline first (--gpus 1)")
         steps.append("reproduce fast with a smoke run (50 steps, batch 2), and take a stack dump of every rank")
@@ -339,7 +446,9 @@ def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict
     if gpus:
         powered = [g for g in gpus if g.power_w is not None and g.power_limit_w]
         busy_gpu = bool(powered) and all(g.power_w / g.power_limit_w > 0.4 for g in powered)
-        spinning = bool(powered) and all((g.utilization or 0) >= 95 and g.power_w / g.power_limit_w < 0.4 for g in powered)
+        spinning = bool(powered) and all(
+            (g.utilization or 0) >= 95 and g.power_w / g.power_limit_w < 0.4 for g in powered
+        )
     differing = None
     if dead:
         differing = dead[0]
@@ -349,10 +458,19 @@ def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict
         outliers = [r for r, v in cpu.items() if abs(v - median) >= max(20.0, 0.5 * median)]
         if len(outliers) == 1:
             differing = outliers[0]
-    parts = [f"CPU per rank: {', '.join(f'rank {r} {v:.0f}%' for r, v in sorted(cpu.items()))}." if cpu else "No per-rank CPU data."]
+    parts = [
+        f"CPU per rank: {', '.join(f'rank {r} {v:.0f}%' for r, v in sorted(cpu.items()))}."
+        if cpu
+        else "No per-rank CPU data."
+    ]
     if dead:
         parts.append(f"Rank(s) {', '.join(map(str, dead))} exited.")
     if spinning:
         parts.append("GPUs at ~100% utilization on low power: NCCL kernels spin-waiting.")
-    return {"busy": busy_cpu and busy_gpu and not spinning and not dead, "spinning": spinning, "cpu": cpu,
-            "differing_rank": differing, "summary": " ".join(parts)}
+    return {
+        "busy": busy_cpu and busy_gpu and not spinning and not dead,
+        "spinning": spinning,
+        "cpu": cpu,
+        "differing_rank": differing,
+        "summary": " ".join(parts),
+    }

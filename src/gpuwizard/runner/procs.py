@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+
 import psutil
 
 from gpuwizard.runner.records import ProcessRef, RankState
@@ -77,13 +78,36 @@ class JobProcesses:
                 used = times.user + times.system
                 status = proc.status()
             except psutil.Error:
-                samples.append(RankState(rank=rank, local_rank=local_rank, pid=pid, cpu=None, status="exited", alive=False, ref=self.refs.get(pid)))
+                samples.append(
+                    RankState(
+                        rank=rank,
+                        local_rank=local_rank,
+                        pid=pid,
+                        cpu=None,
+                        status="exited",
+                        alive=False,
+                        ref=self.refs.get(pid),
+                    )
+                )
                 continue
             previous = self._cpu_seen.get(pid)
             self._cpu_seen[pid] = (now, used)
-            cpu = None if previous is None or now <= previous[0] else round(100 * (used - previous[1]) / (now - previous[0]), 1)
-            samples.append(RankState(rank=rank, local_rank=local_rank, pid=pid, cpu=cpu, status=status, alive=status != psutil.STATUS_ZOMBIE,
-                                     ref=self.refs.get(pid)))
+            cpu = (
+                None
+                if previous is None or now <= previous[0]
+                else round(100 * (used - previous[1]) / (now - previous[0]), 1)
+            )
+            samples.append(
+                RankState(
+                    rank=rank,
+                    local_rank=local_rank,
+                    pid=pid,
+                    cpu=cpu,
+                    status=status,
+                    alive=status != psutil.STATUS_ZOMBIE,
+                    ref=self.refs.get(pid),
+                )
+            )
         return samples
 
     def stop(self, grace_s: float = 10.0) -> list[int]:

@@ -50,7 +50,9 @@ def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
         raise RecordError(f"{name} holds {type(data).__name__}, not a record")
     version = data.get("format")  # the one raw look-up: which reader applies
     if version != FORMAT:
-        raise RecordError(f"{name} was written by another gpuwizard version (record format {version}; this one reads {FORMAT})")
+        raise RecordError(
+            f"{name} was written by another gpuwizard version (record format {version}; this one reads {FORMAT})"
+        )
     try:
         return kind.model_validate_json(text)
     except ValidationError as exc:

@@ -209,7 +209,11 @@ def glob_escape(text: str) -> str:
 
 def green_baselines(entries: list[RunEntry]) -> set[str]:
     """Presets with a one-process run that finished with exit 0."""
-    return {e.status.preset for e in entries if e.status and e.status.world_size == 1 and e.status.state == "finished" and e.status.exit_code == 0}
+    return {
+        e.status.preset
+        for e in entries
+        if e.status and e.status.world_size == 1 and e.status.state == "finished" and e.status.exit_code == 0
+    }
 
 
 def baseline_green(preset_name: str) -> bool:
@@ -232,7 +236,14 @@ def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> l
     rows = []
     for world, rate in sorted(latest.items()):
         speedup = rate / base if base else None
-        rows.append({"world_size": world, "samples_per_s": rate, "speedup": speedup, "efficiency": speedup / world if speedup else None})
+        rows.append(
+            {
+                "world_size": world,
+                "samples_per_s": rate,
+                "speedup": speedup,
+                "efficiency": speedup / world if speedup else None,
+            }
+        )
     return rows
 
 
@@ -240,4 +251,7 @@ def scaling_text(preset_name: str) -> str | None:
     rows = [r for r in scaling_report(preset_name) if r["efficiency"] is not None and r["world_size"] > 1]
     if not rows:
         return None
-    return "; ".join(f"{r['world_size']} processes: {r['speedup']:.2f}x the 1-process samples/s (efficiency {r['efficiency']:.0%})" for r in rows)
+    return "; ".join(
+        f"{r['world_size']} processes: {r['speedup']:.2f}x the 1-process samples/s (efficiency {r['efficiency']:.0%})"
+        for r in rows
+    )

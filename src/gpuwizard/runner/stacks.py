@@ -13,14 +13,35 @@ from typing import Any
 
 from gpuwizard.runner.records import RankState
 
-SYNC_POINTS = frozenset({
-    "all_reduce", "allreduce", "barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "all_gather",
-    "all_gather_into_tensor", "all_gather_object", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "reduce",
-    "recv", "send", "wait", "wait_tensor", "synchronize", "wait_for_everyone", "gather", "gather_for_metrics",
-    "reduce_across_ranks",
-    # DDP all-reduces gradients inside backward(), so a rank blocked there waits on its peers
-    "backward", "_engine_run_backward",
-})
+SYNC_POINTS = frozenset(
+    {
+        "all_reduce",
+        "allreduce",
+        "barrier",
+        "monitored_barrier",
+        "broadcast",
+        "broadcast_object_list",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "reduce",
+        "recv",
+        "send",
+        "wait",
+        "wait_tensor",
+        "synchronize",
+        "wait_for_everyone",
+        "gather",
+        "gather_for_metrics",
+        "reduce_across_ranks",
+        # DDP all-reduces gradients inside backward(), so a rank blocked there waits on its peers
+        "backward",
+        "_engine_run_backward",
+    }
+)
 
 
 @dataclass
@@ -32,8 +53,13 @@ class StackReport:
     files: list[str]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "note": self.note, "per_rank": {str(k): v for k, v in self.per_rank.items()},
-                "outside_collective": self.outside_collective, "files": self.files}
+        return {
+            "ok": self.ok,
+            "note": self.note,
+            "per_rank": {str(k): v for k, v in self.per_rank.items()},
+            "outside_collective": self.outside_collective,
+            "files": self.files,
+        }
 
 
 def ptrace_note() -> str | None:
@@ -71,12 +97,23 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
     """Dump every live rank's Python stack and name the ranks outside a collective."""
     py_spy = find_py_spy()
     if py_spy is None:
-        return StackReport(False, "py-spy is not installed: `pip install py-spy` (or gpuwizard[hang]) enables stack dumps of every rank", {}, [], [])
+        return StackReport(
+            False,
+            "py-spy is not installed: `pip install py-spy` (or gpuwizard[hang]) enables stack dumps of every rank",
+            {},
+            [],
+            [],
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     per_rank: dict[int, list[str]] = {}
     files, failures = [], []
-    procs = {r.rank: subprocess.Popen([py_spy, "dump", "--pid", str(r.pid), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in ranks if r.alive}
+    procs = {
+        r.rank: subprocess.Popen(
+            [py_spy, "dump", "--pid", str(r.pid), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for r in ranks
+        if r.alive
+    }
     for rank, proc in procs.items():
         try:
             out, err = proc.communicate(timeout=timeout_s)

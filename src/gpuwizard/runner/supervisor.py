@@ -55,11 +55,24 @@ class Supervisor:
         env.update(cfg.env)
         log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            self.job = subprocess.Popen(cfg.argv, cwd=cfg.workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+            self.job = subprocess.Popen(
+                cfg.argv,
+                cwd=cfg.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except (OSError, ValueError) as exc:
             os.write(log_fd, f"gpuwizard: could not start {cfg.argv[0]}: {exc}\n".encode())
-            self.run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.NOT_STARTED), job_exit_code=int(ExitCode.NOT_STARTED), ended=time.time(), error=f"could not start {cfg.argv[0]}: {exc}")
+            self.run.update_status(
+                state=RunState.FAILED,
+                exit_code=int(ExitCode.NOT_STARTED),
+                job_exit_code=int(ExitCode.NOT_STARTED),
+                ended=time.time(),
+                error=f"could not start {cfg.argv[0]}: {exc}",
+            )
             return False
         finally:
             os.close(log_fd)
@@ -83,8 +96,18 @@ class Supervisor:
         for s in samples:
             if s.lost and s.index not in self.lost_gpus:
                 self.lost_gpus.add(s.index)
-                self.record([Event(kind="gpu_lost", severity="error", title=f"GPU {s.index} fell off the bus", detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
-                                   suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.", t=now)])
+                self.record(
+                    [
+                        Event(
+                            kind="gpu_lost",
+                            severity="error",
+                            title=f"GPU {s.index} fell off the bus",
+                            detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
+                            suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.",
+                            t=now,
+                        )
+                    ]
+                )
         return samples
 
     def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
@@ -115,8 +138,13 @@ class Supervisor:
             source = open_sample_source()
             self.run_pids = procs.pids()
             if source is not None:
-                self.gpu_sampler = GpuSampler(source, interval=TICK_S, history=10, run_pids=lambda: self.run_pids,
-                                              on_sample=self.write_gpu_samples).start()
+                self.gpu_sampler = GpuSampler(
+                    source,
+                    interval=TICK_S,
+                    history=10,
+                    run_pids=lambda: self.run_pids,
+                    on_sample=self.write_gpu_samples,
+                ).start()
         tail = LogTail(self.run.log)
         last_tick = last_progress = 0.0
         rc: int | None = None
@@ -142,7 +170,17 @@ class Supervisor:
                 self.dump_requested = False
                 procs.refresh()
                 report = dump_stacks(procs.sample_ranks(), self.run.stacks_dir)
-                self.record([Event(kind="stack_dump", severity="info", title="stack dump of every rank", detail=report.note, data=report.to_json())])
+                self.record(
+                    [
+                        Event(
+                            kind="stack_dump",
+                            severity="info",
+                            title="stack dump of every rank",
+                            detail=report.note,
+                            data=report.to_json(),
+                        )
+                    ]
+                )
             if now - last_progress >= PROGRESS_EVERY_S:
                 last_progress = now
                 self.run.write("progress.json", monitor.progress)
@@ -168,9 +206,17 @@ class Supervisor:
             self.gpu_sampler.source.close()
             if held:
                 self.run.update_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
-                self.record([Event(kind="gpu_memory_held", severity="error", title="GPU memory still held after the job ended",
-                                   detail=", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
-                                   suggestion="Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and kill it.")])
+                self.record(
+                    [
+                        Event(
+                            kind="gpu_memory_held",
+                            severity="error",
+                            title="GPU memory still held after the job ended",
+                            detail=", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
+                            suggestion="Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and kill it.",
+                        )
+                    ]
+                )
         return self.finish(rc, survivors)
 
     def finish(self, rc: int, survivors: list[int]) -> int:
@@ -183,7 +229,9 @@ class Supervisor:
             state, code = RunState.FINISHED, ExitCode.OK
         else:
             state, code = RunState.FAILED, job_exit
-        self.run.update_status(state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors)
+        self.run.update_status(
+            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors
+        )
         return int(code)
 
 
@@ -192,13 +240,18 @@ def main(argv: list[str] | None = None) -> int:
     run = RunDir(Path(args[0]))
     try:
         return Supervisor(run).run_forever()
-    except Exception as exc:  # noqa: BLE001 - record why the supervisor died, for attach and runs
+    except Exception as exc:
         import traceback
 
         traceback.print_exc()
         try:
-            run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.FAILED), error=f"supervisor: {type(exc).__name__}: {exc}", ended=time.time())
-        except Exception:  # noqa: BLE001 - the status itself may be what broke; the traceback is in supervisor.log
+            run.update_status(
+                state=RunState.FAILED,
+                exit_code=int(ExitCode.FAILED),
+                error=f"supervisor: {type(exc).__name__}: {exc}",
+                ended=time.time(),
+            )
+        except Exception:
             pass
         return int(ExitCode.FAILED)
 

@@ -18,7 +18,7 @@ def trainer_names() -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_trainer(name: str) -> Trainer:
     if name not in trainer_names():
         raise KeyError(name)

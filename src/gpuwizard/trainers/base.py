@@ -55,7 +55,12 @@ class LaunchSpec:
 
     def script(self) -> str:
         """A standalone bash script that runs the same command."""
-        lines = ["#!/usr/bin/env bash", "# Written by gpuwizard.", "set -euo pipefail", f"cd {shlex.quote(self.workdir)}"]
+        lines = [
+            "#!/usr/bin/env bash",
+            "# Written by gpuwizard.",
+            "set -euo pipefail",
+            f"cd {shlex.quote(self.workdir)}",
+        ]
         lines += [f"unset {shlex.quote(n)}" for n in self.unset]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
         lines.append("exec " + " \\\n  ".join(shlex.quote(a) for a in self.argv))
@@ -163,7 +168,14 @@ def check_python(preset: Preset) -> list[Problem]:
         return []
     path = Path(os.path.expanduser(preset.launch.python))
     if not path.is_file() or not os.access(path, os.X_OK):
-        return [problem("launch.python", "is not an executable file", "give the path of the training environment's interpreter, e.g. ~/venvs/lerobot/bin/python", value=preset.launch.python)]
+        return [
+            problem(
+                "launch.python",
+                "is not an executable file",
+                "give the path of the training environment's interpreter, e.g. ~/venvs/lerobot/bin/python",
+                value=preset.launch.python,
+            )
+        ]
     return []
 
 
@@ -187,7 +199,13 @@ def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str
         rdzv = [f"--rdzv-endpoint=127.0.0.1:{ctx.master_port}"]
     else:
         rdzv = [f"--node-rank={hw.node_rank}", f"--rdzv-endpoint={hw.rdzv_endpoint}", f"--rdzv-id={ctx.preset.name}"]
-    return launcher + [f"--nnodes={hw.nodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d", *rdzv, "--max-restarts=0"]
+    return launcher + [
+        f"--nnodes={hw.nodes}",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        *rdzv,
+        "--max-restarts=0",
+    ]
 
 
 def device_env(ctx: BuildContext) -> dict[str, str]:
@@ -225,7 +243,14 @@ def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:
                 message = f"sets {flag}, but gpuwizard runs {preset.hardware.gpus} processes per node and sets the trainer's GPU count to match"
             else:
                 message = f"sets {flag}, which gpuwizard already sets from the preset; the later one would silently win"
-            found.append(problem("launch.extra_args", message, f"remove {flag} from launch.extra_args and set the matching preset field", value=arg))
+            found.append(
+                problem(
+                    "launch.extra_args",
+                    message,
+                    f"remove {flag} from launch.extra_args and set the matching preset field",
+                    value=arg,
+                )
+            )
     return found
 
 

@@ -10,7 +10,17 @@ from pydantic import Field
 from gpuwizard import paths
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
-from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, current_python, device_env, per_worker_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    BatchLayout,
+    BuildContext,
+    LaunchSpec,
+    Trainer,
+    TrainerOptions,
+    current_python,
+    device_env,
+    per_worker_layout,
+    torchrun_prefix,
+)
 
 
 class RankStep(TrainerOptions):
@@ -23,7 +33,9 @@ class RankStep(TrainerOptions):
 class DemoOptions(TrainerOptions):
     """Knobs of the built-in demo trainer, mostly for reproducing faults."""
 
-    inject_hang: RankStep | None = Field(None, description="Make one rank stop entering collectives at a step (a real hang).")
+    inject_hang: RankStep | None = Field(
+        None, description="Make one rank stop entering collectives at a step (a real hang)."
+    )
     inject_crash: RankStep | None = Field(None, description="Make one rank exit with an error at a step.")
     step_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per step (a slow job).")
     checkpoint_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per checkpoint.")
@@ -33,7 +45,9 @@ class DemoOptions(TrainerOptions):
     ignore_lr_flag: bool = Field(False, description="Train at a fixed lr whatever --lr says (to test the lr check).")
 
 
-DEMO_LINE = re.compile(r"\[demo\] step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+) samples/s=(?P<sps>\S+)")
+DEMO_LINE = re.compile(
+    r"\[demo\] step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+) samples/s=(?P<sps>\S+)"
+)
 DEMO_BANNER = re.compile(r"\[demo\] Effective batch size: .*= (?P<eff>\d+)")
 
 
@@ -46,7 +60,9 @@ class DemoTrainer(Trainer):
     title = "Built-in demo trainer"
     batch_flag = "--batch-size"
     progress_markers = ("[demo]", "%|")
-    batch_meaning = "--batch-size is per worker process: N workers train on N x batch x accumulation samples per update."
+    batch_meaning = (
+        "--batch-size is per worker process: N workers train on N x batch x accumulation samples per update."
+    )
     Options = DemoOptions
     writes_dataset = True
 
@@ -57,23 +73,48 @@ class DemoTrainer(Trainer):
         return current_python()
 
     def managed_flags(self) -> tuple[str, ...]:
-        return ("--steps", "--batch-size", "--grad-accum", "--lr", "--warmup-steps", "--output-dir", "--dataset-root", "--device")
+        return (
+            "--steps",
+            "--batch-size",
+            "--grad-accum",
+            "--lr",
+            "--warmup-steps",
+            "--output-dir",
+            "--dataset-root",
+            "--device",
+        )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
         found = []
         opts, world = ctx.preset.options, ctx.plan.world_size
         for field, injected in (("inject_hang", opts.inject_hang), ("inject_crash", opts.inject_crash)):
             if injected and injected.rank >= world:
-                found.append(problem(f"trainer_options.{field}.rank", f"there are only {world} ranks (0..{world - 1})", f"use a rank below {world}", value=injected.rank))
+                found.append(
+                    problem(
+                        f"trainer_options.{field}.rank",
+                        f"there are only {world} ranks (0..{world - 1})",
+                        f"use a rank below {world}",
+                        value=injected.rank,
+                    )
+                )
         return found
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
-        args = ["-m", "gpuwizard.demo.train",
-                f"--steps={plan.steps}", f"--batch-size={plan.per_device_batch}", f"--grad-accum={preset.batch.grad_accum}",
-                f"--lr={plan.lr:g}", f"--warmup-steps={plan.warmup_steps or 0}",
-                f"--output-dir={ctx.output_dir}", f"--dataset-root={os.path.expanduser(preset.dataset.root) if preset.dataset.root else demo_dataset_root(preset.dataset.repo_id)}",
-                f"--episodes={opts.episodes}", f"--device={plan.device}", f"--log-every={opts.log_every}"]
+        args = [
+            "-m",
+            "gpuwizard.demo.train",
+            f"--steps={plan.steps}",
+            f"--batch-size={plan.per_device_batch}",
+            f"--grad-accum={preset.batch.grad_accum}",
+            f"--lr={plan.lr:g}",
+            f"--warmup-steps={plan.warmup_steps or 0}",
+            f"--output-dir={ctx.output_dir}",
+            f"--dataset-root={os.path.expanduser(preset.dataset.root) if preset.dataset.root else demo_dataset_root(preset.dataset.repo_id)}",
+            f"--episodes={opts.episodes}",
+            f"--device={plan.device}",
+            f"--log-every={opts.log_every}",
+        ]
         if opts.save_every:
             args.append(f"--save-every={opts.save_every}")
         if opts.step_time_s:
@@ -90,9 +131,15 @@ class DemoTrainer(Trainer):
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
 
     def parse_line(self, line: str) -> LineInfo | None:
-        if (match := DEMO_LINE.search(line)):
-            return LineInfo(step=int(match["step"]), total=int(match["total"]), loss=to_float(match["loss"]), lr=to_float(match["lr"]), samples_per_s=to_float(match["sps"]))
-        if (match := DEMO_BANNER.search(line)):
+        if match := DEMO_LINE.search(line):
+            return LineInfo(
+                step=int(match["step"]),
+                total=int(match["total"]),
+                loss=to_float(match["loss"]),
+                lr=to_float(match["lr"]),
+                samples_per_s=to_float(match["sps"]),
+            )
+        if match := DEMO_BANNER.search(line):
             return LineInfo(effective_batch=int(match["eff"]))
         if "[demo] Saving checkpoint" in line:
             return LineInfo(checkpoint=True)

@@ -10,17 +10,32 @@ from pydantic import Field
 
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    BatchLayout,
+    BuildContext,
+    LaunchSpec,
+    Trainer,
+    TrainerOptions,
+    device_env,
+    global_layout,
+    torchrun_prefix,
+)
 
 
 class GrootOptions(TrainerOptions):
     """launch_finetune.py's own settings beyond the preset's common fields."""
 
-    base_model_path: str | None = Field(None, description="--base-model-path: the GR00T checkpoint to fine-tune (hub id or folder).")
+    base_model_path: str | None = Field(
+        None, description="--base-model-path: the GR00T checkpoint to fine-tune (hub id or folder)."
+    )
     embodiment_tag: str | None = Field(None, description="--embodiment-tag, e.g. NEW_EMBODIMENT.")
-    modality_config_path: str | None = Field(None, description="--modality-config-path: the modality config of a new embodiment.")
+    modality_config_path: str | None = Field(
+        None, description="--modality-config-path: the modality config of a new embodiment."
+    )
     dataset_path: str | None = Field(None, description="--dataset-path; null: dataset.root.")
-    script: str = Field("gr00t/experiment/launch_finetune.py", description="The fine-tuning script, relative to launch.workdir.")
+    script: str = Field(
+        "gr00t/experiment/launch_finetune.py", description="The fine-tuning script, relative to launch.workdir."
+    )
     uv: bool = Field(False, description="Start it with `uv run`.")
     tune_llm: bool = Field(False, description="--tune-llm: also train the language model.")
     tune_visual: bool = Field(False, description="--tune-visual: also train the vision encoder.")
@@ -34,7 +49,9 @@ class GrootTrainer(Trainer):
     title = "Isaac-GR00T N1.7 (launch_finetune.py)"
     batch_flag = "--global-batch-size"
     progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")
-    batch_meaning = "--global-batch-size is global: N GPUs split it, each card gets batch / N; accumulation multiplies it."
+    batch_meaning = (
+        "--global-batch-size is global: N GPUs split it, each card gets batch / N; accumulation multiplies it."
+    )
     Options = GrootOptions
     needs_cuda = True
     batch_is_global = True
@@ -46,9 +63,22 @@ class GrootTrainer(Trainer):
         return math.ceil(0.05 * steps)
 
     def managed_flags(self) -> tuple[str, ...]:
-        return ("--num-gpus", "--num_gpus", "--global-batch-size", "--global_batch_size", "--gradient-accumulation-steps",
-                "--learning-rate", "--max-steps", "--warmup-ratio", "--output-dir", "--base-model-path", "--dataset-path",
-                "--embodiment-tag", "--nproc-per-node", "--nproc_per_node")
+        return (
+            "--num-gpus",
+            "--num_gpus",
+            "--global-batch-size",
+            "--global_batch_size",
+            "--gradient-accumulation-steps",
+            "--learning-rate",
+            "--max-steps",
+            "--warmup-ratio",
+            "--output-dir",
+            "--base-model-path",
+            "--dataset-path",
+            "--embodiment-tag",
+            "--nproc-per-node",
+            "--nproc_per_node",
+        )
 
     def dataset_path(self, ctx: BuildContext) -> str | None:
         path = ctx.preset.options.dataset_path or ctx.preset.dataset.root
@@ -58,30 +88,96 @@ class GrootTrainer(Trainer):
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
         found: list[Problem] = []
         if not opts.base_model_path:
-            found.append(problem("trainer_options.base_model_path", "is required by launch_finetune.py", f"set it to {ctx.policy.base_ids.get('groot', 'nvidia/GR00T-N1.7-3B')} or a local checkpoint folder", value=None))
+            found.append(
+                problem(
+                    "trainer_options.base_model_path",
+                    "is required by launch_finetune.py",
+                    f"set it to {ctx.policy.base_ids.get('groot', 'nvidia/GR00T-N1.7-3B')} or a local checkpoint folder",
+                    value=None,
+                )
+            )
         if not opts.embodiment_tag:
-            found.append(problem("trainer_options.embodiment_tag", "is required by launch_finetune.py", "set it, e.g. new_embodiment for an SO-100 arm (with trainer_options.modality_config_path)", value=None))
+            found.append(
+                problem(
+                    "trainer_options.embodiment_tag",
+                    "is required by launch_finetune.py",
+                    "set it, e.g. new_embodiment for an SO-100 arm (with trainer_options.modality_config_path)",
+                    value=None,
+                )
+            )
         elif opts.embodiment_tag.lower() == "new_embodiment" and not opts.modality_config_path:
-            found.append(problem("trainer_options.modality_config_path", "is required with embodiment_tag new_embodiment (GR00T has no modality config registered for it)", "point it at a .py that calls register_modality_config, e.g. examples/SO100/so100_config.py", value=None))
+            found.append(
+                problem(
+                    "trainer_options.modality_config_path",
+                    "is required with embodiment_tag new_embodiment (GR00T has no modality config registered for it)",
+                    "point it at a .py that calls register_modality_config, e.g. examples/SO100/so100_config.py",
+                    value=None,
+                )
+            )
         if not self.dataset_path(ctx):
-            found.append(problem("dataset.root", "GR00T reads a local dataset folder (LeRobot v2 layout with meta/modality.json)", "set dataset.root or trainer_options.dataset_path", value=None))
+            found.append(
+                problem(
+                    "dataset.root",
+                    "GR00T reads a local dataset folder (LeRobot v2 layout with meta/modality.json)",
+                    "set dataset.root or trainer_options.dataset_path",
+                    value=None,
+                )
+            )
         if preset.mixed_precision != "bf16":
-            found.append(warning("mixed_precision", "launch_finetune.py always trains in bf16; this setting is not passed", "set mixed_precision: bf16", value=preset.mixed_precision))
+            found.append(
+                warning(
+                    "mixed_precision",
+                    "launch_finetune.py always trains in bf16; this setting is not passed",
+                    "set mixed_precision: bf16",
+                    value=preset.mixed_precision,
+                )
+            )
         if plan.strategy == "ddp" and plan.world_size > 1:
-            found.append(note("GR00T multi-GPU fine-tuning runs DeepSpeed ZeRO-2 (launch_finetune.py exposes no plain DDP); DeepSpeed ships wheels for x86_64 Linux only"))
+            found.append(
+                note(
+                    "GR00T multi-GPU fine-tuning runs DeepSpeed ZeRO-2 (launch_finetune.py exposes no plain DDP); DeepSpeed ships wheels for x86_64 Linux only"
+                )
+            )
         if (opts.tune_llm or opts.tune_visual) and (plan.fits.device_gb or 0) < 80:
-            found.append(warning("trainer_options.tune_llm", "tuning the LLM or vision tower needs 80 GB+ per GPU", "leave tune_llm and tune_visual off on smaller cards"))
+            found.append(
+                warning(
+                    "trainer_options.tune_llm",
+                    "tuning the LLM or vision tower needs 80 GB+ per GPU",
+                    "leave tune_llm and tune_visual off on smaller cards",
+                )
+            )
         if plan.per_device_batch and plan.per_device_batch > 64:
-            found.append(warning("batch.size", f"{plan.per_device_batch} samples per card is above what GR00T's docs run on 40-80 GB cards (global 32 on 1 GPU, 64-640 on 4-8)", "lower the global batch and add gradient accumulation", value=preset.batch.size))
+            found.append(
+                warning(
+                    "batch.size",
+                    f"{plan.per_device_batch} samples per card is above what GR00T's docs run on 40-80 GB cards (global 32 on 1 GPU, 64-640 on 4-8)",
+                    "lower the global batch and add gradient accumulation",
+                    value=preset.batch.size,
+                )
+            )
         out = Path(ctx.workdir, ctx.output_dir)
         if out.is_dir() and any(out.glob("checkpoint-*")):
-            found.append(warning("output_dir", "holds checkpoint-* folders: launch_finetune.py resumes from the newest automatically", "use a fresh output_dir for a fresh run", value=ctx.output_dir))
+            found.append(
+                warning(
+                    "output_dir",
+                    "holds checkpoint-* folders: launch_finetune.py resumes from the newest automatically",
+                    "use a fresh output_dir for a fresh run",
+                    value=ctx.output_dir,
+                )
+            )
         return found
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         script = Path(ctx.workdir, ctx.preset.options.script)
         if not script.is_file():
-            return [problem("launch.workdir", f"{ctx.preset.options.script} is not in {ctx.workdir}", "set launch.workdir to your Isaac-GR00T checkout", value=ctx.preset.launch.workdir)]
+            return [
+                problem(
+                    "launch.workdir",
+                    f"{ctx.preset.options.script} is not in {ctx.workdir}",
+                    "set launch.workdir to your Isaac-GR00T checkout",
+                    value=ctx.preset.launch.workdir,
+                )
+            ]
         return []
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
@@ -96,20 +192,30 @@ class GrootTrainer(Trainer):
         else:
             launcher = torchrun_prefix(ctx, plan.processes_per_node, uv=opts.uv) + [opts.script]
         args = [
-            "--base-model-path", opts.base_model_path or "<trainer_options.base_model_path>",
-            "--dataset-path", self.dataset_path(ctx) or "<dataset.root>",
-            "--embodiment-tag", opts.embodiment_tag or "<trainer_options.embodiment_tag>",
+            "--base-model-path",
+            opts.base_model_path or "<trainer_options.base_model_path>",
+            "--dataset-path",
+            self.dataset_path(ctx) or "<dataset.root>",
+            "--embodiment-tag",
+            opts.embodiment_tag or "<trainer_options.embodiment_tag>",
         ]
         if opts.modality_config_path:
             args += ["--modality-config-path", opts.modality_config_path]
         args += [
-            "--num-gpus", str(plan.world_size),
-            "--global-batch-size", str(preset.batch.size),
-            "--gradient-accumulation-steps", str(preset.batch.grad_accum),
-            "--learning-rate", f"{plan.lr:g}",
-            "--max-steps", str(plan.steps),
-            "--warmup-ratio", f"{(plan.warmup_steps or 0) / plan.steps:.6g}",
-            "--output-dir", ctx.output_dir,
+            "--num-gpus",
+            str(plan.world_size),
+            "--global-batch-size",
+            str(preset.batch.size),
+            "--gradient-accumulation-steps",
+            str(preset.batch.grad_accum),
+            "--learning-rate",
+            f"{plan.lr:g}",
+            "--max-steps",
+            str(plan.steps),
+            "--warmup-ratio",
+            f"{(plan.warmup_steps or 0) / plan.steps:.6g}",
+            "--output-dir",
+            ctx.output_dir,
         ]
         if opts.tune_llm:
             args.append("--tune-llm")

@@ -8,14 +8,25 @@ from pydantic import Field
 
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, device_env, per_worker_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    BatchLayout,
+    BuildContext,
+    LaunchSpec,
+    Trainer,
+    TrainerOptions,
+    device_env,
+    per_worker_layout,
+    torchrun_prefix,
+)
 
 
 class HfOptions(TrainerOptions):
     """The training script and what it needs beyond TrainingArguments."""
 
     script: str | None = Field(None, description="The HF Trainer training script, relative to launch.workdir.")
-    script_args: list[str] = Field([], description="The script's own arguments (model, data), before gpuwizard's TrainingArguments.")
+    script_args: list[str] = Field(
+        [], description="The script's own arguments (model, data), before gpuwizard's TrainingArguments."
+    )
     report_to: str = Field("none", description="--report_to.")
 
 
@@ -24,7 +35,9 @@ class HfTrainer(Trainer):
     title = "Hugging Face Trainer script"
     batch_flag = "--per_device_train_batch_size"
     progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")
-    batch_meaning = "--per_device_train_batch_size is per GPU: N GPUs train on N x batch x accumulation samples per update."
+    batch_meaning = (
+        "--per_device_train_batch_size is per GPU: N GPUs train on N x batch x accumulation samples per update."
+    )
     Options = HfOptions
     supports_fsdp = True
 
@@ -32,33 +45,74 @@ class HfTrainer(Trainer):
         return per_worker_layout(size, grad_accum, world)
 
     def managed_flags(self) -> tuple[str, ...]:
-        return ("--per_device_train_batch_size", "--gradient_accumulation_steps", "--learning_rate", "--max_steps",
-                "--warmup_steps", "--warmup_ratio", "--output_dir", "--bf16", "--fp16", "--fsdp")
+        return (
+            "--per_device_train_batch_size",
+            "--gradient_accumulation_steps",
+            "--learning_rate",
+            "--max_steps",
+            "--warmup_steps",
+            "--warmup_ratio",
+            "--output_dir",
+            "--bf16",
+            "--fp16",
+            "--fsdp",
+        )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
         found = []
         if not ctx.preset.options.script:
-            found.append(problem("trainer_options.script", "is required: the path of the HF Trainer training script", "set it, e.g. train.py (relative to launch.workdir)", value=None))
+            found.append(
+                problem(
+                    "trainer_options.script",
+                    "is required: the path of the HF Trainer training script",
+                    "set it, e.g. train.py (relative to launch.workdir)",
+                    value=None,
+                )
+            )
         if ctx.plan.strategy == "fsdp" and not (ctx.preset.fsdp.wrap_modules or ctx.preset.fsdp.min_num_params):
-            found.append(problem("fsdp.wrap_modules", "HF Trainer FSDP needs layer classes to wrap or a size threshold", "set fsdp.wrap_modules or fsdp.min_num_params", value=None))
+            found.append(
+                problem(
+                    "fsdp.wrap_modules",
+                    "HF Trainer FSDP needs layer classes to wrap or a size threshold",
+                    "set fsdp.wrap_modules or fsdp.min_num_params",
+                    value=None,
+                )
+            )
         return found
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         script = ctx.preset.options.script
         if script and not Path(ctx.workdir, script).is_file():
-            return [problem("trainer_options.script", f"is not a file under {ctx.workdir}", "check the path or launch.workdir", value=script)]
+            return [
+                problem(
+                    "trainer_options.script",
+                    f"is not a file under {ctx.workdir}",
+                    "check the path or launch.workdir",
+                    value=script,
+                )
+            ]
         return []
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
-        args = [opts.script or "<trainer_options.script>", *opts.script_args,
-                "--per_device_train_batch_size", str(plan.per_device_batch),
-                "--gradient_accumulation_steps", str(preset.batch.grad_accum),
-                "--learning_rate", f"{plan.lr:g}",
-                "--max_steps", str(plan.steps),
-                "--warmup_steps", str(plan.warmup_steps or 0),
-                "--output_dir", ctx.output_dir,
-                "--report_to", opts.report_to]
+        args = [
+            opts.script or "<trainer_options.script>",
+            *opts.script_args,
+            "--per_device_train_batch_size",
+            str(plan.per_device_batch),
+            "--gradient_accumulation_steps",
+            str(preset.batch.grad_accum),
+            "--learning_rate",
+            f"{plan.lr:g}",
+            "--max_steps",
+            str(plan.steps),
+            "--warmup_steps",
+            str(plan.warmup_steps or 0),
+            "--output_dir",
+            ctx.output_dir,
+            "--report_to",
+            opts.report_to,
+        ]
         if plan.device == "cpu":
             args.append("--use_cpu")
         elif preset.mixed_precision != "no":

@@ -51,9 +51,16 @@ print(json.dumps(out))
 class LeRobotOptions(TrainerOptions):
     """lerobot-train's own settings beyond the preset's common fields."""
 
-    api: Literal["auto", "v0.6", "main"] = Field("auto", description="LeRobot's command-line form; auto probes the training environment (0.6.1 or main).")
-    policy_path: str | None = Field(None, description="--policy.path: fine-tune from a pretrained policy (hub id or folder) instead of --policy.type.")
-    pretrained_path: str | None = Field(None, description="--policy.pretrained_path for a policy type that starts from pretrained weights.")
+    api: Literal["auto", "v0.6", "main"] = Field(
+        "auto", description="LeRobot's command-line form; auto probes the training environment (0.6.1 or main)."
+    )
+    policy_path: str | None = Field(
+        None,
+        description="--policy.path: fine-tune from a pretrained policy (hub id or folder) instead of --policy.type.",
+    )
+    pretrained_path: str | None = Field(
+        None, description="--policy.pretrained_path for a policy type that starts from pretrained weights."
+    )
     repo_id: str | None = Field(None, description="--policy.repo_id to push the trained policy to.")
     resume: bool = Field(False, description="Continue the run in output_dir (--resume=true).")
     num_workers: int | None = Field(None, ge=0, description="--num_workers: dataloader workers per process.")
@@ -172,10 +179,22 @@ class LeRobotTrainer(Trainer):
 
     def managed_flags(self) -> tuple[str, ...]:
         return (
-            "--batch_size", "--steps", "--output_dir", "--job_name", "--policy.type", "--policy.path",
-            "--dataset.repo_id", "--dataset.root", "--policy.device", "--policy.optimizer_lr", "--optimizer.lr",
-            "--policy.scheduler_warmup_steps", "--accelerator.gradient_accumulation.steps",
-            "--accelerator.mixed_precision", "--parallelism.dp_shard", "--policy.push_to_hub",
+            "--batch_size",
+            "--steps",
+            "--output_dir",
+            "--job_name",
+            "--policy.type",
+            "--policy.path",
+            "--dataset.repo_id",
+            "--dataset.root",
+            "--policy.device",
+            "--policy.optimizer_lr",
+            "--optimizer.lr",
+            "--policy.scheduler_warmup_steps",
+            "--accelerator.gradient_accumulation.steps",
+            "--accelerator.mixed_precision",
+            "--parallelism.dp_shard",
+            "--policy.push_to_hub",
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
@@ -183,48 +202,148 @@ class LeRobotTrainer(Trainer):
         install = self.install(ctx)
         found: list[Problem] = []
         if not install.probed and preset.options.api == "auto":
-            found.append(warning("trainer_options.api", f"could not find lerobot in {ctx.python}; assuming the 0.6.1 release API", "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or main"))
+            found.append(
+                warning(
+                    "trainer_options.api",
+                    f"could not find lerobot in {ctx.python}; assuming the 0.6.1 release API",
+                    "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or main",
+                )
+            )
         if install.train_path is None:
-            found.append(warning("launch.python", f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed there", "pip install 'lerobot[training]' in the training environment, or point launch.python at it"))
+            found.append(
+                warning(
+                    "launch.python",
+                    f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed there",
+                    "pip install 'lerobot[training]' in the training environment, or point launch.python at it",
+                )
+            )
         if preset.batch.grad_accum > 1 and install.api == "v0.6":
-            found.append(problem("batch.grad_accum", "LeRobot 0.6.1 has no gradient accumulation (it arrived on main with PR #4010)", "set batch.grad_accum: 1 and raise batch.size, or use LeRobot main (trainer_options.api: main)", value=preset.batch.grad_accum))
+            found.append(
+                problem(
+                    "batch.grad_accum",
+                    "LeRobot 0.6.1 has no gradient accumulation (it arrived on main with PR #4010)",
+                    "set batch.grad_accum: 1 and raise batch.size, or use LeRobot main (trainer_options.api: main)",
+                    value=preset.batch.grad_accum,
+                )
+            )
         if plan.strategy == "fsdp":
             found += self._check_fsdp(ctx, install)
         if plan.device == "cpu" and preset.mixed_precision != "no":
-            found.append(warning("mixed_precision", "mixed precision is not applied on CPU runs; the job trains in float32", "set mixed_precision: no for CPU dry runs", value=preset.mixed_precision))
-        elif install.api == "v0.6" and preset.mixed_precision != "no" and policy.lerobot and not policy.lerobot.dtype_field:
+            found.append(
+                warning(
+                    "mixed_precision",
+                    "mixed precision is not applied on CPU runs; the job trains in float32",
+                    "set mixed_precision: no for CPU dry runs",
+                    value=preset.mixed_precision,
+                )
+            )
+        elif (
+            install.api == "v0.6"
+            and preset.mixed_precision != "no"
+            and policy.lerobot
+            and not policy.lerobot.dtype_field
+        ):
             if preset.mixed_precision == "bf16":
-                found.append(warning("mixed_precision", f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to float16 on CUDA, not bf16", "accept fp16 autocast, or set mixed_precision: no", value="bf16"))
+                found.append(
+                    warning(
+                        "mixed_precision",
+                        f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to float16 on CUDA, not bf16",
+                        "accept fp16 autocast, or set mixed_precision: no",
+                        value="bf16",
+                    )
+                )
         leaked = sorted(n for n in set(os.environ) | set(preset.launch.env) if n.startswith(ACCELERATE_PREFIXES))
         if leaked:
-            found.append(warning("launch.env", f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment (LeRobot main refuses to start with them; they can override the planned precision or sharding)", "unset them in your shell to silence this"))
+            found.append(
+                warning(
+                    "launch.env",
+                    f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment (LeRobot main refuses to start with them; they can override the planned precision or sharding)",
+                    "unset them in your shell to silence this",
+                )
+            )
         if not preset.options.repo_id:
-            found.append(problem(None, "the policy is not pushed to the Hub (--policy.push_to_hub=false)", "set trainer_options.repo_id to push", level="note"))
+            found.append(
+                problem(
+                    None,
+                    "the policy is not pushed to the Hub (--policy.push_to_hub=false)",
+                    "set trainer_options.repo_id to push",
+                    level="note",
+                )
+            )
         out = Path(ctx.workdir, ctx.output_dir)
         if out.exists() and not preset.options.resume:
-            found.append(warning("output_dir", "already exists; lerobot-train refuses to start in an existing output dir unless resuming", "choose a new output_dir, delete the folder, or set trainer_options.resume: true", value=ctx.output_dir))
+            found.append(
+                warning(
+                    "output_dir",
+                    "already exists; lerobot-train refuses to start in an existing output dir unless resuming",
+                    "choose a new output_dir, delete the folder, or set trainer_options.resume: true",
+                    value=ctx.output_dir,
+                )
+            )
         return found
 
     def _check_fsdp(self, ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
         preset, policy = ctx.preset, ctx.policy
         if install.api == "v0.6":
-            return [problem("strategy", "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch --config_file), which gpuwizard does not drive", "use strategy: ddp, or LeRobot main where --parallelism.dp_shard selects FSDP2", value="fsdp")]
+            return [
+                problem(
+                    "strategy",
+                    "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch --config_file), which gpuwizard does not drive",
+                    "use strategy: ddp, or LeRobot main where --parallelism.dp_shard selects FSDP2",
+                    value="fsdp",
+                )
+            ]
         found = []
         if not policy.fsdp_supported:
-            found.append(problem("strategy", f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; lerobot PR #3767)", "use strategy: ddp", value="fsdp"))
+            found.append(
+                problem(
+                    "strategy",
+                    f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; lerobot PR #3767)",
+                    "use strategy: ddp",
+                    value="fsdp",
+                )
+            )
         if not (policy.fsdp_wrap_units or preset.fsdp.wrap_modules or preset.fsdp.min_num_params):
-            found.append(problem("fsdp.wrap_modules", f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail at startup", "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based wrapping", value=None))
+            found.append(
+                problem(
+                    "fsdp.wrap_modules",
+                    f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail at startup",
+                    "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based wrapping",
+                    value=None,
+                )
+            )
         if preset.mixed_precision == "fp16":
-            found.append(problem("mixed_precision", "LeRobot rejects fp16 under FSDP sharding", "use mixed_precision: bf16", value="fp16"))
+            found.append(
+                problem(
+                    "mixed_precision",
+                    "LeRobot rejects fp16 under FSDP sharding",
+                    "use mixed_precision: bf16",
+                    value="fp16",
+                )
+            )
         return found
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         found = []
         if self.install(ctx).train_path is None:
-            found.append(problem("launch.python", f"lerobot-train was not found next to {ctx.python} or on PATH", "install LeRobot in the training environment (pip install 'lerobot[training]') and set launch.python to its interpreter", value=ctx.preset.launch.python))
+            found.append(
+                problem(
+                    "launch.python",
+                    f"lerobot-train was not found next to {ctx.python} or on PATH",
+                    "install LeRobot in the training environment (pip install 'lerobot[training]') and set launch.python to its interpreter",
+                    value=ctx.preset.launch.python,
+                )
+            )
         out = Path(ctx.workdir, ctx.output_dir)
         if out.exists() and not ctx.preset.options.resume:
-            found.append(problem("output_dir", "already exists and lerobot-train refuses to start in it unless resuming", "choose a new output_dir, delete the folder, or set trainer_options.resume: true", value=ctx.output_dir))
+            found.append(
+                problem(
+                    "output_dir",
+                    "already exists and lerobot-train refuses to start in it unless resuming",
+                    "choose a new output_dir, delete the folder, or set trainer_options.resume: true",
+                    value=ctx.output_dir,
+                )
+            )
         return found
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
@@ -257,7 +376,12 @@ class LeRobotTrainer(Trainer):
         args += [f"--output_dir={os.path.expanduser(ctx.output_dir)}", f"--job_name={preset.name}"]
         if opts.resume:
             args.append("--resume=true")
-        for flag, value in (("num_workers", opts.num_workers), ("log_freq", opts.log_freq), ("save_freq", opts.save_freq), ("seed", opts.seed)):
+        for flag, value in (
+            ("num_workers", opts.num_workers),
+            ("log_freq", opts.log_freq),
+            ("save_freq", opts.save_freq),
+            ("seed", opts.seed),
+        ):
             if value is not None:
                 args.append(f"--{flag}={value}")
         args.append(f"--wandb.enable={'true' if opts.wandb else 'false'}")
@@ -274,14 +398,21 @@ class LeRobotTrainer(Trainer):
         scheduler = facts.scheduler if facts else "none"
         if scheduler == "none" and plan.warmup_steps:
             opt = dict(facts.optimizer if facts else {})
-            args = ["--use_policy_training_preset=false", f"--optimizer.type={opt.pop('type', 'adamw')}", f"--optimizer.lr={plan.lr:g}"]
+            args = [
+                "--use_policy_training_preset=false",
+                f"--optimizer.type={opt.pop('type', 'adamw')}",
+                f"--optimizer.lr={plan.lr:g}",
+            ]
             args += [f"--optimizer.{k}={v:g}" for k, v in opt.items()]
             return args + ["--scheduler.type=constant_with_warmup", f"--scheduler.num_warmup_steps={plan.warmup_steps}"]
         args = [f"--policy.optimizer_lr={plan.lr:g}"]
         if scheduler == "none" or plan.warmup_steps is None:
             return args
         if ctx.policy.key == "groot":
-            return args + [f"--policy.max_steps={plan.steps}", f"--policy.warmup_ratio={plan.warmup_steps / plan.steps:.6g}"]
+            return args + [
+                f"--policy.max_steps={plan.steps}",
+                f"--policy.warmup_ratio={plan.warmup_steps / plan.steps:.6g}",
+            ]
         args.append(f"--policy.scheduler_warmup_steps={plan.warmup_steps}")
         if facts and facts.decay_steps and plan.steps < facts.decay_steps:
             args.append(f"--policy.scheduler_decay_steps={plan.steps}")

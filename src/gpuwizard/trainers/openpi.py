@@ -9,16 +9,29 @@ from pydantic import Field
 
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
-from gpuwizard.trainers.base import BatchLayout, BuildContext, LaunchSpec, Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    BatchLayout,
+    BuildContext,
+    LaunchSpec,
+    Trainer,
+    TrainerOptions,
+    device_env,
+    global_layout,
+    torchrun_prefix,
+)
 
 
 class OpenpiOptions(TrainerOptions):
     """openpi's own settings beyond the preset's common fields."""
 
     config_name: str | None = Field(None, description="The TrainConfig to train, e.g. pi05_libero.")
-    backend: Literal["jax", "pytorch"] = Field("jax", description="jax (scripts/train.py) or pytorch (scripts/train_pytorch.py under torchrun).")
+    backend: Literal["jax", "pytorch"] = Field(
+        "jax", description="jax (scripts/train.py) or pytorch (scripts/train_pytorch.py under torchrun)."
+    )
     exp_name: str | None = Field(None, description="--exp-name; null: the preset name.")
-    fsdp_devices: int | None = Field(None, gt=0, description="--fsdp-devices: devices each parameter is sharded over (JAX).")
+    fsdp_devices: int | None = Field(
+        None, gt=0, description="--fsdp-devices: devices each parameter is sharded over (JAX)."
+    )
     uv: bool = Field(True, description="Start it with `uv run`.")
     mem_fraction: float = Field(0.9, gt=0, le=1, description="XLA_PYTHON_CLIENT_MEM_FRACTION (JAX).")
     overwrite: bool = Field(False, description="--overwrite an existing checkpoint folder.")
@@ -30,7 +43,15 @@ class OpenpiTrainer(Trainer):
     name = "openpi"
     title = "openpi (pi0 / pi0.5, JAX or PyTorch)"
     batch_flag = "--batch-size"
-    progress_markers = ("Step ", "step=", "total batch size", "effective_batch_size", "Progress on:", "Saved checkpoint", "%|")
+    progress_markers = (
+        "Step ",
+        "step=",
+        "total batch size",
+        "effective_batch_size",
+        "Progress on:",
+        "Saved checkpoint",
+        "%|",
+    )
     batch_meaning = "--batch-size is global: it is split over all devices (must divide); --fsdp-devices shards the model, not the batch."
     Options = OpenpiOptions
     needs_cuda = True
@@ -50,8 +71,19 @@ class OpenpiTrainer(Trainer):
         return policy.openpi.warmup_steps if policy.openpi else 1000
 
     def managed_flags(self) -> tuple[str, ...]:
-        return ("--batch-size", "--batch_size", "--num-train-steps", "--num_train_steps", "--fsdp-devices", "--fsdp_devices",
-                "--exp-name", "--exp_name", "--lr-schedule.peak-lr", "--lr-schedule.warmup-steps", "--checkpoint-base-dir")
+        return (
+            "--batch-size",
+            "--batch_size",
+            "--num-train-steps",
+            "--num_train_steps",
+            "--fsdp-devices",
+            "--fsdp_devices",
+            "--exp-name",
+            "--exp_name",
+            "--lr-schedule.peak-lr",
+            "--lr-schedule.warmup-steps",
+            "--checkpoint-base-dir",
+        )
 
     def fsdp_devices(self, ctx: BuildContext) -> int:
         opts = ctx.preset.options
@@ -63,32 +95,99 @@ class OpenpiTrainer(Trainer):
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
         found: list[Problem] = []
         if not opts.config_name:
-            found.append(problem("trainer_options.config_name", "is required: openpi trains a named TrainConfig", "set it, e.g. pi05_libero or pi0_libero (run scripts/compute_norm_stats.py for it first)", value=None))
+            found.append(
+                problem(
+                    "trainer_options.config_name",
+                    "is required: openpi trains a named TrainConfig",
+                    "set it, e.g. pi05_libero or pi0_libero (run scripts/compute_norm_stats.py for it first)",
+                    value=None,
+                )
+            )
         if preset.batch.grad_accum > 1:
-            found.append(problem("batch.grad_accum", "openpi has no gradient accumulation", "set batch.grad_accum: 1 and choose the global batch.size directly", value=preset.batch.grad_accum))
+            found.append(
+                problem(
+                    "batch.grad_accum",
+                    "openpi has no gradient accumulation",
+                    "set batch.grad_accum: 1 and choose the global batch.size directly",
+                    value=preset.batch.grad_accum,
+                )
+            )
         if opts.overwrite and opts.resume:
-            found.append(problem("trainer_options.resume", "openpi refuses --overwrite together with --resume", "choose one", value=True))
+            found.append(
+                problem(
+                    "trainer_options.resume",
+                    "openpi refuses --overwrite together with --resume",
+                    "choose one",
+                    value=True,
+                )
+            )
         if opts.backend == "jax":
             if preset.hardware.nodes > 1:
-                found.append(problem("hardware.nodes", "openpi's JAX trainer does not support multi-node training", "train on one node (hardware.nodes: 1)", value=preset.hardware.nodes))
+                found.append(
+                    problem(
+                        "hardware.nodes",
+                        "openpi's JAX trainer does not support multi-node training",
+                        "train on one node (hardware.nodes: 1)",
+                        value=preset.hardware.nodes,
+                    )
+                )
             fsdp = self.fsdp_devices(ctx)
             if plan.world_size % fsdp:
-                found.append(problem("trainer_options.fsdp_devices", f"{plan.world_size} devices are not divisible by {fsdp} FSDP devices", f"use a divisor of {plan.world_size}", value=fsdp))
+                found.append(
+                    problem(
+                        "trainer_options.fsdp_devices",
+                        f"{plan.world_size} devices are not divisible by {fsdp} FSDP devices",
+                        f"use a divisor of {plan.world_size}",
+                        value=fsdp,
+                    )
+                )
             if preset.mixed_precision != "bf16":
-                found.append(warning("mixed_precision", "openpi's JAX configs fix their own dtypes; this setting is not passed", "set mixed_precision: bf16", value=preset.mixed_precision))
+                found.append(
+                    warning(
+                        "mixed_precision",
+                        "openpi's JAX configs fix their own dtypes; this setting is not passed",
+                        "set mixed_precision: bf16",
+                        value=preset.mixed_precision,
+                    )
+                )
             if plan.world_size > 1 and fsdp == 1:
-                found.append(note("openpi JAX shards the batch over all visible GPUs in one process; --fsdp-devices only shards parameters to save memory (openpi issue #600: multi-GPU is often I/O bound)"))
+                found.append(
+                    note(
+                        "openpi JAX shards the batch over all visible GPUs in one process; --fsdp-devices only shards parameters to save memory (openpi issue #600: multi-GPU is often I/O bound)"
+                    )
+                )
         else:
             if plan.strategy == "fsdp" or opts.fsdp_devices:
-                found.append(problem("strategy", "openpi's PyTorch trainer supports neither FSDP nor --fsdp-devices", "use strategy: ddp, or backend: jax", value=plan.strategy))
+                found.append(
+                    problem(
+                        "strategy",
+                        "openpi's PyTorch trainer supports neither FSDP nor --fsdp-devices",
+                        "use strategy: ddp, or backend: jax",
+                        value=plan.strategy,
+                    )
+                )
             if preset.mixed_precision not in ("bf16",):
-                found.append(warning("mixed_precision", "openpi PyTorch trains in full bf16 (pytorch_training_precision); this setting is not passed", "set mixed_precision: bf16", value=preset.mixed_precision))
+                found.append(
+                    warning(
+                        "mixed_precision",
+                        "openpi PyTorch trains in full bf16 (pytorch_training_precision); this setting is not passed",
+                        "set mixed_precision: bf16",
+                        value=preset.mixed_precision,
+                    )
+                )
         return found
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         script = "scripts/train.py" if ctx.preset.options.backend == "jax" else "scripts/train_pytorch.py"
         if not Path(ctx.workdir, script).is_file():
-            return [problem("launch.workdir", f"{script} is not in {ctx.workdir}", "set launch.workdir to your openpi checkout", value=ctx.preset.launch.workdir)]
+            return [
+                problem(
+                    "launch.workdir",
+                    f"{script} is not in {ctx.workdir}",
+                    "set launch.workdir to your openpi checkout",
+                    value=ctx.preset.launch.workdir,
+                )
+            ]
         return []
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
@@ -116,7 +215,11 @@ class OpenpiTrainer(Trainer):
             python = "python" if opts.uv else ctx.python
             argv = prefix + [python, "scripts/train.py", config] + common + [f"--fsdp-devices={self.fsdp_devices(ctx)}"]
         else:
-            argv = torchrun_prefix(ctx, plan.processes_per_node, uv=opts.uv) + ["scripts/train_pytorch.py", config] + common
+            argv = (
+                torchrun_prefix(ctx, plan.processes_per_node, uv=opts.uv)
+                + ["scripts/train_pytorch.py", config]
+                + common
+            )
         return LaunchSpec(argv + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
 
     def parse_line(self, line: str) -> LineInfo | None:

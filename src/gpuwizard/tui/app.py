@@ -87,7 +87,9 @@ class GpuWizardApp(App[int]):
             self.exit()
 
     def action_next_theme(self) -> None:
-        names = self.own_themes + [n for n in ("textual-dark", "textual-light", "ansi-dark") if n in self.available_themes]
+        names = self.own_themes + [
+            n for n in ("textual-dark", "textual-light", "ansi-dark") if n in self.available_themes
+        ]
         self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
         self.notify(f"Theme: {self.theme}")
 
@@ -104,11 +106,15 @@ class GpuWizardApp(App[int]):
             yield SystemCommand("preset: Open", "Open, duplicate or delete a preset", screen.action_open)
             yield SystemCommand("preset: Save as", "Save the wizard's state as a preset", screen.action_save)
             for index, (_, title) in enumerate(STEPS):
-                yield SystemCommand(f"wizard: {index + 1} {title}", "Go to this step", partial(screen.action_goto, index))
+                yield SystemCommand(
+                    f"wizard: {index + 1} {title}", "Go to this step", partial(screen.action_goto, index)
+                )
         if isinstance(screen, MonitorScreen):
             yield SystemCommand("job: Stop", "Stop every process of this run", screen.action_stop)
             yield SystemCommand("job: Stack dump", "py-spy dump of every rank", screen.action_dump)
             yield SystemCommand("job: Smoke repro", "Restart as a 50-step smoke run", screen.action_smoke)
-            yield SystemCommand("job: Retry with NCCL_P2P_DISABLE=1", "Stop and restart without peer-to-peer", screen.action_retry_p2p)
+            yield SystemCommand(
+                "job: Retry with NCCL_P2P_DISABLE=1", "Stop and restart without peer-to-peer", screen.action_retry_p2p
+            )
         for name in self.own_themes:
             yield SystemCommand(f"theme: {name}", "Switch theme (remembered)", partial(setattr, self, "theme", name))

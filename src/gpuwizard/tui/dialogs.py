@@ -11,7 +11,16 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from gpuwizard.errors import UserError
-from gpuwizard.preset import Preset, delete_user_preset, listed_presets, load_preset_file, save_user_preset, shipped_preset_files, user_preset_files, with_field
+from gpuwizard.preset import (
+    Preset,
+    delete_user_preset,
+    listed_presets,
+    load_preset_file,
+    save_user_preset,
+    shipped_preset_files,
+    user_preset_files,
+    with_field,
+)
 from gpuwizard.tui.widgets import KeyBar
 
 
@@ -130,7 +139,9 @@ class PresetPicker(ModalScreen[Preset | None]):
         if not chosen:
             return
         if chosen[0] != "yours":
-            self.query_one("#picker-error", Label).update("Shipped presets cannot be deleted; duplicate one to change it.")
+            self.query_one("#picker-error", Label).update(
+                "Shipped presets cannot be deleted; duplicate one to change it."
+            )
             return
 
         def delete(yes: bool) -> None:

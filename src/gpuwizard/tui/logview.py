@@ -74,7 +74,11 @@ class LogView(ScrollView, can_focus=True):
             return Strip.blank(self.size.width, self.rich_style)
         style = self.rich_style + Style(reverse=True) if number == self.highlight else self.rich_style
         scroll_x = self.scroll_offset.x
-        return Strip([Segment(self.line(number), style)]).crop(scroll_x, scroll_x + self.size.width).extend_cell_length(self.size.width, style)
+        return (
+            Strip([Segment(self.line(number), style)])
+            .crop(scroll_x, scroll_x + self.size.width)
+            .extend_cell_length(self.size.width, style)
+        )
 
     def show_line(self, number: int) -> None:
         """Scroll so a line (a search match) is near the top, and mark it."""

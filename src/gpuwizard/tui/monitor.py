@@ -137,7 +137,12 @@ class MonitorScreen(Screen[None]):
             self.events += update.events
             self.show_banner()
             for event in update.events:
-                self.notify(event.title, severity="error" if event.severity == "error" else "information", timeout=6, markup=False)
+                self.notify(
+                    event.title,
+                    severity="error" if event.severity == "error" else "information",
+                    timeout=6,
+                    markup=False,
+                )
         self.apply_telemetry(update)
         self.refresh_progress()
         if status_changed:
@@ -175,12 +180,23 @@ class MonitorScreen(Screen[None]):
         s = self.status
         if s is None:
             text = self.problem or "reading the run folder..."
-            self.query_one("#run-title", Static).update(Content.assemble((" ? ", "reverse bold $warning"), f" {self.run.run_id} · {text}"))
+            self.query_one("#run-title", Static).update(
+                Content.assemble((" ? ", "reverse bold $warning"), f" {self.run.run_id} · {text}")
+            )
             return
-        style = {"finished": "bold $success", "failed": "bold $error", "hung": "bold $error", "stopped": "bold $warning"}.get(s.state, "bold $accent")
-        self.query_one("#run-title", Static).update(Content.assemble(
-            (f" {s.state} ", f"reverse {style}"), f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
-            + (" · smoke" if s.smoke else "")))
+        style = {
+            "finished": "bold $success",
+            "failed": "bold $error",
+            "hung": "bold $error",
+            "stopped": "bold $warning",
+        }.get(s.state, "bold $accent")
+        self.query_one("#run-title", Static).update(
+            Content.assemble(
+                (f" {s.state} ", f"reverse {style}"),
+                f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
+                + (" · smoke" if s.smoke else ""),
+            )
+        )
 
     def refresh_progress(self) -> None:
         p, s = self.progress or Progress(), self.status
@@ -200,12 +216,20 @@ class MonitorScreen(Screen[None]):
         important = [e for e in self.events if e.severity in ("error", "warning")]
         if important:
             event = important[-1]
-            parts: list[Any] = [(f" {event.title} ", "bold reverse $error" if event.severity == "error" else "bold reverse $warning"), "\n"]
+            parts: list[Any] = [
+                (f" {event.title} ", "bold reverse $error" if event.severity == "error" else "bold reverse $warning"),
+                "\n",
+            ]
             if event.detail:
                 parts.append(event.detail[:400] + "\n")
             if event.suggestion:
                 parts.append(("next: " + event.suggestion[:400] + "\n", "bold"))
-            parts.append(("keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump of every rank", "$text-muted"))
+            parts.append(
+                (
+                    "keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump of every rank",
+                    "$text-muted",
+                )
+            )
             text = Content.assemble(*parts)
             banner.set_class(event.severity == "error", "-error")
         elif self.status is None and self.problem:
@@ -213,7 +237,9 @@ class MonitorScreen(Screen[None]):
             banner.set_class(True, "-error")
         elif self.status is not None and self.status.final:
             why = f": {self.status.error}" if self.status.error else ""
-            text = Content.styled(f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}", "bold")
+            text = Content.styled(
+                f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}", "bold"
+            )
         else:
             return
         banner.update(text)
@@ -245,7 +271,9 @@ class MonitorScreen(Screen[None]):
         preset = load_preset_file(self.run.path / "preset.yaml")
         if not self.final:
             request_stop(self.run)
-        self.notify(("Starting a smoke repro (50 steps, batch 2)" if smoke else "Restarting with " + " ".join(env)) + "...")
+        self.notify(
+            ("Starting a smoke repro (50 steps, batch 2)" if smoke else "Restarting with " + " ".join(env)) + "..."
+        )
         self.relaunch(preset, smoke, env)
 
     @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
@@ -320,7 +348,11 @@ class MonitorScreen(Screen[None]):
         log = self.query_one("#log", LogView)
         log.show_line(message.line)
         self.search_from = message.line + 1
-        self.notify(f"line {message.line + 1}: {log.line(message.line)[:120]}", title=f"match for {message.needle!r}", markup=False)
+        self.notify(
+            f"line {message.line + 1}: {log.line(message.line)[:120]}",
+            title=f"match for {message.needle!r}",
+            markup=False,
+        )
 
     def action_wizard(self) -> None:
         from gpuwizard.preset import load_preset_file

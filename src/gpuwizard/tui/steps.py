@@ -37,7 +37,11 @@ class GpusStep(Step):
         yield Static("Detecting GPUs...", id="gpu-info")
         yield SelectionList[int](id="gpu-select")
         yield Static("", id="topology")
-        yield row("device", FieldSelect("hardware.device", ["auto", "cuda", "cpu"], preset.hardware.device), "cpu: processes on the CPU with gloo")
+        yield row(
+            "device",
+            FieldSelect("hardware.device", ["auto", "cuda", "cpu"], preset.hardware.device),
+            "cpu: processes on the CPU with gloo",
+        )
         yield row("GPUs / procs", FieldInput("hardware.gpus", "int", preset.hardware.gpus), "per node")
         yield row("nodes", FieldInput("hardware.nodes", "int", preset.hardware.nodes))
 
@@ -49,28 +53,51 @@ class GpusStep(Step):
             return
         if not inventory.has_gpus:
             cpu = inventory.cpu
-            info.update(Content.assemble((inventory.message or "no GPUs", "bold $warning"), f"\nCPU: {cpu.model}, {cpu.cores_logical} cores, {cpu.memory_total_gb:g} GB RAM.\n"
-                                      "Plan for a GPU machine here (device auto or cuda), or choose device cpu for a dry run with gloo."))
+            info.update(
+                Content.assemble(
+                    (inventory.message or "no GPUs", "bold $warning"),
+                    f"\nCPU: {cpu.model}, {cpu.cores_logical} cores, {cpu.memory_total_gb:g} GB RAM.\n"
+                    "Plan for a GPU machine here (device auto or cuda), or choose device cpu for a dry run with gloo.",
+                )
+            )
             select.display = False
             return
         visible = inventory.visible()
-        info.update(f"{len(inventory.gpus)} NVIDIA GPU(s), driver {inventory.driver_version}, CUDA {inventory.cuda_version}"
-                    + (f", CUDA_VISIBLE_DEVICES={inventory.cuda_visible_devices}" if inventory.cuda_visible_devices is not None else "")
-                    + ". Space toggles a device; the job uses the selected ones.")
-        chosen = set(preset.hardware.devices if preset.hardware.devices is not None else [g.cuda_index for g in visible[: preset.hardware.gpus]])
+        info.update(
+            f"{len(inventory.gpus)} NVIDIA GPU(s), driver {inventory.driver_version}, CUDA {inventory.cuda_version}"
+            + (
+                f", CUDA_VISIBLE_DEVICES={inventory.cuda_visible_devices}"
+                if inventory.cuda_visible_devices is not None
+                else ""
+            )
+            + ". Space toggles a device; the job uses the selected ones."
+        )
+        chosen = set(
+            preset.hardware.devices
+            if preset.hardware.devices is not None
+            else [g.cuda_index for g in visible[: preset.hardware.gpus]]
+        )
         if select.option_count != len(visible):
             select.clear_options()
             for g in visible:
                 busy = f"busy: {len(g.processes)} proc" if g.processes else "idle"
                 mem = f"{(g.memory_used_mb or 0) / 1024:.1f}/{(g.memory_total_mb or 0) / 1024:.0f} GB"
-                select.add_option((f"GPU{g.cuda_index} {g.name} · {mem} · {g.utilization_gpu or 0:.0f}% · {busy}", g.cuda_index, g.cuda_index in chosen))
+                select.add_option(
+                    (
+                        f"GPU{g.cuda_index} {g.name} · {mem} · {g.utilization_gpu or 0:.0f}% · {busy}",
+                        g.cuda_index,
+                        g.cuda_index in chosen,
+                    )
+                )
         picked = [g for g in visible if g.cuda_index in chosen]
         lines = []
         for i, a in enumerate(picked):
             for b in picked[i + 1 :]:
                 link = inventory.link(a.index, b.index)
                 if link:
-                    lines.append(f"GPU{a.cuda_index} <-> GPU{b.cuda_index}: {link.label}, P2P read {link.p2p_read or 'unavailable'}")
+                    lines.append(
+                        f"GPU{a.cuda_index} <-> GPU{b.cuda_index}: {link.label}, P2P read {link.p2p_read or 'unavailable'}"
+                    )
         self.query_one("#topology", Static).update("\n".join(lines))
 
     @on(SelectionList.SelectedChanged)
@@ -99,8 +126,19 @@ class PolicyStep(Step):
         table = self.query_one("#policies", DataTable)
         table.clear()
         for entry in load_catalog().values():
-            params = f"{entry.params_m:g}M" if entry.params_m and entry.params_m < 1000 else (f"{entry.params_m / 1000:g}B" if entry.params_m else "?")
-            table.add_row(entry.key, params, f"{entry.vram.full_gb:g} GB @{entry.vram.at_batch}", "", ", ".join(entry.trainers), key=entry.key)
+            params = (
+                f"{entry.params_m:g}M"
+                if entry.params_m and entry.params_m < 1000
+                else (f"{entry.params_m / 1000:g}B" if entry.params_m else "?")
+            )
+            table.add_row(
+                entry.key,
+                params,
+                f"{entry.vram.full_gb:g} GB @{entry.vram.at_batch}",
+                "",
+                ", ".join(entry.trainers),
+                key=entry.key,
+            )
         keys = list(load_catalog())
         if preset.policy in keys:
             table.move_cursor(row=keys.index(preset.policy))
@@ -134,7 +172,12 @@ class DatasetBox(Vertical):
     def compose(self) -> ComposeResult:
         preset = self.preset
         yield row("dataset id", FieldInput("dataset.repo_id", "str", preset.dataset.repo_id))
-        yield row("local folder", FieldInput("dataset.root", "optional_str", preset.dataset.root, placeholder="optional: a LeRobot dataset folder"))
+        yield row(
+            "local folder",
+            FieldInput(
+                "dataset.root", "optional_str", preset.dataset.root, placeholder="optional: a LeRobot dataset folder"
+            ),
+        )
         yield Static("", id="dataset-info")
 
     def show(self, preset: Preset, plan: Plan) -> None:
@@ -170,8 +213,19 @@ class TrainerStep(Step):
             table.add_columns("GPUs", "per device", "effective")
             yield table
         yield Label("Launch", classes="section")
-        yield row("python", FieldInput("launch.python", "optional_str", preset.launch.python, placeholder="training env interpreter (default: PATH)"))
-        yield row("output dir", FieldInput("output_dir", "optional_str", preset.output_dir, placeholder=f"outputs/train/{preset.name}"))
+        yield row(
+            "python",
+            FieldInput(
+                "launch.python",
+                "optional_str",
+                preset.launch.python,
+                placeholder="training env interpreter (default: PATH)",
+            ),
+        )
+        yield row(
+            "output dir",
+            FieldInput("output_dir", "optional_str", preset.output_dir, placeholder=f"outputs/train/{preset.name}"),
+        )
         yield Label("Trainer options", classes="section")
         yield Vertical(*options_form(get_trainer(preset.trainer).Options, preset.trainer_options), id="options")
 
@@ -187,9 +241,17 @@ class TrainerStep(Step):
     def show(self, preset: Preset, plan: Plan | None) -> None:
         if plan is None:
             return
-        self.query_one("#batch-meaning", Static).update(Content.assemble(("What the number means: ", "bold"), plan.batch_meaning))
-        rows = [(f"{r['gpus']}{' <' if r['chosen'] else ''}", "-" if r["per_device"] is None else str(r["per_device"]), "-" if r["effective"] is None else str(r["effective"]))
-                for r in plan.batch_table]
+        self.query_one("#batch-meaning", Static).update(
+            Content.assemble(("What the number means: ", "bold"), plan.batch_meaning)
+        )
+        rows = [
+            (
+                f"{r['gpus']}{' <' if r['chosen'] else ''}",
+                "-" if r["per_device"] is None else str(r["per_device"]),
+                "-" if r["effective"] is None else str(r["effective"]),
+            )
+            for r in plan.batch_table
+        ]
         if rows != self.shown_rows:
             self.shown_rows = rows
             table = self.query_one("#batch-table", DataTable)
@@ -205,7 +267,11 @@ class ScalingStep(Step):
             for rule in RULES:
                 yield RadioButton(rule, value=rule == preset.scaling.rule, id=f"rule-{rule}")
         yield Static(RULES_HELP, classes="field-hint")
-        yield row("ref. GPUs", FieldInput("scaling.reference_gpus", "int", preset.scaling.reference_gpus), "the GPU count lr and steps were tuned on")
+        yield row(
+            "ref. GPUs",
+            FieldInput("scaling.reference_gpus", "int", preset.scaling.reference_gpus),
+            "the GPU count lr and steps were tuned on",
+        )
         yield Static("", id="advice")
 
     def show(self, preset: Preset, plan: Plan | None) -> None:
@@ -214,10 +280,16 @@ class ScalingStep(Step):
         k = plan.scale_factor or 1.0
         trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
         default_warmup = trainer.default_warmup_steps(preset, policy, preset.optim.steps)
-        self.query_one("#rules", RadioSet).border_title = f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} on {plan.reference_gpus} GPU(s)"
+        self.query_one(
+            "#rules", RadioSet
+        ).border_title = f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} on {plan.reference_gpus} GPU(s)"
         for rule in RULES:
-            lr, steps, warmup, _, _ = scale(rule, k, plan.base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio)
-            self.query_one(f"#rule-{rule}", RadioButton).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}"
+            lr, steps, warmup, _, _ = scale(
+                rule, k, plan.base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio
+            )
+            self.query_one(
+                f"#rule-{rule}", RadioButton
+            ).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}"
         self.query_one("#advice", Static).update("\n".join(f"- {a}" for a in plan.advice))
 
     @on(RadioSet.Changed, "#rules")
@@ -240,14 +312,28 @@ class PreviewStep(Step):
         else:
             command.update(Content.styled(pretty_command(spec.argv), "bold"))
             env = [f"{k}={v}" for k, v in spec.env.items()] + [f"unset {n}" for n in spec.unset]
-            self.query_one("#environment", Static).update(f"workdir: {spec.workdir}\nenv: " + (" ".join(env) or "(unchanged)"))
-        parts = [(f"{level}: {p.paragraph()}\n", style)
-                 for level, items, style in (("error", plan.errors, "bold $error"), ("warning", plan.warnings, "$warning"), ("note", plan.notes, "$text-muted"))
-                 for p in items]
+            self.query_one("#environment", Static).update(
+                f"workdir: {spec.workdir}\nenv: " + (" ".join(env) or "(unchanged)")
+            )
+        parts = [
+            (f"{level}: {p.paragraph()}\n", style)
+            for level, items, style in (
+                ("error", plan.errors, "bold $error"),
+                ("warning", plan.warnings, "$warning"),
+                ("note", plan.notes, "$text-muted"),
+            )
+            for p in items
+        ]
         self.query_one("#problems", Static).update(Content.assemble(*parts))
 
 
-STEP_CLASSES = {"gpus": GpusStep, "policy": PolicyStep, "trainer": TrainerStep, "scaling": ScalingStep, "preview": PreviewStep}
+STEP_CLASSES = {
+    "gpus": GpusStep,
+    "policy": PolicyStep,
+    "trainer": TrainerStep,
+    "scaling": ScalingStep,
+    "preview": PreviewStep,
+}
 
 
 def pretty_command(argv: list[str], width: int = 74) -> str:

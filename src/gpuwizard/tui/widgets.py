@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from textual import on
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
-from textual.content import Content
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
 if TYPE_CHECKING:
@@ -33,7 +33,12 @@ class InvalidInput(Message):
         self.path, self.text, self.reason = path, text, reason
 
 
-KIND_WORDS = {"int": "expects a whole number", "float": "expects a number, e.g. 1e-4", "list": "expects words separated by spaces (quote one with spaces)", "str": "expects text"}
+KIND_WORDS = {
+    "int": "expects a whole number",
+    "float": "expects a number, e.g. 1e-4",
+    "list": "expects words separated by spaces (quote one with spaces)",
+    "str": "expects text",
+}
 
 
 def parse(kind: str, text: str) -> Any:
@@ -65,7 +70,9 @@ class FieldInput(Input):
     """An Input bound to one preset field; posts Edit on valid changes."""
 
     def __init__(self, path: str, kind: str, value: Any, placeholder: str = "", **kw: Any):
-        super().__init__(show(value), placeholder=placeholder, id="f-" + path.replace(".", "-").replace("_", "-"), compact=True, **kw)
+        super().__init__(
+            show(value), placeholder=placeholder, id="f-" + path.replace(".", "-").replace("_", "-"), compact=True, **kw
+        )
         self.path, self.kind = path, kind
 
     def set_quietly(self, value: Any) -> None:
@@ -89,7 +96,14 @@ class FieldSelect(Select[str]):
     """A Select bound to one preset field."""
 
     def __init__(self, path: str, options: list[str], value: str, **kw: Any):
-        super().__init__([(o, o) for o in options], value=value, allow_blank=False, id="f-" + path.replace(".", "-").replace("_", "-"), compact=True, **kw)
+        super().__init__(
+            [(o, o) for o in options],
+            value=value,
+            allow_blank=False,
+            id="f-" + path.replace(".", "-").replace("_", "-"),
+            compact=True,
+            **kw,
+        )
         self.path = path
 
     def set_quietly(self, value: Any) -> None:
@@ -136,11 +150,26 @@ def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Wi
         if annotation is bool:
             rows.append(FieldCheckbox(path, label, bool(current), classes="option-check", tooltip=info.description))
         elif typing.get_origin(annotation) is Literal:
-            rows.append(row(label, FieldSelect(path, list(typing.get_args(annotation)), current, tooltip=info.description)))
+            rows.append(
+                row(label, FieldSelect(path, list(typing.get_args(annotation)), current, tooltip=info.description))
+            )
         elif annotation in (int, float, str) or typing.get_origin(annotation) is list:
             kind = {int: "int", float: "float", str: "str"}.get(annotation, "list")
-            required = "required" if (info.is_required() or (optional and default is None and name in REQUIRED_HINTS)) else ""
-            rows.append(row(label, FieldInput(path, ("optional_" if optional or kind == "list" else "") + kind, current, placeholder=required or "default", tooltip=info.description)))
+            required = (
+                "required" if (info.is_required() or (optional and default is None and name in REQUIRED_HINTS)) else ""
+            )
+            rows.append(
+                row(
+                    label,
+                    FieldInput(
+                        path,
+                        ("optional_" if optional or kind == "list" else "") + kind,
+                        current,
+                        placeholder=required or "default",
+                        tooltip=info.description,
+                    ),
+                )
+            )
     return rows
 
 
@@ -173,7 +202,9 @@ class KeyBar(Static):
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)
-            key_style, text_style = ("bold $accent", "$foreground") if active.enabled else ("$text-disabled", "$text-disabled")
+            key_style, text_style = (
+                ("bold $accent", "$foreground") if active.enabled else ("$text-disabled", "$text-disabled")
+            )
             parts += [(self.app.get_key_display(binding), key_style), " ", (binding.description, text_style), " "]
         if self.app.ENABLE_COMMAND_PALETTE:
             parts += [("^p", "bold $accent"), " palette"]

@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     from gpuwizard.tui.steps import Step
 
 REPLAN_DELAY_S = 0.12
-STEPS = [("gpus", "GPUs"), ("policy", "Policy & data"), ("trainer", "Trainer & batch"), ("scaling", "Scaling"), ("preview", "Preview")]
+STEPS = [
+    ("gpus", "GPUs"),
+    ("policy", "Policy & data"),
+    ("trainer", "Trainer & batch"),
+    ("scaling", "Scaling"),
+    ("preview", "Preview"),
+]
 
 
 class WizardScreen(Screen[None]):
@@ -253,12 +259,21 @@ class WizardScreen(Screen[None]):
             summary.update("Planning...")
             return
         if plan.errors:
-            state = [(f" {len(plan.errors)} error(s) ", "bold reverse $error"), (" " + plan.errors[0].paragraph()[:160], "$error")]
+            state = [
+                (f" {len(plan.errors)} error(s) ", "bold reverse $error"),
+                (" " + plan.errors[0].paragraph()[:160], "$error"),
+            ]
         else:
-            state = [(" ready ", "bold reverse $success")] + ([(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else [])
-        summary.update(Content.assemble(
-            f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device {plan.per_device_batch} · effective {plan.effective_batch} · "
-            f"lr {plan.lr:.3g} · {plan.steps} steps · {plan.strategy} ", *state))
+            state = [(" ready ", "bold reverse $success")] + (
+                [(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else []
+            )
+        summary.update(
+            Content.assemble(
+                f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device {plan.per_device_batch} · effective {plan.effective_batch} · "
+                f"lr {plan.lr:.3g} · {plan.steps} steps · {plan.strategy} ",
+                *state,
+            )
+        )
 
     # -- steps ---------------------------------------------------------------------------------
     def draw_crumbs(self) -> None:
@@ -343,7 +358,9 @@ class WizardScreen(Screen[None]):
                 path = save_user_preset(preset, overwrite=overwrite)
             except UserError as exc:
                 if "already exists" in exc.paragraph() and not overwrite:
-                    self.app.push_screen(Confirm(f"Replace your preset '{name}'?"), lambda yes: save(name, True) if yes else None)
+                    self.app.push_screen(
+                        Confirm(f"Replace your preset '{name}'?"), lambda yes: save(name, True) if yes else None
+                    )
                     return
                 self.notify(exc.paragraph(), severity="error", timeout=8)
                 return
@@ -355,7 +372,9 @@ class WizardScreen(Screen[None]):
     def action_open(self) -> None:
         from gpuwizard.tui.dialogs import PresetPicker
 
-        self.app.push_screen(PresetPicker(), lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None)
+        self.app.push_screen(
+            PresetPicker(), lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None
+        )
 
     def action_run(self, smoke: bool = False) -> None:
         if self.preset is None:
