@@ -11,7 +11,8 @@ import pytest
 
 from conftest import DATA, gw_subprocess, replay
 from gpuwizard.gpus.advice import setup_advice
-from gpuwizard.gpus.inventory import NO_DRIVER_LINE, import_pynvml, read_inventory
+from gpuwizard.gpus.inventory import read_inventory
+from gpuwizard.gpus.nvml import NO_DRIVER_LINE, import_pynvml
 from gpuwizard.gpus.replay import ReplayNvml
 from gpuwizard.gpus.sampler import GpuSampler, NvmlSampleSource, open_sample_source, run_memory_held
 
@@ -48,7 +49,7 @@ def test_gpus_with_no_driver_real_nvml_path(tmp_path):
 def test_without_the_nvml_library_pynvml_is_never_imported():
     """The same dlopen pynvml does decides first, so driverless machines skip pynvml's import; with a driver NVML is read."""
     code = (
-        "import sys\nfrom gpuwizard.gpus.inventory import nvml_library_loads, read_inventory\n"
+        "import sys\nfrom gpuwizard.gpus.inventory import read_inventory\nfrom gpuwizard.gpus.nvml import nvml_library_loads\n"
         "inventory = read_inventory()\nprint(nvml_library_loads(), 'pynvml' in sys.modules, inventory.message)"
     )
     out = subprocess.run(

@@ -4,38 +4,20 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuwizard import datasets
 from gpuwizard.catalog import PolicyEntry, load_catalog
+from gpuwizard.contracts import BuildContext, DetectedDevices, Fit, LaunchSpec, Plan
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.preset import Preset
 from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import (
-    BuildContext,
-    LaunchSpec,
-    Trainer,
-    check_python,
-    conflicting_extra_args,
-    free_port,
-    resolve_python,
-)
+from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, free_port, resolve_python
 
 TABLE_COUNTS = (1, 2, 4, 8)
 ADDED_WARMUP_RATIO = 0.05
-
-
-@dataclass(frozen=True)
-class DetectedDevices:
-    """What the plan knows about the devices found here: detected, or unknown."""
-
-    gpu_count: int = 0
-    memory_gb: float | None = None
-    name: str | None = None
-    source: str = "none"
 
 
 def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
@@ -52,67 +34,6 @@ def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
         chosen[0].name if chosen else None,
         "detected",
     )
-
-
-@dataclass
-class Fit:
-    fits: bool | None
-    estimate_gb: float
-    device_gb: float | None
-    device_source: str
-    sharded_estimate_gb: float | None = None
-
-
-@dataclass
-class Plan:
-    """Everything resolved from a preset on a given GPU count."""
-
-    trainer: str
-    policy: str
-    world_size: int
-    nodes: int
-    processes_per_node: int
-    device: str
-    per_device_batch: int | None
-    effective_batch: int | None
-    reference_gpus: int
-    reference_effective_batch: int | None
-    scale_factor: float | None
-    rule: str
-    base_lr: float
-    lr: float
-    base_steps: int
-    steps: int
-    warmup_steps: int | None
-    warmup_source: str
-    strategy: str
-    fits: Fit
-    batch_meaning: str
-    batch_flag: str
-    batch_table: list[dict[str, Any]]
-    dataset: dict[str, Any] | None
-    advice: list[str]
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.level == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.level == "warning"]
-
-    @property
-    def notes(self) -> list[Problem]:
-        return [p for p in self.problems if p.level == "note"]
-
-    def to_json(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if k != "problems"}
-        data["fits"] = asdict(self.fits)
-        data["warnings"] = [p.paragraph() for p in self.warnings]
-        data["notes"] = [p.paragraph() for p in self.notes]
-        data["errors"] = [p.paragraph() for p in self.errors]
-        return data
 
 
 def with_gpus(preset: Preset, gpus: int | None) -> Preset:

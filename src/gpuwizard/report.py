@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from gpuwizard.plan import Plan
+from gpuwizard.contracts import Plan
 
 
 def fmt_lr(value: float) -> str:

@@ -177,7 +177,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def record_gpus(path: str) -> int:
     from pathlib import Path
 
-    from gpuwizard.gpus.inventory import NvmlUnavailable, open_nvml
+    from gpuwizard.gpus.nvml import NvmlUnavailable, open_nvml
     from gpuwizard.gpus.replay import record_machine
     from gpuwizard.yamlio import atomic_write
 

@@ -8,10 +8,11 @@ subclasses, so the inventory and sampler code paths are the real ones.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-from gpuwizard.gpus.inventory import NVLINK_MAX_LINKS, P2P_CAPS_INDEX_READ, import_pynvml
+from gpuwizard.gpus.nvml import NVLINK_MAX_LINKS, P2P_CAPS_INDEX_READ, import_pynvml
 
 ERROR_KEY = "nvml_error"
 
@@ -241,3 +242,11 @@ def record_machine(nv: Any) -> dict[str, Any]:
                 "p2p_read": _capture(nv.nvmlDeviceGetP2PStatus, handles[i], handles[j], P2P_CAPS_INDEX_READ),
             }
     return rec
+
+
+def replay_module_from_env() -> Any | None:
+    """GPUWIZARD_NVML_REPLAY=recording.json swaps real NVML for a recorded machine (demos, tests)."""
+    path = os.environ.get("GPUWIZARD_NVML_REPLAY")
+    if not path:
+        return None
+    return ReplayNvml.from_file(path)

@@ -8,7 +8,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from gpuwizard.gpus.inventory import DeviceLost, GpuInfo, NvmlReader, NvmlUnavailable, open_nvml, replay_module_from_env
+from gpuwizard.gpus.inventory import GpuInfo, NvmlReader
+from gpuwizard.gpus.nvml import DeviceLost, NvmlUnavailable, open_nvml
+from gpuwizard.gpus.replay import replay_module_from_env
 from gpuwizard.runner.records import GpuSample
 
 

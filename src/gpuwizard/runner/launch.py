@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.contracts import BuildContext, Plan
 from gpuwizard.errors import Problem, UserError, problem
-from gpuwizard.plan import Plan, build_command, plan_here, with_gpus
+from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset
 from gpuwizard.runner.records import Expectations, Job, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
 from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import BuildContext, port_is_free
+from gpuwizard.trainers.base import port_is_free
 from gpuwizard.yamlio import atomic_write
 
 SMOKE_STEPS = 50

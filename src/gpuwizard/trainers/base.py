@@ -3,91 +3,24 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import socket
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, problem
 from gpuwizard.schema import Strict
 
 if TYPE_CHECKING:
     from gpuwizard.catalog import PolicyEntry
     from gpuwizard.logparse import LineInfo
-    from gpuwizard.plan import Plan
     from gpuwizard.preset import Preset
 
 
 class TrainerOptions(Strict):
     """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected, defaults left out of saved presets."""
-
-
-@dataclass(frozen=True)
-class BatchLayout:
-    """What the batch number means on `world` data-parallel devices."""
-
-    world: int
-    per_device: int | None
-    effective: int | None
-    error: str | None = None
-
-
-@dataclass
-class LaunchSpec:
-    """Exactly what `run` executes: argv, environment changes, working directory."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    unset: list[str] = field(default_factory=list)
-    workdir: str = "."
-
-    def shell(self) -> str:
-        """One copy-pasteable line (display only; never executed through a shell)."""
-        parts = [f"cd {shlex.quote(self.workdir)} &&"]
-        if self.unset:
-            parts.append("env " + " ".join(f"-u {shlex.quote(n)}" for n in self.unset))
-        parts.extend(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        parts.append(shlex.join(self.argv))
-        return " ".join(parts)
-
-    def script(self) -> str:
-        """A standalone bash script that runs the same command."""
-        lines = [
-            "#!/usr/bin/env bash",
-            "# Written by gpuwizard.",
-            "set -euo pipefail",
-            f"cd {shlex.quote(self.workdir)}",
-        ]
-        lines += [f"unset {shlex.quote(n)}" for n in self.unset]
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
-        lines.append("exec " + " \\\n  ".join(shlex.quote(a) for a in self.argv))
-        return "\n".join(lines) + "\n"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"argv": self.argv, "env": self.env, "unset": self.unset, "workdir": self.workdir, "shell": self.shell()}
-
-    def full_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ if base is None else base)
-        for name in self.unset:
-            env.pop(name, None)
-        env.update(self.env)
-        return env
-
-
-@dataclass
-class BuildContext:
-    """Everything a trainer needs to check and build its command."""
-
-    preset: Preset
-    plan: Plan
-    policy: PolicyEntry
-    python: str
-    workdir: str
-    master_port: int
-    output_dir: str
 
 
 class Trainer:

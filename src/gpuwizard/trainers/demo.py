@@ -8,12 +8,10 @@ import re
 from pydantic import Field
 
 from gpuwizard import paths
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
 from gpuwizard.trainers.base import (
-    BatchLayout,
-    BuildContext,
-    LaunchSpec,
     Trainer,
     TrainerOptions,
     current_python,

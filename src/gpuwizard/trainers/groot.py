@@ -8,18 +8,10 @@ from pathlib import Path
 
 from pydantic import Field
 
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.trainers.base import (
-    BatchLayout,
-    BuildContext,
-    LaunchSpec,
-    Trainer,
-    TrainerOptions,
-    device_env,
-    global_layout,
-    torchrun_prefix,
-)
+from gpuwizard.trainers.base import Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
 
 
 class GrootOptions(TrainerOptions):

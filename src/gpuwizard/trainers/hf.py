@@ -6,18 +6,10 @@ from pathlib import Path
 
 from pydantic import Field
 
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.trainers.base import (
-    BatchLayout,
-    BuildContext,
-    LaunchSpec,
-    Trainer,
-    TrainerOptions,
-    device_env,
-    per_worker_layout,
-    torchrun_prefix,
-)
+from gpuwizard.trainers.base import Trainer, TrainerOptions, device_env, per_worker_layout, torchrun_prefix
 
 
 class HfOptions(TrainerOptions):

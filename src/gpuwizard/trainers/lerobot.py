@@ -14,12 +14,10 @@ from typing import Literal
 from pydantic import Field
 
 from gpuwizard import paths
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, problem, warning
 from gpuwizard.logparse import LineInfo, parse_lerobot
 from gpuwizard.trainers.base import (
-    BatchLayout,
-    BuildContext,
-    LaunchSpec,
     Trainer,
     TrainerOptions,
     device_env,

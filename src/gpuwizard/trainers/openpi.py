@@ -7,18 +7,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
-from gpuwizard.trainers.base import (
-    BatchLayout,
-    BuildContext,
-    LaunchSpec,
-    Trainer,
-    TrainerOptions,
-    device_env,
-    global_layout,
-    torchrun_prefix,
-)
+from gpuwizard.trainers.base import Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
 
 
 class OpenpiOptions(TrainerOptions):

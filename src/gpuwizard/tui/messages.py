@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
     from gpuwizard.gpus.inventory import Inventory
-    from gpuwizard.plan import Plan
     from gpuwizard.preset import Preset
     from gpuwizard.runner.follow import RunUpdate
-    from gpuwizard.trainers.base import BuildContext, LaunchSpec
 
 
 class PresetLoaded(Message):

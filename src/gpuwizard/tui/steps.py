@@ -12,11 +12,11 @@ from textual.widgets import DataTable, Label, RadioButton, RadioSet, SelectionLi
 
 from gpuwizard import datasets
 from gpuwizard.catalog import load_catalog
+from gpuwizard.contracts import LaunchSpec, Plan
 from gpuwizard.gpus.inventory import Inventory
-from gpuwizard.plan import Plan, scale
+from gpuwizard.plan import scale
 from gpuwizard.preset import Preset
 from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import LaunchSpec
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, options_form, row
 
 RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]

@@ -25,10 +25,9 @@ from gpuwizard.tui.widgets import Edit, InvalidInput, KeyBar
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
+    from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
     from gpuwizard.gpus.inventory import Inventory
-    from gpuwizard.plan import Plan
     from gpuwizard.preset import Preset
-    from gpuwizard.trainers.base import BuildContext, LaunchSpec
     from gpuwizard.tui.steps import Step
 
 REPLAN_DELAY_S = 0.12
