@@ -154,7 +154,9 @@ def test_save_round_trips_and_is_atomic(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         save_user_preset(updated(preset, description="changed"))
     assert path.read_text() == before
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, "preset.schema.json"]), (
+        "no temporary file is left"
+    )
 
 
 def test_atomic_write_creates_folders(tmp_path):
@@ -182,3 +184,103 @@ def test_presets_commands(gw, write_preset):
     save_user_preset(updated(load_preset("demo-cpu"), name="mine"))
     assert gw("presets", "delete", "mine").code == 0
     assert "mine" not in gw("presets").out
+
+
+FIVE_MISTAKES = """\
+version: 1
+name: five-mistakes
+trainer: lerobot
+policy: act
+dataset: {repo_id: me/pick}
+hardware: {gpuz: 2}
+batch: {size: 0}
+optim: {lr: .inf, steps: ten}
+scaling: {rule: linear}
+trainer_options: {nmu_workers: 2}
+"""
+
+
+def test_a_preset_with_five_mistakes_names_all_five(gw, write_preset):
+    result = gw("plan", write_preset(FIVE_MISTAKES))
+    assert result.code == 2 and "Traceback" not in result.err
+    paragraphs = result.err.strip().split("\n")
+    assert len(paragraphs) == 6, result.err
+    expected = [
+        "hardware.gpuz: unknown key; did you mean gpus? Fix: rename it to gpus.",
+        "batch.size = 0: must be 1 or more. Fix: use a positive number.",
+        "optim.lr = inf: must be a finite number.",
+        "optim.steps = 'ten': must be a whole number.",
+        "scaling.rule = 'linear': must be one of none, linear_lr, sqrt_lr, divide_steps.",
+        "trainer_options.nmu_workers: unknown key; did you mean num_workers?",
+    ]
+    for paragraph, wanted in zip(paragraphs, expected):
+        assert wanted in paragraph and paragraph.startswith(str(write_preset(FIVE_MISTAKES)))
+
+
+def test_an_unknown_key_far_from_any_lists_the_known_ones(write_preset):
+    message = error_of(write_preset, GOOD.replace("batch: {size: 8}", "batch: {size: 8, colour: red}"))
+    assert "batch.colour: unknown key. Fix: remove it; the keys here are size, grad_accum." in message
+
+
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        ("name: my-act", 'name: "my-act\\n"', "name = 'my-act\\n': use letters, digits"),
+        (
+            "batch: {size: 8}",
+            'batch: {size: 8}\nlaunch: {extra_args: ["a\\0b"]}',
+            "launch.extra_args.0 = 'a\\x00b': contains a NUL byte",
+        ),
+        (
+            "batch: {size: 8}",
+            'batch: {size: 8}\nlaunch: {env: {X: "a\\0b"}}',
+            "launch.env.X = 'a\\x00b': contains a NUL byte",
+        ),
+        ("steps: 1000", "steps: 1000000000000", "optim.steps = 1000000000000: must be at most 1000000000"),
+        ("lr: 1e-4", "lr: .nan", "optim.lr = nan: must be a finite number"),
+    ],
+)
+def test_absurd_values_are_refused(write_preset, old, new, expected):
+    assert expected in error_of(write_preset, GOOD.replace(old, new))
+
+
+def test_duplicate_keys_are_refused_not_silently_merged(write_preset):
+    message = error_of(write_preset, GOOD + "batch: {size: 16}\n")
+    assert "malformed YAML" in message and "'batch' appears twice" in message
+
+
+def test_schema_command_describes_every_field(gw):
+    import json
+
+    from gpuwizard.schema import undocumented_fields
+
+    result = gw("presets", "schema")
+    schema = json.loads(result.out)
+    assert result.code == 0 and schema["title"] == "gpuwizard preset"
+    assert undocumented_fields(schema) == []
+    assert (
+        "gpus" in schema["$defs"]["Hardware"]["properties"]
+        and schema["$defs"]["Hardware"]["additionalProperties"] is False
+    )
+    lerobot = next(b for b in schema["allOf"] if b["if"]["properties"]["trainer"]["const"] == "lerobot")
+    assert lerobot["then"]["properties"]["trainer_options"]["$ref"] == "#/$defs/LeRobotOptions"
+    assert schema["$defs"]["LeRobotOptions"]["properties"]["api"]["enum"] == ["auto", "v0.6", "main"]
+    assert undocumented_fields({"properties": {"x": {"type": "integer"}}}) == ["x"], "the check itself can fail"
+
+
+def test_saved_user_presets_get_the_schema_beside_them(tmp_path):
+    path = save_user_preset(load_preset("demo-cpu"))
+    assert path.read_text().startswith("# yaml-language-server: $schema=./preset.schema.json\n")
+    assert (path.parent / "preset.schema.json").is_file()
+    assert load_preset_file(path) == load_preset("demo-cpu")
+
+
+def test_presets_show_refuses_what_is_not_a_preset(gw, tmp_path):
+    binary = tmp_path / "blob.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    result = gw("presets", "show", binary)
+    assert result.code == 2 and "Traceback" not in result.err and "not UTF-8 text" in result.err
+    secret = tmp_path / "notes.yaml"
+    secret.write_text("token: abc\n")
+    result = gw("presets", "show", secret)
+    assert result.code == 2 and "abc" not in result.out and "required field is missing" in result.err

@@ -378,9 +378,14 @@ def load_preset(name_or_file: str) -> Preset:
     return load_preset_file(find_preset(name_or_file))
 
 
+SCHEMA_FILE = "preset.schema.json"
+SCHEMA_LINE = f"# yaml-language-server: $schema=./{SCHEMA_FILE}\n"
+
+
 def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
-    """Save into the user preset folder atomically; an existing file is replaced only when allowed."""
-    target = paths.user_presets_dir() / f"{preset.name}.yaml"
+    """Save into the user preset folder atomically, the schema beside it for editors; replace a file only when allowed."""
+    folder = paths.user_presets_dir()
+    target = folder / f"{preset.name}.yaml"
     if target.exists() and not overwrite:
         raise UserError(
             problem(
@@ -390,8 +395,23 @@ def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
                 value=preset.name,
             )
         )
-    yamlio.atomic_write(target, preset.to_yaml())
+    yamlio.atomic_write(target, SCHEMA_LINE + preset.to_yaml())
+    write_schema_beside(folder)
     return target
+
+
+def write_schema_beside(folder: Path) -> None:
+    """Keep `preset.schema.json` in a preset folder current, so the YAML language server completes and checks presets there."""
+    import json
+
+    text = json.dumps(preset_schema(), indent=2) + "\n"
+    schema = folder / SCHEMA_FILE
+    try:
+        current = schema.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != text:
+        yamlio.atomic_write(schema, text)
 
 
 def delete_user_preset(name: str) -> Path:

@@ -227,9 +227,17 @@ def schema_with_trainers(root: type[BaseModel], options: dict[str, type[BaseMode
 
 def undocumented_fields(schema: dict[str, Any]) -> list[str]:
     """Paths of properties in a JSON Schema that carry no description (every field must say what it is)."""
+    defs = schema.get("$defs", {})
+
+    def described(prop: dict[str, Any]) -> bool:
+        if prop.get("description"):
+            return True
+        target = prop.get("$ref", "").rpartition("/")[2]  # a section's field shares its model's description
+        return bool(target and defs.get(target, {}).get("description"))
+
     missing = []
-    for where, node in [("", schema), *((f"$defs.{k}", v) for k, v in schema.get("$defs", {}).items())]:
+    for where, node in [("", schema), *((f"$defs.{k}", v) for k, v in defs.items())]:
         for name, prop in node.get("properties", {}).items():
-            if not prop.get("description"):
+            if not described(prop):
                 missing.append(f"{where}.{name}".lstrip("."))
     return missing

@@ -8,13 +8,17 @@ from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from gpuwizard.tui.themes import DEFAULT_THEME, load_themes, read_settings, remember
+from gpuwizard.settings import raw_theme
+from gpuwizard.tui.themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
+    from textual.theme import Theme
+
     from gpuwizard.preset import Preset
     from gpuwizard.runner.rundir import RunDir
 
@@ -41,15 +45,16 @@ class GpuWizardApp(App[int]):
         for theme in themes:
             self.register_theme(theme)
         self.own_themes = [t.name for t in themes]
-        wanted = read_settings().get("theme", DEFAULT_THEME)
+        wanted = raw_theme() or DEFAULT_THEME
         self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
 
     def on_mount(self) -> None:
         if not self.is_headless:
             self.set_interval(TERMINAL_CHECK_S, self.exit_if_terminal_gone)
-        self.theme_changed_signal.subscribe(self, lambda theme: remember(theme=theme.name))
+        self.theme_changed_signal.subscribe(self, self.remember_theme)
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", markup=False)
+        self.check_settings()
         if self.start_run is not None:
             from gpuwizard.tui.monitor import MonitorScreen
 
@@ -58,6 +63,22 @@ class GpuWizardApp(App[int]):
             from gpuwizard.tui.wizard import WizardScreen
 
             self.push_screen(WizardScreen(self.start_preset, exit_on_error=self.exit_on_error))
+
+    @work(thread=True, exclusive=True, group="settings", exit_on_error=False)
+    def check_settings(self) -> None:
+        """Validate settings.yaml after the first frame; its mistakes are shown, never fatal."""
+        from gpuwizard.settings import check_settings
+
+        for paragraph in check_settings():
+            self.call_from_thread(
+                self.notify, paragraph, title="settings.yaml", severity="warning", timeout=10, markup=False
+            )
+
+    def remember_theme(self, theme: Theme) -> None:
+        from gpuwizard.settings import remember
+
+        for paragraph in remember(theme=theme.name):
+            self.notify(paragraph, title="theme not remembered", severity="warning", timeout=10, markup=False)
 
     def open_monitor(self, run: RunDir, replace: bool = False) -> None:
         """Show a run in the monitor (screens reach each other through the app, never by importing one another)."""

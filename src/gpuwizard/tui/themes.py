@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from textual.theme import Theme
 
@@ -43,15 +42,3 @@ def load_themes() -> tuple[list[Theme], list[str]]:
                 continue
             themes[theme.name] = theme
     return list(themes.values()), problems
-
-
-def read_settings() -> dict[str, Any]:
-    try:
-        data = yamlio.load_file(paths.settings_file())
-    except UserError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def remember(**values: Any) -> None:
-    yamlio.atomic_write(paths.settings_file(), yamlio.dumps(read_settings() | values))

@@ -1,0 +1,75 @@
+"""The user's settings file (settings.yaml): a validated model, plus the one raw read the first frame needs."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from gpuwizard import paths, yamlio
+from gpuwizard.errors import UserError
+
+
+def raw_theme() -> str | None:
+    """The remembered theme name, read without validation libraries so the first frame is not delayed."""
+    try:
+        data = yamlio.load_file(paths.settings_file())
+    except UserError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("theme"), str):  # before validation, only a usable name counts
+        return data["theme"]
+    return None
+
+
+@functools.cache
+def settings_model() -> Any:
+    """The Settings model, built on first use (pydantic stays off the path to the first frame)."""
+    from pydantic import Field
+
+    from gpuwizard.schema import Strict
+
+    class Settings(Strict):
+        """What gpuwizard remembers between sessions."""
+
+        theme: str | None = Field(
+            None, min_length=1, description="The theme the app starts with (ctrl+t switches; the choice is remembered)."
+        )
+
+    return Settings
+
+
+def check_settings() -> list[str]:
+    """Every mistake in settings.yaml, one paragraph each (an absent file has none)."""
+    from pydantic import ValidationError
+
+    from gpuwizard.schema import problems_from
+
+    path = paths.settings_file()
+    if not path.exists():
+        return []
+    try:
+        data = yamlio.load_file(path)
+        settings_model().model_validate(data if data is not None else {})
+    except UserError as exc:
+        return exc.paragraphs()
+    except ValidationError as exc:
+        return UserError(problems_from(exc, settings_model()), str(path)).paragraphs()
+    return []
+
+
+def remember(**values: Any) -> list[str]:
+    """Merge values into settings.yaml, validated; a file with mistakes is left as it is and its problems returned."""
+    from pydantic import ValidationError
+
+    from gpuwizard.schema import problems_from, to_data
+
+    path = paths.settings_file()
+    model = settings_model()
+    try:
+        current = yamlio.load_file(path) if path.exists() else {}
+        merged = model.model_validate((current or {}) | values)
+    except UserError as exc:
+        return exc.paragraphs()
+    except ValidationError as exc:
+        return UserError(problems_from(exc, model), str(path)).paragraphs()
+    yamlio.atomic_write(path, yamlio.dumps(to_data(merged, omit_defaults=True)))
+    return []

@@ -1,0 +1,83 @@
+"""The shipped presets and themes live at the top of the repository and are found the same way from a wheel,
+an editable install and a plain checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from gpuwizard.preset import preset_schema
+
+REPO = Path(__file__).parent.parent
+WHERE = "from gpuwizard import paths; print(paths.shipped_presets_dir()); print(paths.shipped_themes_dir())"
+
+
+def shipped(kind: str) -> list[str]:
+    return sorted(p.name for p in (REPO / kind).iterdir() if p.suffix in (".yaml", ".json"))
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return next(out.glob("gpuwizard-*.whl"))
+
+
+def test_the_wheel_ships_every_preset_theme_and_data_file(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert sorted(n.split("/")[-1] for n in names if n.startswith("gpuwizard/presets/")) == shipped("presets")
+    assert sorted(n.split("/")[-1] for n in names if n.startswith("gpuwizard/themes/")) == shipped("themes")
+    assert {"gpuwizard/policies.yaml", "gpuwizard/tui/app.tcss"} <= set(names)
+    assert "gpuwizard-dark.yaml" in shipped("themes") and "demo-cpu.yaml" in shipped("presets")
+
+
+def where_found(env: dict[str, str], cwd: Path) -> list[Path]:
+    out = subprocess.run(
+        [sys.executable, "-c", "import gpuwizard; print(gpuwizard.__file__); " + WHERE],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [Path(line) for line in out.stdout.split()]
+
+
+def test_installed_editable_and_checkout_find_the_same_files(wheel, tmp_path):
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    module, presets, themes = where_found({**base, "PYTHONPATH": str(site)}, tmp_path)
+    assert (
+        module.is_relative_to(site)
+        and presets == site / "gpuwizard" / "presets"
+        and themes == site / "gpuwizard" / "themes"
+    )
+    module, presets, themes = where_found({**base, "PYTHONPATH": str(REPO / "src")}, tmp_path)
+    assert module.is_relative_to(REPO / "src") and (presets, themes) == (REPO / "presets", REPO / "themes")
+    module, presets, themes = where_found(base, tmp_path)  # this venv's `pip install -e .`
+    assert (presets, themes) == (REPO / "presets", REPO / "themes")
+    for folder in (site / "gpuwizard" / "presets", REPO / "presets"):
+        assert sorted(p.name for p in folder.iterdir()) == shipped("presets")
+
+
+def test_the_shipped_schema_is_the_one_the_models_generate():
+    import json
+
+    assert json.loads((REPO / "presets" / "preset.schema.json").read_text()) == preset_schema(), (
+        "regenerate it: gpuwizard presets schema > presets/preset.schema.json"
+    )
+    for preset in (REPO / "presets").glob("*.yaml"):
+        assert preset.read_text().startswith("# yaml-language-server: $schema=./preset.schema.json\n"), preset.name

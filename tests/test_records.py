@@ -1,0 +1,174 @@
+"""Run-folder records: typed and versioned; a damaged or foreign folder is one line in `runs`, one paragraph in
+`attach`, and never stops any command working on the other runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA
+from gpuwizard.runner.records import Event, Progress, RecordError, Status, parse_lines, read_record
+from gpuwizard.runner.rundir import RunDir, baseline_green, list_runs
+
+GOOD_RUN = DATA / "runs" / "20261129-120000-demo-cpu"
+DAMAGE = {
+    "truncated": lambda text: text[: len(text) // 2],
+    "empty": lambda text: "",
+    "null": lambda text: "null",
+    "a list": lambda text: "[1, 2]",
+    "binary": lambda text: "\x00\xff\xfe garbage",
+    "wrong type": lambda text: text.replace('"world_size": 2', '"world_size": "two"'),
+    "created null": lambda text: text.replace('"created": 1796040000.0', '"created": null'),
+    "other version": lambda text: text.replace('"format": 1', '"format": 7'),
+    "no version": lambda text: text.replace('"format": 1,', ""),
+    "unknown state": lambda text: text.replace('"state": "finished"', '"state": "exploded"'),
+}
+
+
+def copy_run(name: str) -> RunDir:
+    from gpuwizard import paths
+
+    target = paths.runs_dir() / name
+    shutil.copytree(GOOD_RUN, target)
+    text = (target / "status.json").read_text()
+    (target / "status.json").write_text(text.replace(GOOD_RUN.name, name))
+    return RunDir(target)
+
+
+@pytest.fixture
+def runs_with_damage():
+    """One healthy run and one run per kind of damage to status.json."""
+    healthy = copy_run("20261129-120000-healthy")
+    damaged = {}
+    for index, (kind, damage) in enumerate(DAMAGE.items()):
+        run = copy_run(f"20261129-1300{index:02d}-damaged")
+        path = run.path / "status.json"
+        path.write_bytes(damage(path.read_text()).encode("utf-8", errors="surrogateescape"))
+        damaged[kind] = run
+    return healthy, damaged
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_each_damaged_status_is_a_record_error_saying_why(runs_with_damage, kind):
+    _, damaged = runs_with_damage
+    with pytest.raises(RecordError) as info:
+        damaged[kind].status()
+    text = str(info.value)
+    assert text.startswith("status.json") and "\n" not in text
+    if kind == "other version":
+        assert "another gpuwizard version (record format 7" in text
+    if kind == "wrong type":
+        assert "world_size = 'two': must be a whole number" in text
+
+
+def test_runs_lists_damaged_folders_as_corrupt_lines(gw, runs_with_damage):
+    healthy, damaged = runs_with_damage
+    result = gw("runs")
+    assert result.code == 0 and "Traceback" not in result.err
+    lines = result.out.splitlines()
+    assert sum(" corrupt " in line for line in lines) == len(DAMAGE)
+    assert any(line.startswith(healthy.run_id) and " finished " in line for line in lines)
+    rows = json.loads(gw("runs", "--json").out)
+    assert {r["state"] for r in rows} == {"finished", "corrupt"}
+    assert all(r["problem"].startswith("status.json") for r in rows if r["state"] == "corrupt")
+
+
+def test_attach_on_a_damaged_run_is_one_paragraph(gw, runs_with_damage):
+    _, damaged = runs_with_damage
+    for kind, run in damaged.items():
+        result = gw("attach", run.run_id, "--headless")
+        assert result.code == 2, kind
+        assert result.err.count("\n") == 1 and "cannot be shown" in result.err and "Traceback" not in result.err
+
+
+def test_attach_without_an_id_skips_damaged_runs_and_an_empty_id_is_refused(gw, runs_with_damage):
+    healthy, _ = runs_with_damage
+    result = gw("attach", "--headless")
+    assert result.code == 0 and f"attached to {healthy.run_id}" in result.out and "finished green" in result.out
+    empty = gw("attach", "", "--headless")
+    assert empty.code == 2 and "RUN_ID = '': is empty" in empty.err
+
+
+def test_damaged_runs_do_not_affect_baselines_of_others(runs_with_damage):
+    assert baseline_green("demo-cpu") is False  # the healthy run used 2 processes
+    healthy, damaged = runs_with_damage
+    status = healthy.status()
+    healthy.update_status(world_size=1)
+    assert status.preset == "demo-cpu" and baseline_green("demo-cpu") is True
+    assert len(list_runs()) == 1 + len(damaged)
+
+
+def test_a_fifo_named_status_json_never_blocks(gw, tmp_path):
+    run = copy_run("20261129-140000-fifo")
+    (run.path / "status.json").unlink()
+    os.mkfifo(run.path / "status.json")
+    started = time.monotonic()
+    result = gw("runs")
+    assert result.code == 0 and "not a regular file" in result.out
+    assert time.monotonic() - started < 10
+
+
+def test_events_lines_that_are_not_events_are_counted_not_fatal(tmp_path):
+    good = Event(kind="rank_failed", severity="error", title="rank 1 failed").to_json_text()
+    text = "\n".join([good, "[1, 2]", "null", "{truncated", '{"format": 1, "kind": "x"}', good]) + "\n"
+    events, bad = parse_lines(text, Event)
+    assert [e.kind for e in events] == ["rank_failed", "rank_failed"] and bad == 4
+
+
+def test_nan_loss_round_trips_in_progress(tmp_path):
+    path = tmp_path / "progress.json"
+    path.write_text(Progress(step=3, loss=float("nan"), lr=float("inf")).to_json_text())
+    progress = read_record(path, Progress)
+    assert progress.step == 3 and progress.loss != progress.loss and progress.lr == float("inf")
+
+
+def test_a_status_from_this_version_reads_back_equal(tmp_path):
+    status = Status(
+        run_id="r",
+        preset="p",
+        trainer="demo",
+        policy="demo",
+        world_size=1,
+        device="cpu",
+        steps=1,
+        created=1.0,
+        state="running",
+        command="x",
+    )
+    path = tmp_path / "status.json"
+    path.write_text(status.to_json_text())
+    assert read_record(path, Status) == status
+    assert json.loads(path.read_text())["format"] == 1
+
+
+def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
+    """A `created: null` in an old run once made every multi-GPU `run` crash (the baseline check read every status)."""
+    from gpuwizard.preset import load_preset
+    from gpuwizard.runner.launch import prepare_run
+
+    prepared = prepare_run(load_preset("demo-cpu"))
+    assert any("never finished green on one GPU" in w.paragraph() for w in prepared.warnings)
+
+
+def test_runs_of_many_folders_reads_each_status_once(gw, monkeypatch):
+    """`runs` used to re-read every status for every row; count the reads."""
+    from gpuwizard.runner import rundir
+
+    for n in range(30):
+        copy_run(f"20261129-15{n:04d}-many")
+    reads = []
+    real = rundir.read_record
+
+    def counting(path: Path, kind):
+        reads.append(path)
+        return real(path, kind)
+
+    monkeypatch.setattr(rundir, "read_record", counting)
+    assert gw("runs").code == 0
+    status_reads = [p for p in reads if p.name == "status.json"]
+    assert len(status_reads) == 30 and len(set(status_reads)) == 30
