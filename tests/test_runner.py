@@ -310,3 +310,112 @@ def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp
     assert len(lost) == 1 and "GPU 0 fell off the bus" in lost[0].title
     status = run.status()
     assert status.state == "finished" and status.gpu_memory_held_mb == {}
+
+
+def start_headless(path, *extra) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_env_flag_reaches_the_job_and_bad_ones_are_refused(demo_preset):
+    path = demo_preset(name="demo-env", steps=10)
+    bad = gw_subprocess("run", path, "--headless", "--env", "1BAD=x")
+    assert bad.returncode == 2 and "--env = '1BAD=x'" in bad.stderr and all_runs() == []
+    result = gw_subprocess("run", path, "--headless", "--env", "GPUWIZARD_TEST_MARK=on the job", timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = only_run().job()
+    assert job.env["GPUWIZARD_TEST_MARK"] == "on the job"
+    assert "GPUWIZARD_TEST_MARK" in only_run().status().command
+
+
+def test_stop_works_after_the_supervisor_was_killed(demo_preset):
+    proc = start_headless(demo_preset(name="demo-orphan", steps=5000, options="  step_time_s: 0.05"))
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    os.killpg(proc.pid, signal.SIGKILL)  # the terminal is gone too: nobody watches the run
+    proc.communicate(timeout=30)
+    run = only_run()
+    status = run.status()
+    os.kill(status.supervisor.pid, signal.SIGKILL)
+    assert wait_for(lambda: not status.supervisor.alive(), timeout=10)
+    assert run.status().state == "running" and status.job.alive(), "the job trains on, unsupervised"
+    stopped = gw_subprocess("stop", run.run_id, timeout=120)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "nothing of it is left" in stopped.stdout
+    assert run.status().state == "stopped" and alive_processes(run, run.status()) == []
+    assert "lost" not in gw_subprocess("runs").stdout
+
+
+def test_headless_run_stops_the_job_when_its_supervisor_dies(demo_preset):
+    proc = start_headless(demo_preset(name="demo-lost", steps=5000, options="  step_time_s: 0.05"))
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    run = only_run()
+    status = run.status()
+    os.kill(status.supervisor.pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "supervisor is gone; stopping every process of the run" in out, out + err
+    assert run.status().state == "stopped" and alive_processes(run, status) == []
+
+
+def test_sigusr1_dumps_every_ranks_stack(demo_preset):
+    from shutil import which
+
+    if which("py-spy", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")) is None:
+        pytest.skip("py-spy is installed by the dev extra")
+    proc = start_headless(demo_preset(name="demo-dump", steps=5000, options="  step_time_s: 0.05"))
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    run = only_run()
+    os.kill(run.status().supervisor.pid, signal.SIGUSR1)
+    assert wait_for(lambda: any(e.kind == "stack_dump" for e in events_of(run)), timeout=90)
+    dump = next(e for e in events_of(run) if e.kind == "stack_dump")
+    assert dump.data["ok"] and sorted(dump.data["per_rank"]) == ["0", "1"], dump.data
+    assert sorted(p.name for p in run.stacks_dir.iterdir()) == ["rank0.json", "rank1.json"]
+    assert gw_subprocess("stop", run.run_id, timeout=120).returncode == 0
+    proc.communicate(timeout=60)
+
+
+def test_a_job_that_fails_to_start_says_why(tmp_path, gw):
+    run = RunDir(tmp_path / "data" / "runs" / "20261129-000000-nostart")
+    run.path.mkdir(parents=True)
+    expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=1, hang_timeout_s=30.0)
+    run.write(
+        "job.json",
+        Job(
+            argv=[str(tmp_path / "no-such-launcher")],
+            env={},
+            unset=[],
+            workdir=str(tmp_path),
+            trainer="demo",
+            device="cpu",
+            on_hang="stop",
+            expect=expect,
+        ),
+    )
+    run.write(
+        "status.json",
+        Status(
+            run_id=run.run_id,
+            preset="nostart",
+            trainer="demo",
+            policy="demo",
+            world_size=1,
+            device="cpu",
+            steps=7,
+            created=time.time(),
+            state="starting",
+            command="no-such-launcher",
+        ),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], timeout=60, capture_output=True, text=True
+    )
+    assert done.returncode == 127
+    status = run.status()
+    assert (status.state, status.exit_code) == ("failed", 127) and "could not start" in status.error
+    assert "No such file" in status.error and "could not start" in run.log.read_text()
+    attached = gw("attach", run.run_id, "--headless")
+    assert attached.code == 127 and "failed (job exit code 127): could not start" in attached.out

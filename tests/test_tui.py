@@ -7,16 +7,19 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 from textual.worker import WorkerCancelled
 
 from conftest import DATA, replay
 from gpuwizard import paths
 from gpuwizard.preset import load_preset, load_preset_file, user_preset_files
+from gpuwizard.runner.records import Progress
 from gpuwizard.runner.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.monitor import MonitorScreen
+from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.tui.wizard import STEPS, WizardScreen
 
 SIZE = (80, 24)
@@ -156,7 +159,7 @@ async def wait_until(pilot, predicate, timeout: float) -> bool:
     return False
 
 
-def quick_demo(tmp_path, name: str, extra: str = "") -> None:
+def quick_demo(tmp_path, name: str, extra: str = "", steps: int = 60) -> None:
     paths.user_presets_dir().mkdir(parents=True, exist_ok=True)
     (paths.user_presets_dir() / f"{name}.yaml").write_text(f"""\
 version: 1
@@ -166,7 +169,7 @@ policy: demo
 dataset: {{repo_id: demo/so100_reach, root: {tmp_path}/dataset}}
 hardware: {{gpus: 2, device: cpu}}
 batch: {{size: 4}}
-optim: {{lr: 1.0e-3, steps: 60}}
+optim: {{lr: 1.0e-3, steps: {steps}}}
 mixed_precision: "no"
 output_dir: {tmp_path}/out-{name}
 {extra}
@@ -223,6 +226,35 @@ async def test_monitor_reacts_to_an_injected_hang(tmp_path):
         await pilot.press("y")
         assert await wait_until(pilot, lambda: monitor.final and monitor.status.state == "stopped", 60)
     assert list_runs()[0].status.survivors == []
+
+
+@pytest.mark.slow
+async def test_monitor_recovery_keys(tmp_path):
+    """d dumps every rank's stack, p restarts with NCCL_P2P_DISABLE=1, m restarts as a smoke run, w goes back to the wizard."""
+    quick_demo(tmp_path, "tui-keys", "trainer_options: {step_time_s: 0.05, log_every: 2}", steps=3000)
+    app = GpuWizardApp(preset=load_preset("tui-keys"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+r")
+        assert await wait_until(
+            pilot, lambda: isinstance(app.screen, MonitorScreen) and (app.screen.progress or Progress()).step, 90
+        )
+        first = app.screen
+        await pilot.press("d")
+        assert await wait_until(pilot, lambda: any(e.kind == "stack_dump" for e in first.events), 90)
+        await pilot.press("p")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen is not first, 90)
+        second = app.screen
+        assert first.run.status().state == "stopped", "the old run is stopped before the retry starts"
+        assert second.run.job().env["NCCL_P2P_DISABLE"] == "1"
+        await pilot.press("m")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen is not second, 90)
+        third = app.screen
+        assert third.run.status().smoke and second.run.status().state == "stopped"
+        await pilot.press("w")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, WizardScreen), 30)
+        assert await wait_until(pilot, lambda: third.run.status().final, 120)
+    assert [e.status.state for e in list_runs()] == ["finished", "stopped", "stopped"]
 
 
 async def test_presets_save_duplicate_delete_open(gpus):
@@ -310,13 +342,53 @@ async def test_palette_has_the_main_actions(gpus):
             assert title in titles
 
 
-async def test_every_wizard_key_is_in_the_footer(gpus):
+async def test_the_palette_opens_and_runs_a_command(gpus):
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        assert app.theme == "gpuwizard-dark"
+        await pilot.press("ctrl+p")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette), 10)
+        await pilot.press(*list("terminal-16"))
+        assert await wait_until(pilot, lambda: app.screen.query_one(CommandList).option_count > 0, 10)
+        await pilot.press("enter")
+        assert await wait_until(pilot, lambda: app.theme == "terminal-16", 10)
+        assert not isinstance(app.screen, CommandPalette)
+
+
+async def test_the_key_bar_shows_every_active_key(gpus):
     app = GpuWizardApp()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         await goto(pilot, app, 4)
-        shown = {b.binding.description for b in app.screen.active_bindings.values() if b.binding.show and b.enabled}
-        assert {"Back", "Run", "Save", "Open", "Copy", "Export", "Quit", "Theme"} <= shown
+        text = str(app.screen.query_one(KeyBar).render())
+        for key, what in (
+            ("^r", "Run"),
+            ("^s", "Save"),
+            ("^o", "Open"),
+            ("^q", "Quit"),
+            ("^t", "Theme"),
+            ("^p", "palette"),
+        ):
+            assert f"{key} {what}" in text, text
+        assert text.count("Run") == 1, "each action once"
+
+
+async def test_a_wizard_edit_that_validation_rejects_is_shown_and_not_applied(gpus):
+    app = GpuWizardApp(preset=load_preset("demo-cpu"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        await goto(pilot, app, 2)
+        before = screen.preset
+        await type_into(pilot, "#f-batch-size", "0")
+        summary = str(screen.query_one("#summary").render())
+        assert "batch.size = 0: must be 1 or more" in summary
+        assert screen.preset == before and screen.query_one("#f-batch-size").value == "0"
+        await type_into(pilot, "#f-batch-size", "x")
+        assert "batch.size = 'x': expects a whole number" in str(screen.query_one("#summary").render())
+        await type_into(pilot, "#f-batch-size", "16")
+        assert screen.preset.batch.size == 16 and "error" not in str(screen.query_one("#summary").render())
 
 
 def test_bad_preset_flag_is_an_error_line_not_a_ui(gw):
@@ -327,6 +399,14 @@ def test_bad_preset_flag_is_an_error_line_not_a_ui(gw):
 # --- SVG snapshots of each step at 80x24 and 120x40 ------------------------------------------
 
 SNAP_PRESET = DATA / "presets" / "snap-demo.yaml"
+
+
+@pytest.fixture
+def fixed_python(monkeypatch):
+    """The demo runs gpuwizard's own interpreter; show one fixed path so snapshots match on every machine."""
+    from gpuwizard.trainers import demo
+
+    monkeypatch.setattr(demo, "current_python", lambda: "/opt/python3.12/bin/python3")
 
 
 def snap_app() -> GpuWizardApp:
@@ -354,7 +434,7 @@ async def wizard_ready(pilot, step: int) -> None:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 @pytest.mark.parametrize("step", range(5))
-def test_snapshot_wizard_steps(snap_compare, gpus, size, step):
+def test_snapshot_wizard_steps(snap_compare, gpus, fixed_python, size, step):
     async def before(pilot):
         await wizard_ready(pilot, 0)
         for widget in pilot.app.screen.query(Input):

@@ -72,14 +72,12 @@ def loads(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)  # PyYAML's documented error attributes
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(
-            problem(
-                None,
-                f"malformed YAML at {where}: {what}",
-                "correct the YAML syntax at that line (indentation, a missing colon or quote)",
-            ),
-            source,
-        ) from None
+        fix = (
+            "keep the key once (YAML would silently use the last)"
+            if isinstance(exc, DuplicateKey)
+            else "correct the YAML syntax at that line (indentation, a missing colon or quote)"
+        )
+        raise UserError(problem(None, f"malformed YAML at {where}: {what}", fix), source) from None
 
 
 def read_regular(path: Path, max_bytes: int) -> bytes:

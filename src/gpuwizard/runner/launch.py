@@ -17,7 +17,7 @@ from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset
 from gpuwizard.runner.records import Expectations, Job, Status
-from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir
+from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir, publish
 from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import port_is_free
@@ -164,7 +164,7 @@ def expectations(prepared: PreparedRun) -> Expectations:
 def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 120.0) -> RunDir:
     """Write the run folder and start its supervisor in a new session; returns once the job is launched."""
     try:
-        run = new_run_dir(prepared.preset.name)
+        run, stage = new_run_dir(prepared.preset.name)
     except OSError as exc:
         raise UserError(
             problem(None, f"cannot create the run folder: {exc}", "set GPUWIZARD_DATA_DIR to a writable folder")
@@ -174,39 +174,52 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
         ctx.output_dir = str(run.path / "output")
     spec = build_command(ctx)
     preset, plan = prepared.preset, prepared.plan
-    atomic_write(run.path / "preset.yaml", preset.to_yaml())
-    atomic_write(run.path / "plan.json", json.dumps(plan.to_json(), indent=2))
-    atomic_write(run.path / "command.json", json.dumps(spec.to_json(), indent=2))
-    run.write(
-        "job.json",
-        Job(
-            argv=spec.argv,
-            env=spec.env,
-            unset=spec.unset,
-            workdir=spec.workdir,
-            trainer=preset.trainer,
-            device=plan.device,
-            on_hang=on_hang,
-            expect=expectations(prepared),
-        ),
-    )
-    run.write(
-        "status.json",
-        Status(
-            run_id=run.run_id,
-            preset=preset.name,
-            trainer=preset.trainer,
-            policy=preset.policy,
-            world_size=plan.world_size,
-            device=plan.device,
-            smoke=prepared.smoke,
-            steps=plan.steps,
-            created=time.time(),
-            state=RunState.STARTING,
-            command=spec.shell(),
-            on_hang=on_hang,
-        ),
-    )
+    try:
+        atomic_write(stage.path / "preset.yaml", preset.to_yaml())
+        atomic_write(stage.path / "plan.json", json.dumps(plan.to_json(), indent=2))
+        atomic_write(stage.path / "command.json", json.dumps(spec.to_json(), indent=2))
+        stage.write(
+            "job.json",
+            Job(
+                argv=spec.argv,
+                env=spec.env,
+                unset=spec.unset,
+                workdir=spec.workdir,
+                trainer=preset.trainer,
+                device=plan.device,
+                on_hang=on_hang,
+                expect=expectations(prepared),
+            ),
+        )
+        stage.write(
+            "status.json",
+            Status(
+                run_id=run.run_id,
+                preset=preset.name,
+                trainer=preset.trainer,
+                policy=preset.policy,
+                world_size=plan.world_size,
+                device=plan.device,
+                smoke=prepared.smoke,
+                steps=plan.steps,
+                created=time.time(),
+                state=RunState.STARTING,
+                command=spec.shell(),
+                on_hang=on_hang,
+            ),
+        )
+        publish(stage, run)
+    except OSError as exc:
+        shutil.rmtree(stage.path, ignore_errors=True)
+        run.path.rmdir()
+        raise UserError(
+            problem(
+                None,
+                f"cannot write the run folder {run.path}: {exc.strerror or exc}",
+                "free disk space or set GPUWIZARD_DATA_DIR",
+            )
+        ) from None
+
     with open(run.path / "supervisor.log", "ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],

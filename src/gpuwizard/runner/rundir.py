@@ -144,8 +144,12 @@ def supervisor_lost(status: Status, now: float | None = None) -> bool:
     return not status.supervisor.alive()
 
 
-def new_run_dir(preset_name: str) -> RunDir:
-    """A fresh folder readable by its owner only (it may hold the command and environment)."""
+def new_run_dir(preset_name: str) -> tuple[RunDir, RunDir]:
+    """A fresh run folder readable by its owner only (it may hold the command), and a hidden staging folder to fill.
+
+    The final name is reserved by creating it empty; `publish` renames the filled staging folder over it, so
+    `runs` and `attach` never see a half-written run (an empty folder is skipped).
+    """
     base = paths.runs_dir()
     base.mkdir(parents=True, exist_ok=True, mode=PRIVATE)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -153,11 +157,19 @@ def new_run_dir(preset_name: str) -> RunDir:
         candidate = base / (f"{stamp}-{preset_name}" + (f"-{n}" if n else ""))
         try:
             candidate.mkdir(mode=PRIVATE)
-            os.chmod(candidate, PRIVATE)  # mkdir's mode is cut by the umask
-            return RunDir(candidate)
         except FileExistsError:
             continue
+        staging = base / f".{candidate.name}.staging"
+        staging.mkdir(mode=PRIVATE)
+        for folder in (candidate, staging):
+            os.chmod(folder, PRIVATE)  # mkdir's mode is cut by the umask
+        return RunDir(candidate), RunDir(staging)
     raise OSError(f"could not allocate a run folder under {base}")
+
+
+def publish(staging: RunDir, run: RunDir) -> None:
+    """Put a filled staging folder in place of its reserved, empty final folder in one rename."""
+    os.rename(staging.path, run.path)
 
 
 @dataclass
@@ -180,8 +192,8 @@ def list_runs() -> list[RunEntry]:
         return []
     entries = []
     for path in base.iterdir():
-        if not path.is_dir() or path.name.startswith("."):
-            continue
+        if path.name.startswith(".") or not path.is_dir() or not any(path.iterdir()):
+            continue  # staging folders and names reserved for a run being written
         run = RunDir(path)
         try:
             entries.append(RunEntry(run, run.status()))
