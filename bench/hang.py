@@ -16,8 +16,8 @@ def latency(env: dict[str, str], name: str) -> float:
     assert result.returncode == 3, result.stdout + result.stderr
     run = newest_run(env)
     injected = json.loads((run.parent.parent / f"out-{name}" / "injected_hang.json").read_text())
-    hang = next(e for e in events(run) if e["kind"] == "hang_suspected")
-    return hang["t"] - injected["t"]
+    hang = next(e for e in events(run) if e.kind == "hang_suspected")
+    return hang.t - injected["t"]
 
 
 def run(quick: bool = False) -> None:
@@ -52,7 +52,7 @@ def run(quick: bool = False) -> None:
     false_positives = 0
     for _ in range(healthy):
         result = gw(env, "run", slow, "--headless")
-        kinds = [e["kind"] for e in events(newest_run(env))]
+        kinds = [e.kind for e in events(newest_run(env))]
         false_positives += result.returncode == 3 or "hang_suspected" in kinds
     record(
         "hang",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from common import PYTHON, ROOT
 
@@ -66,6 +66,9 @@ def mean_samples_per_s(log_text: str) -> float:
     return sum(rates) / len(rates)
 
 
-def events(run: Path) -> list[dict]:
-    path = run / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def events(run: Path) -> list[Any]:
+    """The run's events, read through the typed records."""
+    from gpuwizard.runner.rundir import RunDir
+
+    found, _ = RunDir(run).events()
+    return found

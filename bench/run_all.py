@@ -12,7 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import biglog
 import hang
+import history
 import ingest
 import overhead
 import scaling
@@ -25,6 +27,8 @@ SECTIONS = {
     "overhead": overhead.run,
     "hang": hang.run,
     "scaling": scaling.run,
+    "history": history.run,
+    "biglog": biglog.run,
 }
 
 

@@ -55,7 +55,7 @@ def first_frame(cmd: list[str], marker: bytes, env: dict[str, str]) -> float:
     return elapsed
 
 
-LIBRARIES = ("msgspec", "yaml", "pynvml", "platformdirs", "psutil")
+LIBRARIES = ("pydantic", "yaml", "pynvml", "platformdirs", "psutil")
 WHICH_LIBRARIES = (
     "import sys, io, contextlib\nfrom gpuwizard import cli\n"
     "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
@@ -83,11 +83,7 @@ def compile_bytecode() -> None:
 def lerobot_preset(env: dict[str, str]) -> str:
     """The shipped ACT DDP preset pointed at a LeRobot interpreter (GPUWIZARD_LEROBOT_PYTHON, else this one)."""
     python = os.environ.get("GPUWIZARD_LEROBOT_PYTHON") or PYTHON
-    text = (
-        (ROOT / "src" / "gpuwizard" / "presets" / "so100-act-ddp2.yaml")
-        .read_text()
-        .replace("name: so100-act-ddp2", "name: act-bench")
-    )
+    text = (ROOT / "presets" / "so100-act-ddp2.yaml").read_text().replace("name: so100-act-ddp2", "name: act-bench")
     presets = Path(env["GPUWIZARD_CONFIG_DIR"]) / "presets"
     presets.mkdir(parents=True, exist_ok=True)
     (presets / "act-bench.yaml").write_text(text + f"launch:\n  python: {python}\n")
@@ -162,6 +158,16 @@ def run(repeat: int = 7) -> None:
         "(info)",
     )
     # What no gpuwizard code can remove: the interpreter plus the libraries `plan` must import to validate a preset and read NVML.
+    pydantic_floor = wall([PYTHON, "-c", "import pydantic, yaml"], env, repeat)
+    record(
+        "startup",
+        "gpuwizard plan demo-cpu vs python -c 'import pydantic, yaml'",
+        plan_time,
+        "s",
+        pydantic_floor,
+        "<= 1.8x",
+        plan_time <= 1.8 * pydantic_floor,
+    )
     libraries = plan_libraries(env)
     floor = wall([PYTHON, "-c", f"import {libraries}"], env, repeat)
     record("startup", f"plan's dependency floor (python -c 'import {libraries}')", floor, "s", plan_time, "(info)")

@@ -235,3 +235,22 @@ def test_plan_and_preview_carry_setup_advice_for_cuda_presets_only():
     assert any("NCCL_P2P_DISABLE" in w for w in preview["warnings"])
     cpu = gw_subprocess("plan", "demo-cpu", env=env)
     assert cpu.returncode == 0 and "P2P" not in cpu.stdout and "busy" not in cpu.stdout
+
+
+RECORDED = [p for p in sorted((DATA / "nvml").glob("*.json")) if json.loads(p.read_text()).get("devices")]
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_recording_a_replayed_machine_gives_the_recording_back(gw, monkeypatch, tmp_path, path):
+    """`gpuwizard gpus --record` over a replay writes what the replay was made from (record_machine is the inverse of ReplayNvml)."""
+    monkeypatch.setenv("GPUWIZARD_NVML_REPLAY", str(path))
+    out = tmp_path / "again.json"
+    result = gw("gpus", "--record", out)
+    recording = json.loads(path.read_text())
+    assert result.code == 0 and f"recorded {len(recording['devices'])} GPU(s)" in result.out
+    again = json.loads(out.read_text())
+    scripted = {"timeline", "lost_after_samples"}  # replay-only: how a recording plays out over time, not an NVML answer
+    devices = [{k: v for k, v in d.items() if k not in scripted} for d in recording["devices"]]
+    expected = {k: v for k, v in recording.items() if k != "source"} | {"pairs": recording.get("pairs") or {}, "devices": devices}
+    assert again == expected
+    assert read_inventory(ReplayNvml.from_file(str(out))).to_json() == read_inventory(ReplayNvml.from_file(str(path))).to_json()

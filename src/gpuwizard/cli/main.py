@@ -178,11 +178,12 @@ def record_gpus(path: str) -> int:
     from pathlib import Path
 
     from gpuwizard.gpus.nvml import NvmlUnavailable, open_nvml
+    from gpuwizard.gpus.replay import replay_module_from_env
     from gpuwizard.gpus.replay import record_machine
     from gpuwizard.yamlio import atomic_write
 
     try:
-        nv = open_nvml()
+        nv = open_nvml(replay_module_from_env())  # a replay records too: the round trip is how the recorder is tested
     except NvmlUnavailable as exc:
         raise UserError(
             problem("--record", f"cannot record: {exc}", "run it on a machine with an NVIDIA driver", value=path)

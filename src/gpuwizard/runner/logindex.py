@@ -14,12 +14,27 @@ import re
 import threading
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 BLOCK_BYTES = 1 << 20
 READ_BYTES = 8 << 20
 CACHED_BLOCKS = 8
+NEWLINE = 10
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def newline_counter(data: bytearray, length: int) -> Callable[[int, int], int]:
+    """Counts newlines in slices of a buffer; numpy's vectorised compare is ~2x bytes.count and releases the GIL
+    (the UI thread keeps drawing while a large log is indexed)."""
+    import numpy as np
+
+    newlines = np.frombuffer(data, np.uint8, length) == NEWLINE
+
+    def count(start: int, end: int) -> int:
+        return int(np.count_nonzero(newlines[start:end]))
+
+    return count
 
 
 def display_line(raw: bytes) -> str:
@@ -48,7 +63,7 @@ class LogIndex:
     def extend(self, limit_bytes: int | None = None) -> bool:
         """Index complete lines appended since the last call (at most `limit_bytes`); True if any were added."""
         try:
-            fh = open(self.path, "rb")
+            fh = open(self.path, "rb", buffering=0)
         except OSError:
             return False
         added = False
@@ -56,39 +71,41 @@ class LogIndex:
             size = os.fstat(fh.fileno()).st_size
             if size < self.indexed_bytes:
                 self.reset()  # truncated or replaced: start over
-            fh.seek(self.indexed_bytes)
-            budget = limit_bytes if limit_bytes is not None else size
+            budget = min(size - self.indexed_bytes, limit_bytes if limit_bytes is not None else size)
+            buffer = bytearray(min(READ_BYTES, max(budget, 0)))  # a live tail reads a few bytes: no 8 MB buffer each poll
             while budget > 0:
-                data = fh.read(min(READ_BYTES, budget))
-                if not data:
+                fh.seek(self.indexed_bytes)
+                got = fh.readinto(memoryview(buffer)[: min(len(buffer), budget)])
+                if not got:
                     break
-                cut = data.rfind(b"\n")
+                cut = buffer.rfind(b"\n", 0, got)
                 if cut < 0:
                     break  # no complete line yet
-                self._index(data[: cut + 1])
+                self._index(buffer, cut + 1)
                 added = True
                 budget -= cut + 1
-                fh.seek(self.indexed_bytes)
         return added
 
-    def _index(self, data: bytes) -> None:
-        """Count the lines of whole-line `data` starting at `indexed_bytes`, opening a block at the first line start past each boundary."""
+    def _index(self, data: bytearray, length: int) -> None:
+        """Count the lines of whole-line `data[:length]` starting at `indexed_bytes`, opening a block at the first
+        line start past each boundary."""
         base, pos, lines = self.indexed_bytes, 0, self.line_count
+        counts = newline_counter(data, length)
         while True:
             boundary = self.block_starts[-1] + BLOCK_BYTES - base
-            if boundary >= len(data):
+            if boundary >= length:
                 break
-            newline = data.find(b"\n", max(boundary - 1, pos))
-            if newline < 0 or newline + 1 >= len(data):
+            newline = data.find(b"\n", max(boundary - 1, pos), length)
+            if newline < 0 or newline + 1 >= length:
                 break
-            lines += data.count(b"\n", pos, newline + 1)
+            lines += counts(pos, newline + 1)
             pos = newline + 1
             with self._lock:
                 self.block_starts.append(base + pos)
                 self.block_first_line.append(lines)
-        lines += data.count(b"\n", pos)
+        lines += counts(pos, length)
         with self._lock:
-            self.indexed_bytes = base + len(data)
+            self.indexed_bytes = base + length
             self.line_count = lines
             last = len(self.block_starts) - 1
             self._cache.pop(last, None)  # the open block grew
