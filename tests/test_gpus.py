@@ -249,8 +249,17 @@ def test_recording_a_replayed_machine_gives_the_recording_back(gw, monkeypatch, 
     recording = json.loads(path.read_text())
     assert result.code == 0 and f"recorded {len(recording['devices'])} GPU(s)" in result.out
     again = json.loads(out.read_text())
-    scripted = {"timeline", "lost_after_samples"}  # replay-only: how a recording plays out over time, not an NVML answer
+    scripted = {
+        "timeline",
+        "lost_after_samples",
+    }  # replay-only: how a recording plays out over time, not an NVML answer
     devices = [{k: v for k, v in d.items() if k not in scripted} for d in recording["devices"]]
-    expected = {k: v for k, v in recording.items() if k != "source"} | {"pairs": recording.get("pairs") or {}, "devices": devices}
+    expected = {k: v for k, v in recording.items() if k != "source"} | {
+        "pairs": recording.get("pairs") or {},
+        "devices": devices,
+    }
     assert again == expected
-    assert read_inventory(ReplayNvml.from_file(str(out))).to_json() == read_inventory(ReplayNvml.from_file(str(path))).to_json()
+    assert (
+        read_inventory(ReplayNvml.from_file(str(out))).to_json()
+        == read_inventory(ReplayNvml.from_file(str(path))).to_json()
+    )

@@ -6,7 +6,6 @@ text, so every mistake in a file is reported at once, each naming its dotted fie
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from typing import Any, Literal, TypeVar
@@ -163,6 +162,8 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
     if kind == "extra_forbidden":
         parent = model_at(root, loc[:-1])
         known = list(parent.model_fields) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
+        import difflib  # only an unknown key needs it
+
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         if close:
             return problem(field, f"unknown key; did you mean {close[0]}?", f"rename it to {close[0]}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +126,8 @@ def dumps(data: Any) -> str:
 def atomic_write(path: Path, text: str) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return ExitCode.OK
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -154,7 +154,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
         for p in plan.warnings:
             sys.stderr.write("warning: " + p.paragraph() + "\n")
         print(spec.shell())
-    return 0
+    return ExitCode.OK
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
@@ -171,15 +171,14 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         from gpuwizard.report import inventory_text
 
         print(inventory_text(inventory))
-    return 0
+    return ExitCode.OK
 
 
 def record_gpus(path: str) -> int:
     from pathlib import Path
 
     from gpuwizard.gpus.nvml import NvmlUnavailable, open_nvml
-    from gpuwizard.gpus.replay import replay_module_from_env
-    from gpuwizard.gpus.replay import record_machine
+    from gpuwizard.gpus.replay import record_machine, replay_module_from_env
     from gpuwizard.yamlio import atomic_write
 
     try:
@@ -194,7 +193,7 @@ def record_gpus(path: str) -> int:
         nv.nvmlShutdown()
     atomic_write(Path(path), json.dumps(recording, indent=2))
     print(f"recorded {len(recording['devices'])} GPU(s) to {path}; replay with GPUWIZARD_NVML_REPLAY={path}")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -206,16 +205,16 @@ def cmd_presets(args: argparse.Namespace) -> int:
         from gpuwizard.preset import preset_schema
 
         print(json.dumps(preset_schema(), indent=2))
-        return 0
+        return ExitCode.OK
     if args.action == "show":
         path, text = preset_text(args.name)
         print(f"# {path}")
         print(text, end="")
-        return 0
+        return ExitCode.OK
     if args.action == "delete":
         path = delete_user_preset(args.name)
         print(f"deleted {path}")
-        return 0
+        return ExitCode.OK
     rows = []
     for name, source, path in listed_presets():
         try:
@@ -227,7 +226,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
     print(f"{'name':<{width}}  source   trainer  policy    gpus  description")
     for r in rows:
         print(f"{r[0]:<{width}}  {r[1]:<7}  {r[2]:<7}  {r[3]:<8}  {r[4]:>4}  {r[5]}")
-    return 0
+    return ExitCode.OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:

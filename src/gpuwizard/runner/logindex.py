@@ -72,7 +72,9 @@ class LogIndex:
             if size < self.indexed_bytes:
                 self.reset()  # truncated or replaced: start over
             budget = min(size - self.indexed_bytes, limit_bytes if limit_bytes is not None else size)
-            buffer = bytearray(min(READ_BYTES, max(budget, 0)))  # a live tail reads a few bytes: no 8 MB buffer each poll
+            buffer = bytearray(
+                min(READ_BYTES, max(budget, 0))
+            )  # a live tail reads a few bytes: no 8 MB buffer each poll
             while budget > 0:
                 fh.seek(self.indexed_bytes)
                 got = fh.readinto(memoryview(buffer)[: min(len(buffer), budget)])

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwizard import paths
+from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.records import (
     Event,
     Job,
@@ -224,7 +225,10 @@ def green_baselines(entries: list[RunEntry]) -> set[str]:
     return {
         e.status.preset
         for e in entries
-        if e.status and e.status.world_size == 1 and e.status.state == "finished" and e.status.exit_code == 0
+        if e.status
+        and e.status.world_size == 1
+        and e.status.state == RunState.FINISHED
+        and e.status.exit_code == ExitCode.OK
     }
 
 
@@ -238,7 +242,7 @@ def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> l
     latest: dict[int, float] = {}
     for entry in reversed(entries if entries is not None else list_runs()):
         s = entry.status
-        if s is None or s.preset != preset_name or s.state != "finished" or s.smoke:
+        if s is None or s.preset != preset_name or s.state != RunState.FINISHED or s.smoke:
             continue
         progress = entry.run.progress()
         rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)

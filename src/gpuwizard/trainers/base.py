@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -93,6 +91,8 @@ def resolve_python(preset: Preset, trainer: Trainer) -> str:
     """launch.python, else the trainer's own default, else the interpreter on PATH."""
     if preset.launch.python:
         return os.path.expanduser(preset.launch.python)
+    import shutil
+
     return trainer.default_python() or shutil.which("python3") or shutil.which("python") or "python3"
 
 
@@ -152,12 +152,16 @@ def device_env(ctx: BuildContext) -> dict[str, str]:
 
 
 def free_port() -> int:
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 def port_is_free(port: int) -> bool:
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))

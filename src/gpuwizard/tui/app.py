@@ -54,7 +54,6 @@ class GpuWizardApp(App[int]):
         self.theme_changed_signal.subscribe(self, self.remember_theme)
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", markup=False)
-        self.check_settings()
         if self.start_run is not None:
             from gpuwizard.tui.monitor import MonitorScreen
 
@@ -63,6 +62,9 @@ class GpuWizardApp(App[int]):
             from gpuwizard.tui.wizard import WizardScreen
 
             self.push_screen(WizardScreen(self.start_preset, exit_on_error=self.exit_on_error))
+        self.call_after_refresh(
+            self.call_after_refresh, self.check_settings
+        )  # after the first screen is drawn: no GIL race
 
     @work(thread=True, exclusive=True, group="settings", exit_on_error=False)
     def check_settings(self) -> None:

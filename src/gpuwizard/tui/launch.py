@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 
+from gpuwizard.codes import ExitCode
 from gpuwizard.errors import UserError, problem
 
 
 def run_app(preset: str | None = None, attach: str | None = None) -> int:
     """The preset is loaded after the first frame; if it is invalid the app exits 2 with its paragraph."""
-    from gpuwizard.runner.rundir import find_run
-
     run = None
     if attach:
+        from gpuwizard.runner.rundir import find_run  # the wizard's first frame needs no run-folder records
+
         run = find_run(attach)
         if run is None:
             raise UserError(problem("RUN_ID", "no such run", "see `gpuwizard runs`", value=attach))
@@ -22,7 +23,7 @@ def run_app(preset: str | None = None, attach: str | None = None) -> int:
     app.run()
     if app.exit_error:
         sys.stderr.write(app.exit_error + "\n")
-        return 2
+        return ExitCode.INVALID
     if app.last_run is not None and app.last_run.is_active():
         sys.stdout.write(f"the job keeps running; `gpuwizard attach {app.last_run.run_id}` to watch it again\n")
-    return 0
+    return ExitCode.OK

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Label, ProgressBar, Sparkline, Static
 from textual.worker import get_current_worker
 
+from gpuwizard.codes import RunState
 from gpuwizard.runner.follow import RunFollower, RunUpdate, progress_parts, request_stack_dump, request_stop
 from gpuwizard.runner.logindex import LogIndex
 from gpuwizard.runner.records import Event, Progress, Status
@@ -25,6 +26,12 @@ from gpuwizard.tui.messages import RunPolled, RunStarted, SearchDone
 from gpuwizard.tui.widgets import KeyBar
 
 HISTORY = 60
+STATE_STYLES = {
+    RunState.FINISHED: "bold $success",
+    RunState.FAILED: "bold $error",
+    RunState.HUNG: "bold $error",
+    RunState.STOPPED: "bold $warning",
+}
 ACK_TIMEOUT_S = 2.0
 
 
@@ -184,12 +191,7 @@ class MonitorScreen(Screen[None]):
                 Content.assemble((" ? ", "reverse bold $warning"), f" {self.run.run_id} · {text}")
             )
             return
-        style = {
-            "finished": "bold $success",
-            "failed": "bold $error",
-            "hung": "bold $error",
-            "stopped": "bold $warning",
-        }.get(s.state, "bold $accent")
+        style = STATE_STYLES.get(s.state, "bold $accent")
         self.query_one("#run-title", Static).update(
             Content.assemble(
                 (f" {s.state} ", f"reverse {style}"),
