@@ -323,3 +323,47 @@ def test_final_summary_names_leftovers(tmp_path):
     run.update_status(survivors=[4321], gpu_memory_held_mb={"0": 2048.0})
     text = final_summary(run, run.status())
     assert "processes left behind: [4321]" in text and "GPU memory still held: GPU 0 2048 MB" in text
+
+
+def supervisor_stage(text: bytes, tmp_path) -> tuple[list[str], list]:
+    """The supervisor's path for a log: tail, then monitor, over a real file."""
+    path = tmp_path / "log.txt"
+    path.write_bytes(text)
+    tail, monitor = LogTail(path), JobMonitor(expect(steps=10), get_trainer("demo"))
+    lines, events = [], []
+    while chunk := tail.read():
+        lines += chunk.lines
+        events += monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar)
+    return lines, events
+
+
+@pytest.mark.timeout(60)
+def test_a_one_megabyte_line_beside_a_carriage_return_is_handled_in_one_pass(tmp_path):
+    """Reproduces the supervisor freeze: an unanchored regex made one long line in a chunk holding a '\\r' cost
+    its square (100 KB: 6.9 s, 300 KB: 62 s). At 1 MB the old code would run for about ten minutes."""
+    big = "x" * 1_000_000
+    text = f"Training:  10%|#   | 1/10 [00:01<00:09, 1.0it/s]\r[demo] step 1/10 loss=0.5 lr=1.000e-04 samples/s=10\n{big}\ndone\n"
+    lines, events = supervisor_stage(text.encode(), tmp_path)
+    assert lines == ["[demo] step 1/10 loss=0.5 lr=1.000e-04 samples/s=10", big, "done"]
+    digits = "9" * 1_000_000 + "%|" + "1" * 1_000_000 + "\rmore\n"
+    lines, _ = supervisor_stage(digits.encode(), tmp_path)
+    assert lines == ["more"]
+
+
+@pytest.mark.timeout(60)
+def test_binary_output_is_bounded_and_never_breaks_the_monitor(tmp_path):
+    import random
+
+    rng = random.Random(7)
+    noise = bytes(rng.randrange(256) for _ in range(3_000_000)).replace(b"\n", b"")
+    lines, events = supervisor_stage(noise + b"\n[demo] step 5/10 loss=0.1 lr=1.000e-04 samples/s=10\n", tmp_path)
+    assert all(len(line) <= 1 << 20 for line in lines), "no line grows past the cap"
+    assert lines[-1] == "[demo] step 5/10 loss=0.1 lr=1.000e-04 samples/s=10"
+    assert all(e.kind != "hang_suspected" for e in events)
+
+
+def test_collapse_keeps_the_last_carriage_return_state_of_each_line():
+    from gpuwizard.runner.tail import collapse
+
+    assert collapse("a\rb\rc\nplain\nx\r\r\ny\r") == "c\nplain\nx\n"  # a trailing return: the line is being rewritten
+    assert collapse("no returns\n") == "no returns\n"

@@ -221,9 +221,11 @@ def load_catalog_with_hf(write_preset):
     load_catalog.cache_clear()
 
 
-def test_single_node_binds_loopback_multi_node_uses_endpoint(gw, write_preset):
+def test_single_node_runs_standalone_multi_node_uses_endpoint(gw, write_preset):
+    """One node: torchrun --standalone binds its own free port (a pre-probed port could be taken by another process,
+    which then becomes the job's store); several nodes: node 0's endpoint, with a note to firewall it."""
     spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
-    assert flag(spec["argv"], "--rdzv-endpoint").startswith("127.0.0.1:")
+    assert "--standalone" in spec["argv"] and not any(a.startswith(("--rdzv", "--master")) for a in spec["argv"])
     multi = LEROBOT_MAIN_ACCUM.replace(
         "hardware: {gpus: 4}", "hardware: {gpus: 4, nodes: 2, node_rank: 1, rdzv_endpoint: 10.0.0.5:29500}"
     )
@@ -234,8 +236,10 @@ def test_single_node_binds_loopback_multi_node_uses_endpoint(gw, write_preset):
         flag(argv, "--rdzv-endpoint"),
         flag(argv, "--rdzv-backend"),
     ) == ("2", "1", "10.0.0.5:29500", "c10d")
+    assert "--standalone" not in argv
     _, plan = plan_json(gw, write_preset(multi))
     assert plan["world_size"] == 8 and plan["effective_batch"] == 128
+    assert any("firewall that port" in n and "10.0.0.5:29500" in n for n in plan["notes"])
 
 
 def test_lerobot_always_sets_output_dir_and_push_to_hub_false(gw, write_preset):

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import gw_subprocess
 from gpuwizard.runner.launch import launcher_problems
+from gpuwizard.runner.procs import read_environ
 from gpuwizard.runner.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
 from gpuwizard.runner.rundir import RunDir, alive_processes, list_runs, run_processes
 
@@ -217,16 +218,32 @@ def test_smoke_run_is_short_and_small(demo_preset):
     assert (run.path / "output" / "checkpoints" / "000050" / "model.pt").is_file()
 
 
-def test_busy_port_is_refused_before_anything_starts(demo_preset):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        port = sock.getsockname()[1]
-        path = demo_preset(name="demo-port", extra=f"launch: {{master_port: {port}}}\n")
-        result = gw_subprocess("run", path, "--headless")
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert f"launch.master_port = {port}" in result.stderr and "in use" in result.stderr
-    assert all_runs() == []
+def test_the_rendezvous_store_is_the_jobs_own_and_a_taken_port_does_not_matter(demo_preset):
+    """A process that binds the port gpuwizard would once have probed can no longer become the job's store."""
+    import psutil
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        path = demo_preset(
+            name="demo-port", steps=5000, options="  step_time_s: 0.05", extra=f"launch: {{master_port: {port}}}\n"
+        )
+        proc = start_headless(path)
+        assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 3, timeout=90)
+        run = only_run()
+        status = run.status()
+        ranks = lines_of(run.ranks_file, RanksSample)[-1].ranks
+        master_ports = {int(read_environ(r.pid)["MASTER_PORT"]) for r in ranks}
+        listening = {
+            c.laddr.port
+            for c in psutil.Process(status.job.pid).net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN
+        }
+        assert len(master_ports) == 1 and master_ports <= listening and port not in master_ports
+        assert gw_subprocess("stop", run.run_id, timeout=120).returncode == 0
+    out, err = proc.communicate(timeout=60)
+    assert "launch.master_port = " in err and "is not used" in err
 
 
 def test_missing_interpreter_and_launcher_are_clear_errors(demo_preset, tmp_path):
@@ -419,3 +436,18 @@ def test_a_job_that_fails_to_start_says_why(tmp_path, gw):
     assert "No such file" in status.error and "could not start" in run.log.read_text()
     attached = gw("attach", run.run_id, "--headless")
     assert attached.code == 127 and "failed (job exit code 127): could not start" in attached.out
+
+
+def test_ranks_stop_on_their_own_when_the_supervisor_is_killed(demo_preset):
+    """kill -9 of the supervisor (no headless follower, no `stop`): torchrun gets its parent-death signal and stops
+    every rank, so nothing trains on unsupervised; `runs` then shows the run as lost."""
+    proc = start_headless(demo_preset(name="demo-pdeath", steps=5000, options="  step_time_s: 0.05"))
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    run = only_run()
+    status = run.status()
+    assert len(run_processes(run, status)) == 4, "supervisor, torchrun and two ranks are known"
+    os.kill(status.supervisor.pid, signal.SIGKILL)
+    assert wait_for(lambda: alive_processes(run, status) == [], timeout=60), alive_processes(run, status)
+    assert json.loads(gw_subprocess("runs", "--json").stdout)[0]["state"] == "lost"

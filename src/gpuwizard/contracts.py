@@ -88,7 +88,6 @@ class BuildContext:
     policy: PolicyEntry
     python: str
     workdir: str
-    master_port: int
     output_dir: str
 
 

@@ -14,7 +14,7 @@ from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.preset import Preset
 from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, free_port, resolve_python
+from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, resolve_python
 
 TABLE_COUNTS = (1, 2, 4, 8)
 ADDED_WARMUP_RATIO = 0.05
@@ -270,6 +270,31 @@ def output_dir_findings(preset: Preset, workdir: str, output_dir: str) -> list[P
     return []
 
 
+def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
+    """Where the job's rendezvous store listens, and who could reach it."""
+    if not trainer.uses_torchrun:
+        return []
+    found = []
+    if preset.launch.master_port is not None:
+        found.append(
+            warning(
+                "launch.master_port",
+                "is not used: on one node torchrun --standalone binds a free port itself, so no other process can take "
+                "it first; across nodes the port is the one in hardware.rdzv_endpoint",
+                "remove launch.master_port",
+                value=preset.launch.master_port,
+            )
+        )
+    if preset.hardware.nodes > 1:
+        found.append(
+            note(
+                f"the rendezvous store on node 0 ({preset.hardware.rdzv_endpoint}) listens on every interface and torch "
+                "exchanges pickled state through it: firewall that port to the cluster's nodes"
+            )
+        )
+    return found
+
+
 def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
     if not preset.launch.workdir:
         return os.getcwd(), []
@@ -286,13 +311,13 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
     return str(path.resolve()), []
 
 
-def plan_here(preset: Preset, inventory: Any, master_port: int | None = None) -> tuple[Plan, BuildContext]:
+def plan_here(preset: Preset, inventory: Any) -> tuple[Plan, BuildContext]:
     """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed devices) among the warnings."""
     if inventory is None:
-        return make_plan(preset, master_port=master_port)
+        return make_plan(preset)
     from gpuwizard.gpus.advice import setup_advice
 
-    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset), master_port=master_port)
+    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset))
     if plan.device == "cuda":
         plan.problems += setup_advice(
             inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
@@ -301,7 +326,7 @@ def plan_here(preset: Preset, inventory: Any, master_port: int | None = None) ->
 
 
 def make_plan(
-    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, master_port: int | None = None
+    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None
 ) -> tuple[Plan, BuildContext]:
     """Resolve a preset into a plan and the context its trainer builds the command from."""
     preset = with_gpus(preset, gpus)
@@ -400,10 +425,10 @@ def make_plan(
         policy,
         resolve_python(preset, trainer),
         workdir,
-        master_port or preset.launch.master_port or free_port(),
         output_dir,
     )
     found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
+    found += rendezvous_findings(preset, trainer)
     found += output_dir_findings(preset, workdir, output_dir)
     found += trainer.check(ctx)
     plan.problems = found

@@ -163,7 +163,12 @@ class Launch(Strict):
         min_length=1,
         description="Working directory of the job (e.g. an Isaac-GR00T checkout); null: the current one.",
     )
-    master_port: int | None = Field(None, ge=1, le=65535, description="Rendezvous port; null: a free port.")
+    master_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Not used, kept so older presets load: one node runs torchrun --standalone (it binds a free port itself); several nodes use the port in hardware.rdzv_endpoint.",
+    )
     env: dict[str, str | int | float | bool] = Field(
         {}, description="Extra environment variables for the job; numbers may be written unquoted."
     )

@@ -20,7 +20,6 @@ from gpuwizard.runner.records import Expectations, Job, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir, publish
 from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
-from gpuwizard.trainers.base import port_is_free
 from gpuwizard.yamlio import atomic_write
 
 SMOKE_STEPS = 50
@@ -110,15 +109,6 @@ def prepare_run(
         errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
-        if preset.hardware.nodes == 1 and trainer.uses_torchrun and not port_is_free(ctx.master_port):
-            errors.append(
-                problem(
-                    "launch.master_port",
-                    f"port {ctx.master_port} on 127.0.0.1 is already in use (another job?)",
-                    "set launch.master_port to a free port, or null to pick one",
-                    value=ctx.master_port,
-                )
-            )
         if plan.device == "cuda":
             visible = len(inventory.visible())
             if visible < preset.hardware.gpus:

@@ -15,6 +15,9 @@ from gpuwizard.trainers.base import Trainer
 LR_TOLERANCE = 0.25
 BUSY_CPU_PERCENT = 50.0
 FIRST_STEP_MIN_S = 600.0
+MAX_PARSED_CHARS = 4096
+"""Progress lines, error lines and banners are short; only this much of a longer line is parsed, which bounds the
+cost of every regex on binary output or a runaway print."""
 
 
 SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
@@ -172,15 +175,15 @@ class JobMonitor:
             self.progress.lines += count
             self.last_output_t = now
             for line in lines_containing(text, self.markers):
-                info = self.parse_line(clean(line))
+                info = self.parse_line(clean(line[:MAX_PARSED_CHARS]))
                 if info:
                     new += self._apply(info, now)
             for line in lines_containing(text, SIGNAL_WORDS):
-                new += self._signatures(clean(line))
+                new += self._signatures(clean(line[:MAX_PARSED_CHARS]))
             if self.failure_table.active or FailureTable.ROOT in text:
                 new += self._failure(text)
         if bar:
-            info = self.parse_line(clean(bar))
+            info = self.parse_line(clean(bar[-MAX_PARSED_CHARS:]))
             if info:
                 new += self._apply(info, now)
         return new
@@ -288,7 +291,7 @@ class JobMonitor:
         start = 0 if self.failure_table.active else text.rfind("\n", 0, text.find(FailureTable.ROOT)) + 1
         new = []
         for line in text[start:].split("\n"):
-            failure = self.failure_table.feed(clean(line))
+            failure = self.failure_table.feed(clean(line[:MAX_PARSED_CHARS]))
             if failure is not None:
                 error = failure["error"] or self.last_exception or "no error message (see the log)"
                 rank = failure["rank"]

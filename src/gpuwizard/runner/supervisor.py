@@ -30,6 +30,20 @@ GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 PROGRESS_EVERY_S = 0.5
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def stop_with_parent() -> None:
+    """In the launcher's child, before exec: SIGTERM it when the supervisor dies, even by kill -9, so torchrun stops its
+    ranks instead of training on unsupervised (Linux prctl; elsewhere `gpuwizard stop` remains)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
 class Supervisor:
     def __init__(self, run: RunDir):
         self.run = run
@@ -57,6 +71,7 @@ class Supervisor:
         try:
             self.job = subprocess.Popen(
                 cfg.argv,
+                preexec_fn=stop_with_parent,
                 cwd=cfg.workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-CR_BEFORE_NL = re.compile(r"\r+\n")
-UP_TO_LAST_CR = re.compile(r"[^\n]*\r")
-BAR = r"[^\n|]*\d+%\|[^|\n]*\|\s*\d+/\d+ \[[^\]\n]*\]"
-BAR_BEFORE_TEXT = re.compile(r"(?m)^" + BAR + r"(?=\S)")
+BAR_BEFORE_TEXT = re.compile(r"^[^|]*\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\](?=\S)")
+MAX_BAR_LINE = 1000
+"""A tqdm bar is a short line; longer lines are never searched for one (a regex over a huge line costs its square)."""
+MAX_LINE_CHARS = 1 << 20
+"""An unfinished line longer than this (binary output, a runaway print) is cut into lines of this length."""
 
 
 @dataclass
@@ -40,10 +41,32 @@ class Chunk:
 
 
 def collapse(text: str) -> str:
-    """Keep only the last carriage-return state of each line (tqdm redraws)."""
+    """Keep only the last carriage-return state of each line (tqdm redraws), in one pass over the text."""
     if "\r" not in text:
         return text
-    return UP_TO_LAST_CR.sub("", CR_BEFORE_NL.sub("\n", text)).rstrip("\r")
+    pieces, done = [], 0
+    cr = text.find("\r")
+    while cr >= 0:
+        start = text.rfind("\n", 0, cr) + 1
+        end = text.find("\n", cr)
+        if end < 0:
+            end, line = len(text), text[start:]  # at the very end, a return starts a line still to come
+        else:
+            line = text[start:end].rstrip("\r")  # before a newline, trailing returns are line ends (\r\n)
+        pieces += [text[done:start], line[line.rfind("\r") + 1 :]]
+        done = end
+        cr = text.find("\r", end)
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def split_bars(body: str) -> str:
+    """A message written right after a bar (no newline between) becomes two lines, in the order written."""
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if "%|" in line and len(line) <= MAX_BAR_LINE:
+            lines[i] = BAR_BEFORE_TEXT.sub(lambda m: m.group(0) + "\n", line)
+    return "\n".join(lines)
 
 
 class LogTail:
@@ -76,12 +99,11 @@ class LogTail:
         text = self.partial + self.decoder.decode(data)
         out = Chunk()
         cut = text.rfind("\n")
+        if cut < 0 and len(text) > MAX_LINE_CHARS:  # no newline in sight: keep the buffer bounded
+            text, cut = text[:MAX_LINE_CHARS] + "\n" + text[MAX_LINE_CHARS:], MAX_LINE_CHARS
         if cut >= 0:
             body = collapse(text[: cut + 1])[:-1]
-            if "%|" in body:
-                # a message written right after a bar (no newline between): two lines, in the order written
-                body = BAR_BEFORE_TEXT.sub(lambda m: m.group(0) + "\n", body)
-            out.text = body
+            out.text = split_bars(body) if "%|" in body else body
             text = text[cut + 1 :]
         bar = text.rfind("\r")
         if bar >= 0:

@@ -121,7 +121,12 @@ def sibling_tool(python: str, tool: str) -> str | None:
 
 
 def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str]:
-    """torchrun from the training env (or `uv run torchrun`) with an explicit rendezvous; loopback on one node."""
+    """torchrun from the training env (or `uv run torchrun`).
+
+    One node: `--standalone`, whose store binds a free port itself, so no other local process can take a port
+    picked in advance and become the job's store (a pre-probed port could be hijacked). Several nodes: the c10d
+    rendezvous at node 0's endpoint, which must be firewalled to the cluster (the plan says so).
+    """
     hw = ctx.preset.hardware
     if uv:
         launcher = ["uv", "run", "torchrun"]
@@ -129,16 +134,15 @@ def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str
         torchrun = sibling_tool(ctx.python, "torchrun")
         launcher = [torchrun] if torchrun else [ctx.python, "-m", "torch.distributed.run"]
     if hw.nodes == 1:
-        rdzv = [f"--rdzv-endpoint=127.0.0.1:{ctx.master_port}"]
+        rdzv = ["--standalone"]
     else:
-        rdzv = [f"--node-rank={hw.node_rank}", f"--rdzv-endpoint={hw.rdzv_endpoint}", f"--rdzv-id={ctx.preset.name}"]
-    return launcher + [
-        f"--nnodes={hw.nodes}",
-        f"--nproc-per-node={nproc}",
-        "--rdzv-backend=c10d",
-        *rdzv,
-        "--max-restarts=0",
-    ]
+        rdzv = [
+            "--rdzv-backend=c10d",
+            f"--node-rank={hw.node_rank}",
+            f"--rdzv-endpoint={hw.rdzv_endpoint}",
+            f"--rdzv-id={ctx.preset.name}",
+        ]
+    return launcher + [f"--nnodes={hw.nodes}", f"--nproc-per-node={nproc}", *rdzv, "--max-restarts=0"]
 
 
 def device_env(ctx: BuildContext) -> dict[str, str]:
@@ -149,25 +153,6 @@ def device_env(ctx: BuildContext) -> dict[str, str]:
     elif ctx.preset.hardware.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in ctx.preset.hardware.devices)
     return env
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:

@@ -64,7 +64,6 @@ class WizardScreen(Screen[None]):
         self.plan: Plan | None = None
         self.ctx: BuildContext | None = None
         self.spec: LaunchSpec | None = None
-        self.master_port = 0
         self.plan_seq = 0
         self.input_error: str | None = None
         self.replan_timer: Timer | None = None
@@ -103,10 +102,7 @@ class WizardScreen(Screen[None]):
             else:
                 self.notify(message.error, severity="error", timeout=10, markup=False)
             return
-        from gpuwizard.trainers.base import free_port
-
         self.preset = message.preset
-        self.master_port = self.preset.launch.master_port or free_port()
         self.show_step(self.step)
         self.detect_gpus()
         self.replan()
@@ -159,7 +155,7 @@ class WizardScreen(Screen[None]):
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
-        plan, ctx = plan_here(preset, inventory, master_port=self.master_port)
+        plan, ctx = plan_here(preset, inventory)
         self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx)))
 
     def replan_soon(self) -> None:
