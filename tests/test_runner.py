@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -267,6 +269,7 @@ def test_unwritable_run_folder_is_a_clear_error(demo_preset, tmp_path):
 
 GPU_JOB = """\
 import time
+from pathlib import Path
 for step in range(1, 8):
     print(f"[demo] step {step}/7 loss=0.5 lr=1.000e-03 samples/s=10.0", flush=True)
     time.sleep(0.8)
@@ -451,3 +454,108 @@ def test_ranks_stop_on_their_own_when_the_supervisor_is_killed(demo_preset):
     os.kill(status.supervisor.pid, signal.SIGKILL)
     assert wait_for(lambda: alive_processes(run, status) == [], timeout=60), alive_processes(run, status)
     assert json.loads(gw_subprocess("runs", "--json").stdout)[0]["state"] == "lost"
+
+
+def test_secrets_reach_the_job_by_environment_and_never_the_run_folder(demo_preset, tmp_path):
+    token, key = "hf_s3cr3t_value_81f2", "sk-another-secret-77aa"
+    path = demo_preset(
+        name="demo-secret",
+        steps=5000,
+        options="  step_time_s: 0.05",
+        extra=f"launch: {{env: {{HF_TOKEN: {token}, PLAIN_VAR: visible}}}}\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless", "--env", "OPENAI_API_KEY"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "OPENAI_API_KEY": key},
+    )
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 3, timeout=90)
+    run = only_run()
+    rank = lines_of(run.ranks_file, RanksSample)[-1].ranks[0]
+    environ = read_environ(rank.pid)
+    assert (environ["HF_TOKEN"], environ["OPENAI_API_KEY"], environ["PLAIN_VAR"]) == (token, key, "visible")
+    assert gw_subprocess("stop", run.run_id, timeout=120).returncode == 0
+    out, err = proc.communicate(timeout=60)
+    assert os.stat(run.path).st_mode & 0o777 == 0o700
+    for file in run.path.rglob("*"):
+        if file.is_file():
+            text = file.read_bytes()
+            assert token.encode() not in text and key.encode() not in text, file.name
+            assert file.stat().st_mode & 0o077 == 0, f"{file.name} is readable by others"
+    assert token not in out + err and key not in out + err
+    assert run.job().env.get("PLAIN_VAR") == "visible" and "HF_TOKEN" not in run.job().env
+    assert 'HF_TOKEN="$HF_TOKEN"' in run.status().command
+    preview = gw_subprocess("preview", path)
+    assert token not in preview.stdout and 'HF_TOKEN="$HF_TOKEN"' in preview.stdout
+    script = gw_subprocess("preview", path, "--format", "script").stdout
+    assert 'export HF_TOKEN="${HF_TOKEN:?set HF_TOKEN in your environment}"' in script and token not in script
+
+
+def test_a_second_run_on_the_same_output_dir_is_refused(demo_preset):
+    path = demo_preset(name="demo-shared", steps=5000, options="  step_time_s: 0.05")
+    proc = start_headless(path)
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 2, timeout=90)
+    first = only_run()
+    second = gw_subprocess("run", path, "--headless")
+    assert second.returncode == 2 and "Traceback" not in second.stderr
+    assert "output_dir = " in second.stderr and f"run {first.run_id} is still writing to this folder" in second.stderr
+    assert len(all_runs()) == 1
+    smoke = gw_subprocess("run", path, "--headless", "--smoke", timeout=180)
+    assert smoke.returncode == 0, "a smoke run writes into its own run folder"
+    assert gw_subprocess("stop", first.run_id, timeout=120).returncode == 0
+    proc.communicate(timeout=60)
+    again = gw_subprocess("run", demo_preset(name="demo-shared", steps=10), "--headless", timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_the_loss_turning_nan_is_an_event_and_a_failed_run(demo_preset):
+    result = gw_subprocess(
+        "run",
+        demo_preset(name="demo-nan", steps=2000, options="  step_time_s: 0.02\n  inject_nan: 20"),
+        "--headless",
+        timeout=180,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    run = only_run()
+    status = run.status()
+    assert status.state == "failed" and status.error.startswith("loss became nan at step")
+    events = [e for e in events_of(run) if e.kind == "loss_nonfinite"]
+    assert len(events) == 1 and "lr" in events[0].suggestion
+    assert run.progress().step < 2000 and alive_processes(run, status) == []
+
+
+def test_a_stopped_rank_is_named_as_the_suspect(demo_preset):
+    """One rank frozen with SIGSTOP: the hang event names it (its stack cannot be read, its process is stopped),
+    not 'every rank is inside a collective'."""
+    proc = start_headless(demo_preset(name="demo-sigstop", steps=5000, options="  step_time_s: 0.02", hang=4))
+    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    run = only_run()
+    rank1 = next(r for r in lines_of(run.ranks_file, RanksSample)[-1].ranks if r.rank == 1)
+    os.kill(rank1.pid, signal.SIGSTOP)
+    try:
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if rank1.ref and rank1.ref.alive():
+            os.kill(rank1.pid, signal.SIGCONT)
+    assert proc.returncode == 3, out + err
+    hang = next(e for e in events_of(run) if e.kind == "hang_suspected")
+    assert hang.rank == 1, hang.detail
+    assert "stopped" in hang.detail and "every rank is inside a collective" not in hang.detail
+    assert alive_processes(run, run.status()) == []
+
+
+def test_attach_log_prints_the_whole_log_of_a_finished_run(demo_preset, gw):
+    from gpuwizard import paths
+
+    run_dir = paths.runs_dir() / "20261129-120000-long"
+    shutil.copytree(Path(__file__).parent / "data" / "runs" / "20261129-120000-demo-cpu", run_dir)
+    status = json.loads((run_dir / "status.json").read_text())
+    (run_dir / "status.json").write_text(json.dumps(status | {"run_id": run_dir.name}))
+    (run_dir / "log.txt").write_text("".join(f"line {i} of a long log\n" for i in range(100_075)))
+    result = gw("attach", run_dir.name, "--headless", "--log")
+    lines = result.out.splitlines()
+    assert result.code == 0 and "line 0 of a long log" in lines and "line 100074 of a long log" in lines
+    assert sum(line.endswith("of a long log") for line in lines) == 100_075

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuwizard.errors import Problem
+from gpuwizard.secrets import is_secret, redacted
 
 if TYPE_CHECKING:
     from gpuwizard.catalog import PolicyEntry
@@ -47,11 +48,11 @@ class LaunchSpec:
     workdir: str = "."
 
     def shell(self) -> str:
-        """One copy-pasteable line (display only; never executed through a shell)."""
+        """One copy-pasteable line (display only; never executed through a shell); a secret is read from your shell."""
         parts = [f"cd {shlex.quote(self.workdir)} &&"]
         if self.unset:
             parts.append("env " + " ".join(f"-u {shlex.quote(n)}" for n in self.unset))
-        parts.extend(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        parts.extend(f'{k}="${k}"' if is_secret(k) else f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         parts.append(shlex.join(self.argv))
         return " ".join(parts)
 
@@ -64,12 +65,22 @@ class LaunchSpec:
             f"cd {shlex.quote(self.workdir)}",
         ]
         lines += [f"unset {shlex.quote(n)}" for n in self.unset]
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+        lines += [
+            f'export {k}="${{{k}:?set {k} in your environment}}"' if is_secret(k) else f"export {k}={shlex.quote(v)}"
+            for k, v in self.env.items()
+        ]
         lines.append("exec " + " \\\n  ".join(shlex.quote(a) for a in self.argv))
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {"argv": self.argv, "env": self.env, "unset": self.unset, "workdir": self.workdir, "shell": self.shell()}
+        """As shown and written to run folders: secret values redacted."""
+        return {
+            "argv": self.argv,
+            "env": redacted(self.env),
+            "unset": self.unset,
+            "workdir": self.workdir,
+            "shell": self.shell(),
+        }
 
     def full_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)

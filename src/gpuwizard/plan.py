@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpuwizard import datasets
 from gpuwizard.catalog import PolicyEntry, load_catalog
 from gpuwizard.contracts import BuildContext, DetectedDevices, Fit, LaunchSpec, Plan
-from gpuwizard.errors import Problem, note, problem, warning
+from gpuwizard.errors import Problem, UserError, note, problem, warning
 from gpuwizard.preset import Preset
-from gpuwizard.schema import updated
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, resolve_python
 
@@ -40,7 +40,14 @@ def with_gpus(preset: Preset, gpus: int | None) -> Preset:
     """The same preset on another GPU count (explicit device lists are dropped if they no longer fit)."""
     if gpus is None or gpus == preset.hardware.gpus:
         return preset
-    return updated(preset, hardware=updated(preset.hardware, gpus=gpus, devices=None))
+    from gpuwizard.preset import with_field
+
+    try:
+        return with_field(
+            with_field(preset, "hardware.devices", None), "hardware.gpus", gpus
+        )  # validated: bounds apply
+    except UserError as exc:
+        raise UserError([replace(p, field="--gpus") for p in exc.problems]) from None
 
 
 def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Problem]]:

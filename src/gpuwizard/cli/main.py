@@ -59,7 +59,11 @@ def build_parser() -> Parser:
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
     run.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
     run.add_argument(
-        "--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment variable for this run only"
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment variable for this run only; a bare NAME takes its value from your environment (keeps a secret out of `ps`)",
     )
 
     attach = sub.add_parser("attach", help="open the live monitor on a run (default: the newest)")

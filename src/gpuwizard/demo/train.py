@@ -47,6 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--inject-hang", type=parse_rank_step, default=None, metavar="RANK:STEP")
     parser.add_argument("--inject-crash", type=parse_rank_step, default=None, metavar="RANK:STEP")
     parser.add_argument(
+        "--inject-nan", type=int, default=None, metavar="STEP", help="from this step on the loss is NaN"
+    )
+    parser.add_argument(
         "--ignore-lr-flag",
         action="store_true",
         help="train with the built-in lr, as a trainer that silently drops --lr would",
@@ -194,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             state = states[idx].to(device)
             target = targets[idx].to(device)
             loss = F.mse_loss(ddp(image, state), target) / args.grad_accum
+            if args.inject_nan is not None and step >= args.inject_nan:
+                loss = loss * float("nan")  # a diverged run: every later step logs nan
             if distributed and micro < args.grad_accum - 1:
                 with ddp.no_sync():
                     loss.backward()

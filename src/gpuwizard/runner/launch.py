@@ -9,16 +9,19 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.contracts import BuildContext, Plan
 from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import build_command, plan_here, with_gpus
-from gpuwizard.preset import ENV_NAME, Preset
+from gpuwizard.preset import ENV_NAME, Preset, load_preset
+from gpuwizard.runner.locks import output_holder
 from gpuwizard.runner.records import Expectations, Job, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir, publish
 from gpuwizard.schema import updated
+from gpuwizard.secrets import REDACTED, redacted, split_secrets
 from gpuwizard.trainers import get_trainer
 from gpuwizard.yamlio import atomic_write
 
@@ -48,17 +51,56 @@ def smoke_variant(preset: Preset) -> Preset:
 
 
 def with_env(preset: Preset, assignments: list[str]) -> Preset:
-    """Apply NAME=VALUE pairs from the command line to launch.env."""
+    """Apply --env NAME=VALUE pairs to launch.env; a bare NAME takes its value from this environment, which keeps a
+    secret out of the process list (`ps` shows gpuwizard's own arguments)."""
     env = dict(preset.launch.env)
     for item in assignments:
         name, sep, value = item.partition("=")
-        if not sep or not ENV_NAME.fullmatch(name):
+        if not ENV_NAME.fullmatch(name) or "\0" in value:
             raise UserError(
                 problem(
                     "--env",
-                    "must be NAME=VALUE with a valid variable name",
+                    "must be NAME=VALUE or NAME with a valid variable name",
                     "e.g. --env NCCL_P2P_DISABLE=1",
                     value=item,
+                )
+            )
+        if not sep:
+            if name not in os.environ:
+                raise UserError(
+                    problem(
+                        "--env",
+                        f"{name} is not set in this environment",
+                        f"export {name} first, or give NAME=VALUE",
+                        value=item,
+                    )
+                )
+            value = os.environ[name]
+        env[name] = value
+    return updated(preset, launch=updated(preset.launch, env=env))
+
+
+def restore_secrets(preset: Preset) -> Preset:
+    """A preset read back from a run folder has its secrets redacted: take them from this environment, or from the
+    user's preset of the same name, or refuse in one paragraph."""
+    missing = [name for name, value in preset.launch.env.items() if value == REDACTED]
+    if not missing:
+        return preset
+    saved: dict[str, str] = {}
+    try:
+        saved = dict(load_preset(preset.name).launch.env)
+    except UserError:
+        pass
+    env = dict(preset.launch.env)
+    for name in missing:
+        value = os.environ.get(name) or (saved.get(name) if saved.get(name) != REDACTED else None)
+        if value is None:
+            raise UserError(
+                problem(
+                    f"launch.env.{name}",
+                    "is a secret, kept out of the run folder",
+                    f"export {name} to run this again",
+                    value=REDACTED,
                 )
             )
         env[name] = value
@@ -121,6 +163,27 @@ def prepare_run(
                         value=preset.hardware.gpus,
                     )
                 )
+        cores = os.cpu_count() or 1
+        if plan.device == "cpu" and plan.processes_per_node > cores:
+            errors.append(
+                problem(
+                    "hardware.gpus",
+                    f"a CPU run starts one process per GPU slot, and this machine has {cores} cores",
+                    f"use at most {cores} (2 is enough to exercise the distributed path)",
+                    value=preset.hardware.gpus,
+                )
+            )
+    if not errors and not smoke:
+        holder = output_holder(output_path(ctx))
+        if holder is not None:
+            errors.append(
+                problem(
+                    "output_dir",
+                    f"run {holder} is still writing to this folder; two runs there would interleave and overwrite checkpoints",
+                    f"wait for it, stop it (`gpuwizard stop {holder}`), or choose another output_dir",
+                    value=ctx.output_dir,
+                )
+            )
     if errors:
         raise UserError(errors, preset.name)
     warnings = list(plan.warnings)
@@ -134,6 +197,11 @@ def prepare_run(
             )
         )
     return PreparedRun(preset, plan, ctx, smoke, warnings)
+
+
+def output_path(ctx: BuildContext) -> Path:
+    """The folder the trainer writes to, as an absolute path (relative ones are under the job's working directory)."""
+    return Path(ctx.workdir, os.path.expanduser(ctx.output_dir)).resolve()
 
 
 def expectations(prepared: PreparedRun) -> Expectations:
@@ -165,20 +233,23 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
     spec = build_command(ctx)
     preset, plan = prepared.preset, prepared.plan
     try:
-        atomic_write(stage.path / "preset.yaml", preset.to_yaml())
+        plain_env, secret_env = split_secrets(spec.env)
+        shown = updated(preset, launch=updated(preset.launch, env=redacted(preset.launch.env)))
+        atomic_write(stage.path / "preset.yaml", shown.to_yaml())
         atomic_write(stage.path / "plan.json", json.dumps(plan.to_json(), indent=2))
         atomic_write(stage.path / "command.json", json.dumps(spec.to_json(), indent=2))
         stage.write(
             "job.json",
             Job(
                 argv=spec.argv,
-                env=spec.env,
+                env=plain_env,
                 unset=spec.unset,
                 workdir=spec.workdir,
                 trainer=preset.trainer,
                 device=plan.device,
                 on_hang=on_hang,
                 expect=expectations(prepared),
+                output_dir=str(output_path(ctx)),
             ),
         )
         stage.write(
@@ -210,9 +281,10 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
             )
         ) from None
 
-    with open(run.path / "supervisor.log", "ab") as log:
+    with open(os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+            env={**os.environ, **secret_env},  # secrets travel by environment only, never through the run folder
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

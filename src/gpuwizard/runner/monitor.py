@@ -15,6 +15,8 @@ from gpuwizard.trainers.base import Trainer
 LR_TOLERANCE = 0.25
 BUSY_CPU_PERCENT = 50.0
 FIRST_STEP_MIN_S = 600.0
+STOPPED_STATUSES = ("stopped", "tracing-stop")
+"""psutil's names for a process that is not running at all (kill -STOP, a debugger)."""
 MAX_PARSED_CHARS = 4096
 """Progress lines, error lines and banners are short; only this much of a longer line is parsed, which bounds the
 cost of every regex on binary output or a runaway print."""
@@ -156,6 +158,7 @@ class JobMonitor:
         self.lr_checked = False
         self.batch_checked = False
         self.hang_reported = False
+        self.diverged = False
         self.slow_extension_until: float | None = None
         self.last_ranks: list[RankState] = []
         self.exact_steps_seen = False
@@ -208,6 +211,21 @@ class JobMonitor:
             self._update_rate()
         if info.loss is not None:
             p.loss = info.loss
+            if not math.isfinite(info.loss) and not self.diverged:
+                self.diverged = True
+                new.append(
+                    self._event(
+                        Event(
+                            kind="loss_nonfinite",
+                            severity="error",
+                            title=f"loss became {info.loss} at step {p.step if p.step is not None else '?'}",
+                            detail="Once the loss is NaN or infinite every later update is lost; the run is stopped and marked failed.",
+                            suggestion="Lower the lr (a scaling rule may have raised it too far) or add a warmup; check the data for "
+                            "NaN or inf values; with fp16, try bf16. Reproduce fast with a smoke run.",
+                            data={"loss": str(info.loss), "step": p.step},
+                        )
+                    )
+                )
         if info.samples_per_s is not None:
             if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
                 self.rate_sum += info.samples_per_s
@@ -443,6 +461,7 @@ def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict
     live = [r for r in ranks if r.cpu is not None]
     cpu = {r.rank: r.cpu for r in live}
     dead = [r.rank for r in ranks if not r.alive]
+    stopped = [r.rank for r in ranks if r.alive and r.status in STOPPED_STATUSES]
     busy_cpu = bool(live) and all((r.cpu or 0) >= BUSY_CPU_PERCENT for r in live)
     spinning = False
     busy_gpu = True
@@ -455,6 +474,8 @@ def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict
     differing = None
     if dead:
         differing = dead[0]
+    elif stopped:
+        differing = stopped[0]
     elif len(live) >= 2:
         values = sorted(cpu.values())
         median = values[len(values) // 2]
@@ -468,10 +489,14 @@ def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict
     ]
     if dead:
         parts.append(f"Rank(s) {', '.join(map(str, dead))} exited.")
+    if stopped:
+        parts.append(
+            f"Rank(s) {', '.join(map(str, stopped))} stopped (SIGSTOP, a debugger or a tracer): not running at all."
+        )
     if spinning:
         parts.append("GPUs at ~100% utilization on low power: NCCL kernels spin-waiting.")
     return {
-        "busy": busy_cpu and busy_gpu and not spinning and not dead,
+        "busy": busy_cpu and busy_gpu and not spinning and not dead and not stopped,
         "spinning": spinning,
         "cpu": cpu,
         "differing_rank": differing,

@@ -138,6 +138,7 @@ class Job(Record):
     on_hang: Literal["report", "stop"]
     stop_grace_s: float = 10.0
     expect: Expectations
+    output_dir: str | None = None
 
 
 class Status(Record):

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ class StackReport:
     per_rank: dict[int, list[str]]
     outside_collective: list[int]
     files: list[str]
+    unreadable: list[int] = field(default_factory=list)
+    """Ranks whose stack could not be read (a stopped or wedged process) while others' could."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class StackReport:
             "per_rank": {str(k): v for k, v in self.per_rank.items()},
             "outside_collective": self.outside_collective,
             "files": self.files,
+            "unreadable": self.unreadable,
         }
 
 
@@ -106,7 +109,7 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     per_rank: dict[int, list[str]] = {}
-    files, failures = [], []
+    files, failures, unreadable = [], [], []
     procs = {
         r.rank: subprocess.Popen(
             [py_spy, "dump", "--pid", str(r.pid), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -120,14 +123,17 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
         except subprocess.TimeoutExpired:
             proc.kill()
             failures.append(f"rank {rank}: py-spy timed out")
+            unreadable.append(rank)
             continue
         if proc.returncode != 0:
             failures.append(f"rank {rank}: {err.strip().splitlines()[-1] if err.strip() else 'py-spy failed'}")
+            unreadable.append(rank)
             continue
         try:
             dump = json.loads(out)
         except ValueError:
             failures.append(f"rank {rank}: unreadable py-spy output")
+            unreadable.append(rank)
             continue
         target = out_dir / f"rank{rank}.json"
         target.write_text(json.dumps(dump, indent=1))
@@ -139,7 +145,12 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
         note = "; ".join(failures) or "no live ranks to dump"
         hint = ptrace_note()
         return StackReport(False, note + (f" ({hint})" if hint else ""), {}, [], files)
-    if outside and inside:
+    if unreadable:
+        note = (
+            f"rank(s) {', '.join(map(str, unreadable))} could not be read while rank(s) "
+            f"{', '.join(map(str, sorted(per_rank)))} could: the unreadable one is the suspect (stopped or wedged)"
+        )
+    elif outside and inside:
         note = f"rank(s) {', '.join(map(str, outside))} are not in a collective while rank(s) {', '.join(map(str, inside))} wait in one"
     elif inside:
         note = "every rank is inside a collective: the communication path itself is stuck (network, P2P, a dead peer)"
@@ -147,4 +158,4 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
         note = "no rank is inside a collective: a host-side stall (data loading, I/O, a Python deadlock)"
     if failures:
         note += "; " + "; ".join(failures)
-    return StackReport(True, note, per_rank, outside if inside else [], files)
+    return StackReport(True, note, per_rank, outside if inside and not unreadable else [], files, unreadable)

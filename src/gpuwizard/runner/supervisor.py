@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
-from gpuwizard.runner.monitor import JobMonitor
+from gpuwizard.runner.locks import OutputLock
+from gpuwizard.runner.monitor import STOPPED_STATUSES, JobMonitor
 from gpuwizard.runner.procs import JobProcesses
 from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample
 from gpuwizard.runner.rundir import RunDir
@@ -54,6 +55,9 @@ class Supervisor:
         self.gpu_sampler: Any = None
         self.run_pids: set[int] = set()
         self.lost_gpus: set[int] = set()
+        self.job_umask = 0o022
+        self.failure: str | None = None
+        self.output_lock: OutputLock | None = None
 
     def request_stop(self, signum: int, frame: Any) -> None:
         self.stop_reason = self.stop_reason or "user"
@@ -72,6 +76,7 @@ class Supervisor:
             self.job = subprocess.Popen(
                 cfg.argv,
                 preexec_fn=stop_with_parent,
+                umask=self.job_umask,
                 cwd=cfg.workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -94,9 +99,28 @@ class Supervisor:
         self.run.update_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
         return True
 
+    def hold_output_dir(self) -> bool:
+        """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
+        if self.job_cfg.output_dir is None:
+            return True
+        self.output_lock = OutputLock(Path(self.job_cfg.output_dir))
+        holder = self.output_lock.acquire(self.run.run_id)
+        if holder is None:
+            return True
+        self.run.update_status(
+            state=RunState.FAILED,
+            exit_code=int(ExitCode.NOT_STARTED),
+            ended=time.time(),
+            error=f"run {holder} is still writing to {self.job_cfg.output_dir}; not started",
+        )
+        return False
+
     def record(self, events: list[Event]) -> None:
         for event in events:
             self.run.append_event(event)
+            if event.kind == "loss_nonfinite":
+                self.stop_reason = self.stop_reason or "diverged"
+                self.failure = event.title
 
     def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""
@@ -128,21 +152,31 @@ class Supervisor:
     def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
         report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
         event.data["stacks"] = report.to_json()
-        if report.ok and len(report.outside_collective) == 1:
-            event.rank = report.outside_collective[0]
+        stopped = [r.rank for r in monitor.last_ranks if r.alive and r.status in STOPPED_STATUSES]
+        if stopped:
+            suspect = stopped[0]  # not running at all: whatever the other stacks say
+        elif report.ok and len(report.unreadable) == 1:
+            suspect = report.unreadable[0]
+        elif report.ok and len(report.outside_collective) == 1:
+            suspect = report.outside_collective[0]
+        else:
+            suspect = event.rank
+        if suspect != event.rank:
+            event.rank = suspect
             event.suggestion = monitor.suggestion(event.rank, event.data)
         event.detail += f" Stacks: {report.note}."
         self.record([event])
         if self.job_cfg.on_hang == "stop":
-            self.stop_reason = "hang"
+            self.stop_reason = self.stop_reason or "hang"  # a stop the user asked for stays the user's
 
     def run_forever(self) -> int:
+        self.job_umask = os.umask(0o077)  # what the supervisor writes is private; the job keeps the user's umask
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, self.request_dump)
         self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
-        if not self.start_job():
+        if not self.hold_output_dir() or not self.start_job():
             return int(ExitCode.NOT_STARTED)
         assert self.job is not None
         monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
@@ -240,12 +274,15 @@ class Supervisor:
             state, code = RunState.HUNG, ExitCode.HANG
         elif self.stop_reason == "user":
             state, code = RunState.STOPPED, ExitCode.STOPPED
+        elif self.stop_reason == "diverged":
+            state, code = RunState.FAILED, ExitCode.FAILED
         elif rc == 0:
             state, code = RunState.FINISHED, ExitCode.OK
         else:
             state, code = RunState.FAILED, job_exit
+        extra = {"error": self.failure} if self.failure else {}
         self.run.update_status(
-            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors
+            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors, **extra
         )
         return int(code)
 

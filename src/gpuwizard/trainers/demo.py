@@ -35,6 +35,7 @@ class DemoOptions(TrainerOptions):
         None, description="Make one rank stop entering collectives at a step (a real hang)."
     )
     inject_crash: RankStep | None = Field(None, description="Make one rank exit with an error at a step.")
+    inject_nan: int | None = Field(None, gt=0, description="From this step on the loss is NaN (a diverged run).")
     step_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per step (a slow job).")
     checkpoint_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per checkpoint.")
     log_every: int = Field(10, gt=0, description="Steps between log lines.")
@@ -121,6 +122,8 @@ class DemoTrainer(Trainer):
             args.append(f"--checkpoint-time={opts.checkpoint_time_s:g}")
         if opts.inject_hang:
             args.append(f"--inject-hang={opts.inject_hang.rank}:{opts.inject_hang.step}")
+        if opts.inject_nan:
+            args.append(f"--inject-nan={opts.inject_nan}")
         if opts.inject_crash:
             args.append(f"--inject-crash={opts.inject_crash.rank}:{opts.inject_crash.step}")
         if opts.ignore_lr_flag:

@@ -281,13 +281,13 @@ class MonitorScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
     def relaunch(self, preset: Any, smoke: bool, env: list[str]) -> None:
         from gpuwizard.errors import UserError
-        from gpuwizard.runner.launch import prepare_run, start_run
+        from gpuwizard.runner.launch import prepare_run, restore_secrets, start_run
 
         deadline = time.monotonic() + 20
         while not self.run.status().final and time.monotonic() < deadline:
             time.sleep(0.2)
         try:
-            run = start_run(prepare_run(preset, smoke=smoke, env=env), on_hang="report")
+            run = start_run(prepare_run(restore_secrets(preset), smoke=smoke, env=env), on_hang="report")
         except UserError as exc:
             self.post_message(RunStarted(None, exc.paragraph(), []))
             return

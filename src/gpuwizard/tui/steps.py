@@ -16,6 +16,7 @@ from gpuwizard.contracts import LaunchSpec, Plan
 from gpuwizard.gpus.inventory import Inventory
 from gpuwizard.plan import scale
 from gpuwizard.preset import Preset
+from gpuwizard.secrets import redacted
 from gpuwizard.trainers import get_trainer
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, options_form, row
 
@@ -311,7 +312,7 @@ class PreviewStep(Step):
             command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
         else:
             command.update(Content.styled(pretty_command(spec.argv), "bold"))
-            env = [f"{k}={v}" for k, v in spec.env.items()] + [f"unset {n}" for n in spec.unset]
+            env = [f"{k}={v}" for k, v in redacted(spec.env).items()] + [f"unset {n}" for n in spec.unset]
             self.query_one("#environment", Static).update(
                 f"workdir: {spec.workdir}\nenv: " + (" ".join(env) or "(unchanged)")
             )
