@@ -172,3 +172,40 @@ def test_runs_of_many_folders_reads_each_status_once(gw, monkeypatch):
     assert gw("runs").code == 0
     status_reads = [p for p in reads if p.name == "status.json"]
     assert len(status_reads) == 30 and len(set(status_reads)) == 30
+
+
+def test_a_reused_pid_is_never_taken_for_the_run_nor_signalled(gw):
+    """A stale status whose supervisor and job pids now belong to an unrelated program: `runs` says lost, `attach`
+    ends, and `stop` leaves the program alone (the start time and boot id do not match)."""
+    import subprocess
+    import sys
+
+    from gpuwizard.runner.records import ProcessRef
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        run = copy_run("20261129-160000-stale")
+        real = ProcessRef.of(bystander.pid)
+        impostor = real.model_copy(update={"start_ticks": real.start_ticks - 1000})  # same pid, an earlier process
+        run.update_status(
+            state="running", supervisor=impostor.model_dump(), job=impostor.model_dump(), ended=None, exit_code=None
+        )
+        assert not impostor.alive() and real.alive()
+        rows = json.loads(gw("runs", "--json").out)
+        assert next(r for r in rows if r["run_id"] == run.run_id)["state"] == "lost"
+        result = gw("stop", run.run_id)
+        assert result.code == 0 and "nothing of it is left" in result.out
+        assert bystander.poll() is None, "the unrelated program was not signalled"
+        assert run.status().state == "stopped"
+        attached = gw("attach", run.run_id, "--headless")
+        assert attached.code == 4
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_fifo_named_like_a_preset_never_blocks(gw, tmp_path):
+    fifo = tmp_path / "trap.yaml"
+    os.mkfifo(fifo)
+    result = gw("plan", fifo)
+    assert result.code == 2 and "not a regular file" in result.err

@@ -559,3 +559,55 @@ def test_attach_log_prints_the_whole_log_of_a_finished_run(demo_preset, gw):
     lines = result.out.splitlines()
     assert result.code == 0 and "line 0 of a long log" in lines and "line 100074 of a long log" in lines
     assert sum(line.endswith("of a long log") for line in lines) == 100_075
+
+
+@pytest.mark.parametrize("delay", [0.4, 0.8, 1.2, 1.8])
+def test_ctrl_c_during_start_up_leaves_nothing_running(demo_preset, delay):
+    """SIGINT while `run` is still starting the job (planning, spawning the supervisor, waiting for the launch)."""
+    proc = start_headless(demo_preset(name=f"demo-int-{int(delay * 10)}", steps=5000, options="  step_time_s: 0.05"))
+    time.sleep(delay)  # the point of interruption is the variable under test, not a wait for a condition
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode in (4, 130), out + err
+    assert "Traceback" not in err
+    for run in all_runs():
+        assert wait_for(lambda run=run: alive_processes(run, run.status()) == [], timeout=30), alive_processes(
+            run, run.status()
+        )
+
+
+def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, monkeypatch):
+    from gpuwizard.runner import supervisor as supervisor_module
+    from gpuwizard.runner.monitor import JobMonitor
+    from gpuwizard.runner.records import Event
+    from gpuwizard.runner.stacks import StackReport
+    from gpuwizard.trainers import get_trainer
+
+    run = RunDir(tmp_path / "20261129-000000-stop-vs-hang")
+    run.path.mkdir()
+    expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=2, hang_timeout_s=3.0)
+    run.write(
+        "job.json",
+        Job(
+            argv=["true"],
+            env={},
+            unset=[],
+            workdir=str(tmp_path),
+            trainer="demo",
+            device="cpu",
+            on_hang="stop",
+            expect=expect,
+        ),
+    )
+    monkeypatch.setattr(supervisor_module, "dump_stacks", lambda ranks, out: StackReport(False, "no ranks", {}, [], []))
+    sup = supervisor_module.Supervisor(run)
+    sup.request_stop(signal.SIGTERM, None)
+    sup.handle_hang(
+        JobMonitor(expect, get_trainer("demo")), Event(kind="hang_suspected", severity="error", title="hang")
+    )
+    assert sup.stop_reason == "user"
+    fresh = supervisor_module.Supervisor(run)
+    fresh.handle_hang(
+        JobMonitor(expect, get_trainer("demo")), Event(kind="hang_suspected", severity="error", title="hang")
+    )
+    assert fresh.stop_reason == "hang", "without a user stop, on_hang: stop stops for the hang"

@@ -357,10 +357,11 @@ def find_preset(name_or_file: str) -> Path:
     if as_path.suffix in (".yaml", ".yml") or "/" in name_or_file:
         if as_path.is_file():
             return as_path
+        what = "is not a regular file" if as_path.exists() else "does not exist"
         raise UserError(
             problem(
                 "PRESET",
-                f"file {as_path} does not exist",
+                f"file {as_path} {what}",
                 "check the path, or give a preset name from `gpuwizard presets list`",
                 value=name_or_file,
             )

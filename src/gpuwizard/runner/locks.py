@@ -48,8 +48,12 @@ class OutputLock:
 
 
 def output_holder(output_dir: Path) -> str | None:
-    """The run that holds an output folder now, or None (a probe: the lock is released at once)."""
+    """The run that holds an output folder now, or None (a probe: the lock is released at once). A data folder that
+    cannot be written is not this check's to report: creating the run folder says so in its own words."""
     lock = OutputLock(output_dir)
-    holder = lock.acquire("probe")
+    try:
+        holder = lock.acquire("probe")
+    except OSError:
+        return None
     lock.release()
     return holder

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ class Supervisor:
         self.job_umask = 0o022
         self.failure: str | None = None
         self.output_lock: OutputLock | None = None
+        self.write_error: str | None = None
 
     def request_stop(self, signum: int, frame: Any) -> None:
         self.stop_reason = self.stop_reason or "user"
@@ -99,25 +101,35 @@ class Supervisor:
         self.run.update_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
         return True
 
+    def persist(self, write: Callable[..., None], *args: Any) -> None:
+        """A write to the run folder that must not kill the supervisor (a full disk): the job stays watched, and the
+        first failure is kept as the reason shown when the run ends."""
+        try:
+            write(*args)
+        except OSError as exc:
+            self.write_error = self.write_error or f"could not write the run folder: {exc.strerror or exc}"
+
     def hold_output_dir(self) -> bool:
         """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
         if self.job_cfg.output_dir is None:
             return True
         self.output_lock = OutputLock(Path(self.job_cfg.output_dir))
-        holder = self.output_lock.acquire(self.run.run_id)
-        if holder is None:
-            return True
+        try:
+            holder = self.output_lock.acquire(self.run.run_id)
+        except OSError as exc:
+            reason = f"could not lock the output folder {self.job_cfg.output_dir}: {exc.strerror or exc}; not started"
+        else:
+            if holder is None:
+                return True
+            reason = f"run {holder} is still writing to {self.job_cfg.output_dir}; not started"
         self.run.update_status(
-            state=RunState.FAILED,
-            exit_code=int(ExitCode.NOT_STARTED),
-            ended=time.time(),
-            error=f"run {holder} is still writing to {self.job_cfg.output_dir}; not started",
+            state=RunState.FAILED, exit_code=int(ExitCode.NOT_STARTED), ended=time.time(), error=reason
         )
         return False
 
     def record(self, events: list[Event]) -> None:
         for event in events:
-            self.run.append_event(event)
+            self.persist(self.run.append_event, event)
             if event.kind == "loss_nonfinite":
                 self.stop_reason = self.stop_reason or "diverged"
                 self.failure = event.title
@@ -125,7 +137,7 @@ class Supervisor:
     def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""
         for sample in samples:
-            self.run.append_line(self.run.gpu_file, sample)
+            self.persist(self.run.append_line, self.run.gpu_file, sample)
 
     def gpu_samples(self, now: float) -> list[GpuSample]:
         """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a device lost for the first time is an event."""
@@ -207,7 +219,7 @@ class Supervisor:
                 procs.refresh()
                 ranks = procs.sample_ranks()
                 if ranks:
-                    self.run.append_line(self.run.ranks_file, RanksSample(t=now, ranks=ranks))
+                    self.persist(self.run.append_line, self.run.ranks_file, RanksSample(t=now, ranks=ranks))
                 self.run_pids = procs.pids()
                 gpus = self.gpu_samples(now)
                 for event in monitor.tick(now, ranks, gpus):
@@ -232,7 +244,7 @@ class Supervisor:
                 )
             if now - last_progress >= PROGRESS_EVERY_S:
                 last_progress = now
-                self.run.write("progress.json", monitor.progress)
+                self.persist(self.run.write, "progress.json", monitor.progress)
             if self.stop_reason:
                 self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
                 survivors = procs.stop(grace_s=self.job_cfg.stop_grace_s)
@@ -246,7 +258,7 @@ class Supervisor:
                 survivors = procs.stop(grace_s=2) if procs.alive() else []
                 break
             time.sleep(POLL_S)
-        self.run.write("progress.json", monitor.progress)
+        self.persist(self.run.write, "progress.json", monitor.progress)
         if self.gpu_sampler is not None:
             from gpuwizard.gpus.sampler import run_memory_held
 
@@ -280,7 +292,8 @@ class Supervisor:
             state, code = RunState.FINISHED, ExitCode.OK
         else:
             state, code = RunState.FAILED, job_exit
-        extra = {"error": self.failure} if self.failure else {}
+        reason = self.failure or self.write_error
+        extra = {"error": reason} if reason else {}
         self.run.update_status(
             state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors, **extra
         )
