@@ -76,7 +76,8 @@ def machine() -> str:
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{platform.node()}: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{platform.node()}: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {system}"
 
 
 def save(path: Path) -> None:

@@ -70,7 +70,7 @@ def plan_libraries(env: dict[str, str]) -> str:
 
 
 def compile_bytecode() -> None:
-    """Write gpuwizard's .pyc files as a user's first run would (PYTHONDONTWRITEBYTECODE would time the compiler instead)."""
+    """Write gpuwizard's .pyc files as a first run would (PYTHONDONTWRITEBYTECODE would time the compiler)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run(
         [PYTHON, "-m", "compileall", "-q", str(ROOT / "src" / "gpuwizard")],
@@ -157,7 +157,8 @@ def run(repeat: int = 7) -> None:
         warm,
         "(info)",
     )
-    # What no gpuwizard code can remove: the interpreter plus the libraries `plan` must import to validate a preset and read NVML.
+    # What no gpuwizard code can remove: the interpreter plus the libraries `plan` must import to validate a preset and
+    # read NVML.
     pydantic_floor = wall([PYTHON, "-c", "import pydantic, yaml"], env, repeat)
     record(
         "startup",

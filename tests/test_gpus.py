@@ -47,9 +47,10 @@ def test_gpus_with_no_driver_real_nvml_path(tmp_path):
 
 
 def test_without_the_nvml_library_pynvml_is_never_imported():
-    """The same dlopen pynvml does decides first, so driverless machines skip pynvml's import; with a driver NVML is read."""
+    """pynvml's own dlopen decides first, so driverless machines skip pynvml's import; with a driver NVML is read."""
     code = (
-        "import sys\nfrom gpuwizard.gpus.inventory import read_inventory\nfrom gpuwizard.gpus.nvml import nvml_library_loads\n"
+        "import sys\nfrom gpuwizard.gpus.inventory import read_inventory\nfrom gpuwizard.gpus.nvml import "
+        "nvml_library_loads\n"
         "inventory = read_inventory()\nprint(nvml_library_loads(), 'pynvml' in sys.modules, inventory.message)"
     )
     out = subprocess.run(
@@ -242,7 +243,7 @@ RECORDED = [p for p in sorted((DATA / "nvml").glob("*.json")) if json.loads(p.re
 
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
 def test_recording_a_replayed_machine_gives_the_recording_back(gw, monkeypatch, tmp_path, path):
-    """`gpuwizard gpus --record` over a replay writes what the replay was made from (record_machine is the inverse of ReplayNvml)."""
+    """`gpus --record` over a replay writes what the replay was made from (record_machine inverts ReplayNvml)."""
     monkeypatch.setenv("GPUWIZARD_NVML_REPLAY", str(path))
     out = tmp_path / "again.json"
     result = gw("gpus", "--record", out)

@@ -29,7 +29,8 @@ def test_import_gpuwizard_is_light():
         [
             sys.executable,
             "-c",
-            "import sys, gpuwizard, gpuwizard.cli; print([m for m in ('torch','textual','pynvml','msgspec','yaml') if m in sys.modules])",
+            "import sys, gpuwizard, gpuwizard.cli; print([m for m in ('torch','textual','pynvml','msgspec','yaml') if "
+            "m in sys.modules])",
         ],
         capture_output=True,
         text=True,
@@ -53,7 +54,8 @@ def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
         "with mock.patch('gpuwizard.tui.app.GpuWizardApp.run') as started:\n"
         "    cli.main(['--preset', 'demo-cpu'])\n"
         "assert started.called\n"
-        "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'psutil', 'gpuwizard.preset', 'gpuwizard.plan') if m in sys.modules)))"
+        "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'psutil', 'gpuwizard.preset', "
+        "'gpuwizard.plan') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1:] in ([""], []), out.stdout
@@ -63,7 +65,8 @@ def test_core_never_imports_textual():
     """The core package (everything outside tui/) must work without Textual."""
     code = (
         "import sys, importlib, pkgutil, gpuwizard\n"
-        "mods = [m.name for m in pkgutil.walk_packages(gpuwizard.__path__, 'gpuwizard.') if '.tui' not in m.name and '.demo' not in m.name and not m.name.endswith('__main__')]\n"
+        "mods = [m.name for m in pkgutil.walk_packages(gpuwizard.__path__, 'gpuwizard.') if '.tui' not in m.name and "
+        "'.demo' not in m.name and not m.name.endswith('__main__')]\n"
         "[importlib.import_module(m) for m in mods]\n"
         "print('textual' in sys.modules, 'torch' in sys.modules, len(mods))"
     )

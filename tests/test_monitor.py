@@ -70,11 +70,16 @@ def test_real_lerobot_log_catches_ignored_lr_and_wrong_batch():
 
 
 def test_lerobot_main_line_and_rounded_steps():
-    line = "INFO 2026-08-23 10:11:12 ot_train.py:769 step:12K smpl:384K ep:1K epch:19.20 loss:0.512 grdn:12.346 lr:1.0e-05 data_s:0.012 prep_s:0.003 updt_s:0.250 step_s:0.266 smp/s:120 mem_gb:7.12 l1_loss:0.410 kld_loss:10.200"
+    line = (
+        "INFO 2026-08-23 10:11:12 ot_train.py:769 step:12K smpl:384K ep:1K epch:19.20 loss:0.512 grdn:12.346 "
+        "lr:1.0e-05 data_s:0.012 prep_s:0.003 updt_s:0.250 step_s:0.266 smp/s:120 mem_gb:7.12 "
+        "l1_loss:0.410 kld_loss:10.200"
+    )
     info = parse_lerobot(line)
     assert (info.step, info.step_is_exact, info.loss, info.lr, info.samples_per_s) == (12000, False, 0.512, 1e-5, 120.0)
     banner = parse_lerobot(
-        "INFO 2026-08-23 10:00:00 ot_train.py:614 Effective batch size: 8 x 4 dp workers x 2 grad accum = 64 (topology: dp_replicate=4, dp_shard=1)"
+        "INFO 2026-08-23 10:00:00 ot_train.py:614 Effective batch size: 8 x 4 dp workers x 2 grad accum = 64 "
+        "(topology: dp_replicate=4, dp_shard=1)"
     )
     assert banner.effective_batch == 64
     monitor = JobMonitor(expect(steps=20000), get_trainer("lerobot"))
@@ -110,22 +115,27 @@ def test_torchrun_failure_table_names_the_rank_and_error():
     "line, kind, rank",
     [
         (
-            "[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) ran for 600081 milliseconds before timing out.",
+            "[rank1]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) "
+            "ran for 600081 milliseconds before timing out.",
             "collective_timeout",
             1,
         ),
         (
-            "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800391 milliseconds before timing out.",
+            "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800391 milliseconds before timing out.",
             "collective_timeout",
             0,
         ),
         (
-            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 1800000ms for recv operation to complete",
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 1800000ms "
+            "for recv operation to complete",
             "collective_timeout",
             None,
         ),
         (
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.65 GiB",
             "out_of_memory",
             None,
         ),
@@ -248,7 +258,8 @@ def test_tail_collapses_carriage_returns_and_keeps_partial_lines(tmp_path):
     assert not tail.read()
     with open(log, "w") as fh:
         fh.write(
-            "first line\nTraining:  10%|#  | 1/10 [00:01<00:09, 1.0it/s]\rTraining:  20%|## | 2/10 [00:02<00:08, 1.0it/s]"
+            "first line\nTraining:  10%|#  | 1/10 [00:01<00:09, 1.0it/s]\rTraining:  20%|## | 2/10 [00:02<00:08, "
+            "1.0it/s]"
         )
     chunk = tail.read()
     assert chunk.lines == ["first line"] and chunk.bar == "Training:  20%|## | 2/10 [00:02<00:08, 1.0it/s]"
@@ -342,7 +353,10 @@ def test_a_one_megabyte_line_beside_a_carriage_return_is_handled_in_one_pass(tmp
     """Reproduces the supervisor freeze: an unanchored regex made one long line in a chunk holding a '\\r' cost
     its square (100 KB: 6.9 s, 300 KB: 62 s). At 1 MB the old code would run for about ten minutes."""
     big = "x" * 1_000_000
-    text = f"Training:  10%|#   | 1/10 [00:01<00:09, 1.0it/s]\r[demo] step 1/10 loss=0.5 lr=1.000e-04 samples/s=10\n{big}\ndone\n"
+    bar_then_step = (
+        "Training:  10%|#   | 1/10 [00:01<00:09, 1.0it/s]\r[demo] step 1/10 loss=0.5 lr=1.000e-04 samples/s=10"
+    )
+    text = f"{bar_then_step}\n{big}\ndone\n"
     lines, events = supervisor_stage(text.encode(), tmp_path)
     assert lines == ["[demo] step 1/10 loss=0.5 lr=1.000e-04 samples/s=10", big, "done"]
     digits = "9" * 1_000_000 + "%|" + "1" * 1_000_000 + "\rmore\n"

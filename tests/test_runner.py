@@ -97,6 +97,43 @@ def assert_nothing_left(run: RunDir) -> None:
     assert alive() == [], f"processes of the run still alive: {alive()}"
 
 
+def hand_made_run(
+    folder: Path, argv: list[str], device: str = "cpu", world_size: int = 1, hang_timeout_s: float = 30.0
+) -> RunDir:
+    """A run folder written the way start_run writes one, for a supervisor started directly on a chosen command."""
+    run = RunDir(folder)
+    run.path.mkdir(parents=True)
+    expect = Expectations(
+        steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=world_size, hang_timeout_s=hang_timeout_s
+    )
+    job = Job(
+        argv=argv,
+        env={},
+        unset=[],
+        workdir=str(folder.parent),
+        trainer="demo",
+        device=device,
+        on_hang="stop",
+        stop_grace_s=2,
+        expect=expect,
+    )
+    run.write("job.json", job)
+    status = Status(
+        run_id=run.run_id,
+        preset=folder.name,
+        trainer="demo",
+        policy="demo",
+        world_size=world_size,
+        device=device,
+        steps=7,
+        created=time.time(),
+        state="starting",
+        command=" ".join(argv),
+    )
+    run.write("status.json", status)
+    return run
+
+
 def wait_for(predicate, timeout=60.0, every=0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -280,38 +317,7 @@ def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp
     """The GPU path of the real supervisor over a recorded L40S that falls off the bus mid-run (NVML replay)."""
     from conftest import DATA
 
-    run = RunDir(tmp_path / "20261129-000000-gpu-replay")
-    run.path.mkdir()
-    expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=1, hang_timeout_s=30.0)
-    run.write(
-        "job.json",
-        Job(
-            argv=[sys.executable, "-c", GPU_JOB],
-            env={},
-            unset=[],
-            workdir=str(tmp_path),
-            trainer="demo",
-            device="cuda",
-            on_hang="stop",
-            stop_grace_s=2,
-            expect=expect,
-        ),
-    )
-    run.write(
-        "status.json",
-        Status(
-            run_id=run.run_id,
-            preset="gpu-replay",
-            trainer="demo",
-            policy="demo",
-            world_size=1,
-            device="cuda",
-            steps=7,
-            created=time.time(),
-            state="starting",
-            command="python -c ...",
-        ),
-    )
+    run = hand_made_run(tmp_path / "20261129-000000-gpu-replay", [sys.executable, "-c", GPU_JOB], device="cuda")
     env = {**os.environ, "GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "l40s_lost_midrun.json")}
     done = subprocess.run(
         [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
@@ -399,37 +405,7 @@ def test_sigusr1_dumps_every_ranks_stack(demo_preset):
 
 
 def test_a_job_that_fails_to_start_says_why(tmp_path, gw):
-    run = RunDir(tmp_path / "data" / "runs" / "20261129-000000-nostart")
-    run.path.mkdir(parents=True)
-    expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=1, hang_timeout_s=30.0)
-    run.write(
-        "job.json",
-        Job(
-            argv=[str(tmp_path / "no-such-launcher")],
-            env={},
-            unset=[],
-            workdir=str(tmp_path),
-            trainer="demo",
-            device="cpu",
-            on_hang="stop",
-            expect=expect,
-        ),
-    )
-    run.write(
-        "status.json",
-        Status(
-            run_id=run.run_id,
-            preset="nostart",
-            trainer="demo",
-            policy="demo",
-            world_size=1,
-            device="cpu",
-            steps=7,
-            created=time.time(),
-            state="starting",
-            command="no-such-launcher",
-        ),
-    )
+    run = hand_made_run(tmp_path / "data" / "runs" / "20261129-000000-nostart", [str(tmp_path / "no-such-launcher")])
     done = subprocess.run(
         [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], timeout=60, capture_output=True, text=True
     )
@@ -583,22 +559,8 @@ def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, 
     from gpuwizard.runner.stacks import StackReport
     from gpuwizard.trainers import get_trainer
 
-    run = RunDir(tmp_path / "20261129-000000-stop-vs-hang")
-    run.path.mkdir()
-    expect = Expectations(steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=2, hang_timeout_s=3.0)
-    run.write(
-        "job.json",
-        Job(
-            argv=["true"],
-            env={},
-            unset=[],
-            workdir=str(tmp_path),
-            trainer="demo",
-            device="cpu",
-            on_hang="stop",
-            expect=expect,
-        ),
-    )
+    run = hand_made_run(tmp_path / "20261129-000000-stop-vs-hang", ["true"], world_size=2, hang_timeout_s=3.0)
+    expect = run.job().expect
     monkeypatch.setattr(supervisor_module, "dump_stacks", lambda ranks, out: StackReport(False, "no ranks", {}, [], []))
     sup = supervisor_module.Supervisor(run)
     sup.request_stop(signal.SIGTERM, None)

@@ -230,7 +230,7 @@ async def test_monitor_reacts_to_an_injected_hang(tmp_path):
 
 @pytest.mark.slow
 async def test_monitor_recovery_keys(tmp_path):
-    """d dumps every rank's stack, p restarts with NCCL_P2P_DISABLE=1, m restarts as a smoke run, w goes back to the wizard."""
+    """d: stack dump of every rank; p: retry with NCCL_P2P_DISABLE=1; m: smoke run; w: back to the wizard."""
     quick_demo(tmp_path, "tui-keys", "trainer_options: {step_time_s: 0.05, log_every: 2}", steps=3000)
     app = GpuWizardApp(preset=load_preset("tui-keys"))
     async with app.run_test(size=SIZE) as pilot:

@@ -60,7 +60,8 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
             found.append(
                 warning(
                     "hardware.gpus",
-                    f"this machine shows {hw.gpu_count} NVIDIA GPU(s); run will refuse until {preset.hardware.gpus} are visible",
+                    f"this machine shows {hw.gpu_count} NVIDIA GPU(s); run will refuse until {preset.hardware.gpus} "
+                    "are visible",
                     "lower hardware.gpus, or plan here and run on the training machine",
                     value=preset.hardware.gpus,
                 )
@@ -68,13 +69,15 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
         if hw.source != "detected" and wanted == "auto":
             found.append(
                 note(
-                    "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run with gloo)"
+                    "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU "
+                    "dry run with gloo)"
                 )
             )
         return "cuda", found
     return "cuda", [
         note(
-            "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run with gloo)"
+            "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run "
+            "with gloo)"
         )
     ]
 
@@ -106,7 +109,8 @@ def scale(
         warmup = math.ceil(ADDED_WARMUP_RATIO * new_steps)
         found.append(
             note(
-                f"linear_lr raises the lr {k:g}x and this trainer has no warmup by default: added {warmup} warmup steps ({ADDED_WARMUP_RATIO:.0%} of steps)"
+                f"linear_lr raises the lr {k:g}x and this trainer has no warmup by default: added {warmup} warmup "
+                f"steps ({ADDED_WARMUP_RATIO:.0%} of steps)"
             )
         )
         return new_lr, new_steps, warmup, "added for linear_lr", found
@@ -143,7 +147,8 @@ def choose_strategy(
     if fit.fits is False and trainer.supports_fsdp and policy.fsdp_supported:
         return "fsdp", [
             note(
-                f"strategy auto chose fsdp: {policy.key} needs ~{fit.estimate_gb} GB per device unsharded, more than the {fit.device_gb} GB available"
+                f"strategy auto chose fsdp: {policy.key} needs ~{fit.estimate_gb} GB per device unsharded, more than "
+                f"the {fit.device_gb} GB available"
             )
         ]
     return "ddp", []
@@ -175,11 +180,13 @@ def advice_lines(
     if fit.fits is False:
         if strategy == "fsdp" and fit.sharded_estimate_gb is not None:
             lines.append(
-                f"{policy.title} does not fit one device ({size}). FSDP over {world} devices brings it to ~{fit.sharded_estimate_gb} GB each, so the extra GPUs pay."
+                f"{policy.title} does not fit one device ({size}). FSDP over {world} devices brings it to "
+                f"~{fit.sharded_estimate_gb} GB each, so the extra GPUs pay."
             )
         else:
             lines.append(
-                f"{policy.title} does not fit one device ({size}). Lower batch.size with grad_accum, use LoRA, or shard the model; more GPUs with plain DDP do not lower per-device memory."
+                f"{policy.title} does not fit one device ({size}). Lower batch.size with grad_accum, use LoRA, or "
+                "shard the model; more GPUs with plain DDP do not lower per-device memory."
             )
     elif world > 1:
         lead = (
@@ -188,10 +195,12 @@ def advice_lines(
             else f"{policy.title} needs {size}. If one device holds that, a"
         )
         lines.append(
-            f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and steps must be rescaled, and distributed runs add failure modes."
+            f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and "
+            "steps must be rescaled, and distributed runs add failure modes."
         )
         lines.append(
-            "More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset."
+            "More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps "
+            "and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset."
         )
     else:
         lines.append(
@@ -203,7 +212,8 @@ def advice_lines(
         )
     if k and k != 1:
         lines.append(
-            f"The effective batch is {k:g}x the reference run's; the critical batch size for robot imitation learning is unmeasured, so a larger batch may not train faster per sample."
+            f"The effective batch is {k:g}x the reference run's; the critical batch size for robot imitation learning "
+            "is unmeasured, so a larger batch may not train faster per sample."
         )
     return lines
 
@@ -251,7 +261,8 @@ def dataset_findings(
             found.append(
                 warning(
                     "batch.size",
-                    f"the effective batch ({effective}) is {share:.0%} of the dataset's {meta.frames} frames: one epoch is only {max(1, meta.frames // effective)} optimizer updates",
+                    f"the effective batch ({effective}) is {share:.0%} of the dataset's {meta.frames} frames: one "
+                    f"epoch is only {max(1, meta.frames // effective)} optimizer updates",
                     "lower batch.size or the GPU count so each epoch gives the optimizer more updates",
                 )
             )
@@ -295,7 +306,8 @@ def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
     if preset.hardware.nodes > 1:
         found.append(
             note(
-                f"the rendezvous store on node 0 ({preset.hardware.rdzv_endpoint}) listens on every interface and torch "
+                f"the rendezvous store on node 0 ({preset.hardware.rdzv_endpoint}) listens on every interface and "
+                "torch "
                 "exchanges pickled state through it: firewall that port to the cluster's nodes"
             )
         )
@@ -319,7 +331,7 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
 
 
 def plan_here(preset: Preset, inventory: Any) -> tuple[Plan, BuildContext]:
-    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed devices) among the warnings."""
+    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings."""
     if inventory is None:
         return make_plan(preset)
     from gpuwizard.gpus.advice import setup_advice
@@ -393,7 +405,8 @@ def make_plan(
     found += dataset_problems
     found.append(
         note(
-            "the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so compare against the single-GPU baseline"
+            "the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so "
+            "compare against the single-GPU baseline"
         )
     )
 

@@ -26,7 +26,8 @@ class DatasetSpec(Strict):
     root: str | None = Field(
         None,
         min_length=1,
-        description="Local dataset folder; when set, its metadata is read and shown (and it is the path for trainers that take one).",
+        description="Local dataset folder; when set, its metadata is read and shown (and it is the path for trainers "
+        "that take one).",
     )
 
 
@@ -108,7 +109,8 @@ class Optim(Strict):
         None,
         gt=0,
         le=10,
-        description="Learning rate as tuned on the reference run; null: the catalog's default for the policy and trainer.",
+        description="Learning rate as tuned on the reference run; null: the catalog's default for the policy and "
+        "trainer.",
     )
     steps: int = Field(100_000, gt=0, le=1_000_000_000, description="Optimizer updates as tuned on the reference run.")
     warmup_ratio: float | None = Field(
@@ -121,7 +123,8 @@ class Scaling(Strict):
 
     rule: Literal["none", "linear_lr", "sqrt_lr", "divide_steps"] = Field(
         "none",
-        description="none | linear_lr (lr x k, with a warmup) | sqrt_lr | divide_steps (steps / k); k = effective batch here / on reference_gpus.",
+        description="none | linear_lr (lr x k, with a warmup) | sqrt_lr | divide_steps (steps / k); k = effective "
+        "batch here / on reference_gpus.",
     )
     reference_gpus: int = Field(
         1, gt=0, le=MAX_GPUS_PER_NODE * MAX_NODES, description="GPU count the lr and steps above were tuned on."
@@ -167,7 +170,8 @@ class Launch(Strict):
         None,
         ge=1,
         le=65535,
-        description="Not used, kept so older presets load: one node runs torchrun --standalone (it binds a free port itself); several nodes use the port in hardware.rdzv_endpoint.",
+        description="Not used, kept so older presets load: one node runs torchrun --standalone (it binds a free port "
+        "itself); several nodes use the port in hardware.rdzv_endpoint.",
     )
     env: dict[str, str | int | float | bool] = Field(
         {}, description="Extra environment variables for the job; numbers may be written unquoted."
@@ -389,7 +393,7 @@ SCHEMA_LINE = f"# yaml-language-server: $schema=./{SCHEMA_FILE}\n"
 
 
 def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
-    """Save into the user preset folder atomically, the schema beside it for editors; replace a file only when allowed."""
+    """Save atomically into the user preset folder, the schema beside it for editors; replace a file only if allowed."""
     folder = paths.user_presets_dir()
     target = folder / f"{preset.name}.yaml"
     if target.exists() and not overwrite:
@@ -407,7 +411,7 @@ def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
 
 
 def write_schema_beside(folder: Path) -> None:
-    """Keep `preset.schema.json` in a preset folder current, so the YAML language server completes and checks presets there."""
+    """Keep `preset.schema.json` current in a preset folder: the YAML language server completes and checks presets."""
     import json
 
     text = json.dumps(preset_schema(), indent=2) + "\n"

@@ -20,7 +20,8 @@ def plan_text(plan: Plan, name: str) -> str:
     k = f"{plan.scale_factor:g}" if plan.scale_factor is not None else "n/a"
     lines = [
         f"Plan for {name}: {plan.policy} with {plan.trainer}",
-        f"  devices       {plan.world_size} x {plan.device} ({plan.nodes} node(s), {plan.processes_per_node} process(es) per node), strategy {plan.strategy}",
+        f"  devices       {plan.world_size} x {plan.device} ({plan.nodes} node(s), {plan.processes_per_node} "
+        f"process(es) per node), strategy {plan.strategy}",
         f"  batch         {plan.batch_meaning}",
         f"                per device {plan.per_device_batch if plan.per_device_batch is not None else 'n/a'}, "
         f"effective {plan.effective_batch if plan.effective_batch is not None else 'n/a'} samples per update "
@@ -37,7 +38,8 @@ def plan_text(plan: Plan, name: str) -> str:
     warmup = f"{plan.warmup_steps} ({plan.warmup_source})" if plan.warmup_steps else "none"
     lines += [
         "",
-        f"  scaling       {plan.rule}: lr {fmt_lr(plan.base_lr)} -> {fmt_lr(plan.lr)}, steps {plan.base_steps} -> {plan.steps}, warmup {warmup}",
+        f"  scaling       {plan.rule}: lr {fmt_lr(plan.base_lr)} -> {fmt_lr(plan.lr)}, steps {plan.base_steps} -> "
+        f"{plan.steps}, warmup {warmup}",
     ]
     fit = plan.fits
     verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
@@ -55,7 +57,8 @@ def plan_text(plan: Plan, name: str) -> str:
     if plan.dataset:
         d = plan.dataset
         lines.append(
-            f"  dataset       {d['episodes']} episodes, {d['frames']} frames at {d['fps']:g} fps, cameras {', '.join(d['cameras']) or 'none'}"
+            f"  dataset       {d['episodes']} episodes, {d['frames']} frames at {d['fps']:g} fps, cameras "
+            f"{', '.join(d['cameras']) or 'none'}"
         )
     lines.append("")
     lines.append("Advice")
@@ -73,12 +76,14 @@ def inventory_text(inv: Any) -> str:
         lines.append(inv.message)
     cpu = inv.cpu
     lines.append(
-        f"CPU: {cpu.model}, {cpu.cores_logical} logical cores, {cpu.memory_total_gb:g} GB RAM ({cpu.memory_available_gb:g} GB available)"
+        f"CPU: {cpu.model}, {cpu.cores_logical} logical cores, {cpu.memory_total_gb:g} GB RAM "
+        f"({cpu.memory_available_gb:g} GB available)"
     )
     if not inv.gpus:
         return "\n".join(lines)
     lines.append(
-        f"Driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or '?'}, CUDA_VISIBLE_DEVICES={inv.cuda_visible_devices if inv.cuda_visible_devices is not None else '(unset)'}"
+        f"Driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or '?'}, "
+        f"CUDA_VISIBLE_DEVICES={inv.cuda_visible_devices if inv.cuda_visible_devices is not None else '(unset)'}"
     )
     lines.append("")
     lines.append(
@@ -93,7 +98,8 @@ def inventory_text(inv: Any) -> str:
         pcie = f"gen{g.pcie_gen or '?'} x{g.pcie_width or '?'}"
         cuda = str(g.cuda_index) if g.cuda_index is not None else "-"
         lines.append(
-            f"  {g.index:>3} {cuda:>4} {(g.name or '?')[:29]:<29} {mem:>22}  {_num(g.utilization_gpu):>3}%  {_num(g.temperature_c):>3}C  {power:<12} {g.compute_capability or '?':<4} {pcie}"
+            f"  {g.index:>3} {cuda:>4} {(g.name or '?')[:29]:<29} {mem:>22}  {_num(g.utilization_gpu):>3}%  "
+            f"{_num(g.temperature_c):>3}C  {power:<12} {g.compute_capability or '?':<4} {pcie}"
         )
         extras = []
         if g.mig_mode:

@@ -63,7 +63,8 @@ def build_parser() -> Parser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="extra environment variable for this run only; a bare NAME takes its value from your environment (keeps a secret out of `ps`)",
+        help="extra environment variable for this run only; a bare NAME takes its value from your environment (keeps a "
+        "secret out of `ps`)",
     )
 
     attach = sub.add_parser("attach", help="open the live monitor on a run (default: the newest)")

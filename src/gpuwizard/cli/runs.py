@@ -38,7 +38,8 @@ def run_command(args: argparse.Namespace) -> int:
     run = start_run(prepared, on_hang="stop" if args.headless else "report")
     if args.headless:
         print(
-            f"run {run.run_id}: {prepared.plan.world_size} x {prepared.plan.device}, {prepared.plan.steps} steps; folder {run.path}",
+            f"run {run.run_id}: {prepared.plan.world_size} x {prepared.plan.device}, {prepared.plan.steps} steps; "
+            f"folder {run.path}",
             flush=True,
         )
         return follow_headless(run, stream_log=args.log, stop_on_interrupt=True)
@@ -210,7 +211,8 @@ def runs_command(args: argparse.Namespace) -> int:
         exit_code = r["exit_code"] if r["exit_code"] is not None else "-"
         minutes, seconds = divmod(int(r["duration_s"]), 60)
         print(
-            f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} {minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
+            f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} "
+            f"{minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
         )
     for preset in sorted({r["preset"] for r in rows if r["state"] != "corrupt"}):
         report = scaling_report(preset, entries)

@@ -78,7 +78,8 @@ class ProgressBar:
         filled = int(10 * n / self.total)
         bar = "\u2588" * filled + " " * (10 - filled)
         sys.stderr.write(
-            f"\rTraining: {100 * n // self.total:3d}%|{bar}| {n}/{self.total} [{_clock(elapsed)}<{_clock(remaining)}, {rate:.2f}step/s]"
+            f"\rTraining: {100 * n // self.total:3d}%|{bar}| {n}/{self.total} [{_clock(elapsed)}<{_clock(remaining)}, "
+            f"{rate:.2f}step/s]"
         )
         sys.stderr.flush()
 
@@ -180,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         log(f"dataset {root}: {frames} frames, camera {CAMERA}")
         log(
-            f"policy: {params} parameters on {device} ({'DDP ' + dist.get_backend() if distributed else 'single process'})"
+            f"policy: {params} parameters on {device} "
+            f"({'DDP ' + dist.get_backend() if distributed else 'single process'})"
         )
         log(f"Effective batch size: {args.batch_size} x {world} workers x {args.grad_accum} grad accum = {effective}")
     bar = ProgressBar(args.steps) if rank == 0 else None
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             if rank == 0:
                 sys.stderr.write("\n")
                 log(
-                    f"step {step}/{args.steps} loss={mean_loss:.4f} lr={optimizer.param_groups[0]['lr']:.3e} samples/s={effective * window_steps / elapsed:.1f}"
+                    f"step {step}/{args.steps} loss={mean_loss:.4f} lr={optimizer.param_groups[0]['lr']:.3e} "
+                    f"samples/s={effective * window_steps / elapsed:.1f}"
                 )
             window_start, window_steps = time.monotonic(), 0
             loss_sum.zero_()

@@ -39,7 +39,8 @@ def setup_advice(
         found.append(
             warning(
                 "hardware.gpus",
-                f"only {len(chosen)} of the {count} requested GPUs are visible here (CUDA_VISIBLE_DEVICES={inventory.cuda_visible_devices})",
+                f"only {len(chosen)} of the {count} requested GPUs are visible here "
+                f"(CUDA_VISIBLE_DEVICES={inventory.cuda_visible_devices})",
                 "lower hardware.gpus or make more devices visible",
                 value=count,
             )
@@ -51,8 +52,10 @@ def setup_advice(
                 found.append(
                     warning(
                         "launch.env",
-                        f"P2P reads between GPU {a.index} and GPU {b.index} are {link.p2p_read} ({link.label}); NCCL may hang right after init",
-                        "set launch.env NCCL_P2P_DISABLE: 1 (slower, but it will not hang), then check ACS/IOMMU settings",
+                        f"P2P reads between GPU {a.index} and GPU {b.index} are {link.p2p_read} ({link.label}); NCCL "
+                        "may hang right after init",
+                        "set launch.env NCCL_P2P_DISABLE: 1 (slower, but it will not hang), then check ACS/IOMMU "
+                        "settings",
                     )
                 )
     if nodes > 1 and not (has_infiniband() if infiniband is None else infiniband):
@@ -60,7 +63,8 @@ def setup_advice(
             warning(
                 "launch.env",
                 "multi-node run and no InfiniBand device on this node (/sys/class/infiniband is empty)",
-                "set launch.env NCCL_IB_DISABLE: 1 so NCCL uses TCP sockets, and NCCL_SOCKET_IFNAME to the right network interface",
+                "set launch.env NCCL_IB_DISABLE: 1 so NCCL uses TCP sockets, and NCCL_SOCKET_IFNAME to the right "
+                "network interface",
             )
         )
     names = {g.name for g in chosen if g.name}
@@ -68,7 +72,8 @@ def setup_advice(
         found.append(
             warning(
                 "hardware.devices",
-                f"mixed GPU models ({', '.join(sorted(names))}): the slowest card sets the pace and memory limits differ",
+                f"mixed GPU models ({', '.join(sorted(names))}): the slowest card sets the pace and memory limits "
+                "differ",
                 "choose identical devices with hardware.devices",
             )
         )
@@ -97,7 +102,8 @@ def setup_advice(
             found.append(
                 warning(
                     "hardware.devices",
-                    f"GPU {g.index} has MIG enabled: each instance is a separate, smaller device and NCCL peer-to-peer between instances is unavailable",
+                    f"GPU {g.index} has MIG enabled: each instance is a separate, smaller device and NCCL peer-to-peer "
+                    "between instances is unavailable",
                     "disable MIG for multi-GPU training, or train on one instance",
                 )
             )

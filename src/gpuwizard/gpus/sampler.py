@@ -62,7 +62,7 @@ class NvmlSampleSource:
 
 
 def run_memory_held(source: NvmlSampleSource, pids: set[int], wait_s: float = 5.0) -> dict[int, float]:
-    """GPU memory (MB per device index) still held by any of a finished job's processes; the driver may take a moment to free it."""
+    """GPU memory (MB per device) still held by a finished job's processes; the driver may take a moment to free it."""
     deadline = time.monotonic() + wait_s
     while True:
         try:

@@ -179,7 +179,8 @@ def prepare_run(
             errors.append(
                 problem(
                     "output_dir",
-                    f"run {holder} is still writing to this folder; two runs there would interleave and overwrite checkpoints",
+                    f"run {holder} is still writing to this folder; two runs there would interleave and overwrite "
+                    "checkpoints",
                     f"wait for it, stop it (`gpuwizard stop {holder}`), or choose another output_dir",
                     value=ctx.output_dir,
                 )
@@ -191,7 +192,8 @@ def prepare_run(
         warnings.append(
             problem(
                 None,
-                f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read than a single-GPU one",
+                f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read "
+                "than a single-GPU one",
                 f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)",
                 level="warning",
             )
@@ -309,7 +311,8 @@ def wait_until_launched(run: RunDir, supervisor: subprocess.Popen[bytes], wait_s
                     state=RunState.FAILED,
                     exit_code=int(ExitCode.FAILED),
                     ended=time.time(),
-                    error=f"the supervisor exited with code {supervisor.returncode} before starting the job; see {run.path / 'supervisor.log'}",
+                    error=f"the supervisor exited with code {supervisor.returncode} before starting the job; see "
+                    f"{run.path / 'supervisor.log'}",
                 )
             return
         if time.monotonic() > deadline:

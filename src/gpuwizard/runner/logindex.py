@@ -166,7 +166,7 @@ class LogIndex:
         return out
 
     def search(self, needle: str, start_line: int, cancelled: threading.Event | None = None) -> int | None:
-        """The first line at or after `start_line` holding `needle` (ASCII letters case-insensitive), wrapping round once."""
+        """The first line from `start_line` on holding `needle` (ASCII case-insensitive), wrapping round once."""
         wanted = needle.encode("utf-8").lower()
         total = self.line_count
         if not wanted or not total:

@@ -26,15 +26,18 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
     (
         "collective_timeout",
         re.compile(
-            r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
+            r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
+            r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
         ),
         "NCCL collective timed out",
-        "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO and, on PCIe machines, NCCL_P2P_DISABLE=1.",
+        "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO "
+        "and, on PCIe machines, NCCL_P2P_DISABLE=1.",
     ),
     (
         "collective_timeout",
         re.compile(
-            r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier|Rank (?P<rank>\d+) failed to pass monitoredBarrier"
+            r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier"
+            r"|Rank (?P<rank>\d+) failed to pass monitoredBarrier"
         ),
         "gloo collective timed out",
         "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data).",
@@ -48,10 +51,12 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
     (
         "nccl_error",
         re.compile(
-            r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError|DistBackendError"
+            r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError"
+            r"|ncclInvalidUsage|ncclRemoteError|DistBackendError"
         ),
         "NCCL error",
-        "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; across nodes set NCCL_SOCKET_IFNAME.",
+        "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; "
+        "across nodes set NCCL_SOCKET_IFNAME.",
     ),
     (
         "gloo_error",
@@ -219,9 +224,10 @@ class JobMonitor:
                             kind="loss_nonfinite",
                             severity="error",
                             title=f"loss became {info.loss} at step {p.step if p.step is not None else '?'}",
-                            detail="Once the loss is NaN or infinite every later update is lost; the run is stopped and marked failed.",
-                            suggestion="Lower the lr (a scaling rule may have raised it too far) or add a warmup; check the data for "
-                            "NaN or inf values; with fp16, try bf16. Reproduce fast with a smoke run.",
+                            detail="Once the loss is NaN or infinite every later update is lost; the run is stopped "
+                            "and marked failed.",
+                            suggestion="Lower the lr (a scaling rule may have raised it too far) or add a warmup; "
+                            "check the data for NaN or inf values; with fp16, try bf16. Reproduce with a smoke run.",
                             data={"loss": str(info.loss), "step": p.step},
                         )
                     )
@@ -278,7 +284,9 @@ class JobMonitor:
                         severity="error",
                         title=f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
                         detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
-                        suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites --optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each trainer honours.",
+                        suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites "
+                        "--optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each "
+                        "trainer honours.",
                         data={"logged": logged, "expected": expected, "step": step},
                     )
                 )
@@ -295,9 +303,11 @@ class JobMonitor:
                     Event(
                         kind="batch_mismatch",
                         severity="error",
-                        title=f"effective batch mismatch: trainer says {logged}, plan says {self.expect.effective_batch}",
+                        title=f"effective batch mismatch: trainer says {logged}, plan says "
+                        f"{self.expect.effective_batch}",
                         detail="The trainer's own banner disagrees with the planned samples per update.",
-                        suggestion="Check the process count against the trainer's GPU count and the batch flag's meaning for this trainer.",
+                        suggestion="Check the process count against the trainer's GPU count and the batch flag's "
+                        "meaning for this trainer.",
                         data={"logged": logged, "expected": self.expect.effective_batch},
                     )
                 )
@@ -319,8 +329,10 @@ class JobMonitor:
                             kind="rank_failed",
                             severity="error",
                             title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
-                            detail="torchrun's failure table names this rank as the first to fail; the others were stopped after it.",
-                            suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2).",
+                            detail="torchrun's failure table names this rank as the first to fail; the others were "
+                            "stopped after it.",
+                            suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 "
+                            "steps, batch 2).",
                             rank=rank,
                             data=failure,
                         )
@@ -403,7 +415,8 @@ class JobMonitor:
                         kind="slow_progress",
                         severity="warning",
                         title=f"no progress for {stale:.0f} s, but every rank is busy",
-                        detail=f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very slow step, not a hang. Waiting another {limit:.0f} s.",
+                        detail=f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very "
+                        f"slow step, not a hang. Waiting another {limit:.0f} s.",
                         suggestion="If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.",
                         data=verdict,
                     )
@@ -415,8 +428,8 @@ class JobMonitor:
     def hang_event(self, stale: float, limit: float, why: str, verdict: dict[str, Any]) -> Event:
         differing = verdict.get("differing_rank")
         detail = (
-            f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: {self.progress.step if self.progress.step is not None else 'none yet'}. "
-            + verdict["summary"]
+            f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: "
+            f"{self.progress.step if self.progress.step is not None else 'none yet'}. " + verdict["summary"]
         )
         return Event(
             kind="hang_suspected",
@@ -432,19 +445,23 @@ class JobMonitor:
         e, steps = self.expect, []
         if differing is not None:
             steps.append(
-                f"rank {differing} behaves unlike the others: look at code that runs on some ranks only (rank-0 saves or eval, uneven data shards)"
+                f"rank {differing} behaves unlike the others: look at code that runs on some ranks only (rank-0 saves "
+                "or eval, uneven data shards)"
             )
         if self.progress.step is None and e.world_size > 1:
             steps.append(
-                "it never reached the first step: rerun with NCCL_DEBUG=INFO; on a PCIe machine retry with NCCL_P2P_DISABLE=1"
+                "it never reached the first step: rerun with NCCL_DEBUG=INFO; on a PCIe machine retry with "
+                "NCCL_P2P_DISABLE=1"
             )
         elif verdict.get("spinning"):
             steps.append(
-                "GPUs spin at full utilization on low power (NCCL waiting): retry with NCCL_P2P_DISABLE=1 to rule out broken peer-to-peer"
+                "GPUs spin at full utilization on low power (NCCL waiting): retry with NCCL_P2P_DISABLE=1 to rule out "
+                "broken peer-to-peer"
             )
         if e.multi_node:
             steps.append(
-                "across nodes set NCCL_SOCKET_IFNAME to the right interface, and NCCL_IB_DISABLE=1 where there is no InfiniBand"
+                "across nodes set NCCL_SOCKET_IFNAME to the right interface, and NCCL_IB_DISABLE=1 where there is no "
+                "InfiniBand"
             )
         if not e.baseline_green:
             steps.append("this preset never finished green on one GPU: run the single-GPU baseline first (--gpus 1)")

@@ -74,7 +74,10 @@ def ptrace_note() -> str | None:
     except (OSError, ValueError):
         return None
     if scope >= 1:
-        return f"kernel.yama.ptrace_scope is {scope}: py-spy needs root, CAP_SYS_PTRACE, or `sudo sysctl kernel.yama.ptrace_scope=0`"
+        return (
+            f"kernel.yama.ptrace_scope is {scope}: py-spy needs root, CAP_SYS_PTRACE, "
+            "or `sudo sysctl kernel.yama.ptrace_scope=0`"
+        )
     return None
 
 
@@ -151,7 +154,8 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
             f"{', '.join(map(str, sorted(per_rank)))} could: the unreadable one is the suspect (stopped or wedged)"
         )
     elif outside and inside:
-        note = f"rank(s) {', '.join(map(str, outside))} are not in a collective while rank(s) {', '.join(map(str, inside))} wait in one"
+        waiting = ", ".join(map(str, inside))
+        note = f"rank(s) {', '.join(map(str, outside))} are not in a collective while rank(s) {waiting} wait in one"
     elif inside:
         note = "every rank is inside a collective: the communication path itself is stuck (network, P2P, a dead peer)"
     else:

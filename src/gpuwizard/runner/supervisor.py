@@ -140,7 +140,7 @@ class Supervisor:
             self.persist(self.run.append_line, self.run.gpu_file, sample)
 
     def gpu_samples(self, now: float) -> list[GpuSample]:
-        """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a device lost for the first time is an event."""
+        """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a lost device is one event."""
         if self.gpu_sampler is None:
             return []
         samples = [s for s in self.gpu_sampler.latest() if now - s.t <= GPU_SAMPLE_MAX_AGE_S]
@@ -154,7 +154,8 @@ class Supervisor:
                             severity="error",
                             title=f"GPU {s.index} fell off the bus",
                             detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
-                            suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other devices.",
+                            suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other "
+                            "devices.",
                             t=now,
                         )
                     ]
@@ -274,7 +275,8 @@ class Supervisor:
                             severity="error",
                             title="GPU memory still held after the job ended",
                             detail=", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
-                            suggestion="Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` and kill it.",
+                            suggestion="Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory "
+                            "--format=csv` and kill it.",
                         )
                     ]
                 )

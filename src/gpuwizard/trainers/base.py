@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class TrainerOptions(Strict):
-    """Base for a trainer's typed `trainer_options`: strict, unknown keys rejected, defaults left out of saved presets."""
+    """Base for a trainer's typed `trainer_options`: strict, unknown keys refused, defaults left out when saved."""
 
 
 class Trainer:
@@ -162,7 +162,10 @@ def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:
         flag = arg.split("=", 1)[0]
         if flag in trainer.managed_flags():
             if flag in ("--num-gpus", "--nproc-per-node", "--nproc_per_node"):
-                message = f"sets {flag}, but gpuwizard runs {preset.hardware.gpus} processes per node and sets the trainer's GPU count to match"
+                message = (
+                    f"sets {flag}, but gpuwizard runs {preset.hardware.gpus} processes per node "
+                    "and sets the trainer's GPU count to match"
+                )
             else:
                 message = f"sets {flag}, which gpuwizard already sets from the preset; the later one would silently win"
             found.append(

@@ -100,6 +100,11 @@ class DemoTrainer(Trainer):
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        dataset_root = (
+            os.path.expanduser(preset.dataset.root)
+            if preset.dataset.root
+            else demo_dataset_root(preset.dataset.repo_id)
+        )
         args = [
             "-m",
             "gpuwizard.demo.train",
@@ -109,7 +114,7 @@ class DemoTrainer(Trainer):
             f"--lr={plan.lr:g}",
             f"--warmup-steps={plan.warmup_steps or 0}",
             f"--output-dir={ctx.output_dir}",
-            f"--dataset-root={os.path.expanduser(preset.dataset.root) if preset.dataset.root else demo_dataset_root(preset.dataset.repo_id)}",
+            f"--dataset-root={dataset_root}",
             f"--episodes={opts.episodes}",
             f"--device={plan.device}",
             f"--log-every={opts.log_every}",

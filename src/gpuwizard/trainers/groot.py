@@ -84,7 +84,7 @@ class GrootTrainer(Trainer):
                 problem(
                     "trainer_options.base_model_path",
                     "is required by launch_finetune.py",
-                    f"set it to {ctx.policy.base_ids.get('groot', 'nvidia/GR00T-N1.7-3B')} or a local checkpoint folder",
+                    f"set it to {ctx.policy.base_ids.get('groot', 'nvidia/GR00T-N1.7-3B')} or a local checkpoint",
                     value=None,
                 )
             )
@@ -127,7 +127,8 @@ class GrootTrainer(Trainer):
         if plan.strategy == "ddp" and plan.world_size > 1:
             found.append(
                 note(
-                    "GR00T multi-GPU fine-tuning runs DeepSpeed ZeRO-2 (launch_finetune.py exposes no plain DDP); DeepSpeed ships wheels for x86_64 Linux only"
+                    "GR00T multi-GPU fine-tuning runs DeepSpeed ZeRO-2 (launch_finetune.py exposes no plain DDP); "
+                    "DeepSpeed ships wheels for x86_64 Linux only"
                 )
             )
         if (opts.tune_llm or opts.tune_visual) and (plan.fits.device_gb or 0) < 80:
@@ -142,7 +143,8 @@ class GrootTrainer(Trainer):
             found.append(
                 warning(
                     "batch.size",
-                    f"{plan.per_device_batch} samples per card is above what GR00T's docs run on 40-80 GB cards (global 32 on 1 GPU, 64-640 on 4-8)",
+                    f"{plan.per_device_batch} samples per card is above what GR00T's docs run on 40-80 GB cards "
+                    "(global 32 on 1 GPU, 64-640 on 4-8)",
                     "lower the global batch and add gradient accumulation",
                     value=preset.batch.size,
                 )

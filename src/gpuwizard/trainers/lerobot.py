@@ -204,14 +204,16 @@ class LeRobotTrainer(Trainer):
                 warning(
                     "trainer_options.api",
                     f"could not find lerobot in {ctx.python}; assuming the 0.6.1 release API",
-                    "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or main",
+                    "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or "
+                    "main",
                 )
             )
         if install.train_path is None:
             found.append(
                 warning(
                     "launch.python",
-                    f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed there",
+                    f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed "
+                    "there",
                     "pip install 'lerobot[training]' in the training environment, or point launch.python at it",
                 )
             )
@@ -245,7 +247,8 @@ class LeRobotTrainer(Trainer):
                 found.append(
                     warning(
                         "mixed_precision",
-                        f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to float16 on CUDA, not bf16",
+                        f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to "
+                        "float16 on CUDA, not bf16",
                         "accept fp16 autocast, or set mixed_precision: no",
                         value="bf16",
                     )
@@ -255,7 +258,8 @@ class LeRobotTrainer(Trainer):
             found.append(
                 warning(
                     "launch.env",
-                    f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment (LeRobot main refuses to start with them; they can override the planned precision or sharding)",
+                    f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment "
+                    "(LeRobot main refuses to start with them; they can override the planned precision or sharding)",
                     "unset them in your shell to silence this",
                 )
             )
@@ -286,7 +290,8 @@ class LeRobotTrainer(Trainer):
             return [
                 problem(
                     "strategy",
-                    "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch --config_file), which gpuwizard does not drive",
+                    "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch "
+                    "--config_file), which gpuwizard does not drive",
                     "use strategy: ddp, or LeRobot main where --parallelism.dp_shard selects FSDP2",
                     value="fsdp",
                 )
@@ -296,7 +301,8 @@ class LeRobotTrainer(Trainer):
             found.append(
                 problem(
                     "strategy",
-                    f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; lerobot PR #3767)",
+                    f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; "
+                    "lerobot PR #3767)",
                     "use strategy: ddp",
                     value="fsdp",
                 )
@@ -305,8 +311,10 @@ class LeRobotTrainer(Trainer):
             found.append(
                 problem(
                     "fsdp.wrap_modules",
-                    f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail at startup",
-                    "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based wrapping",
+                    f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail "
+                    "at startup",
+                    "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based "
+                    "wrapping",
                     value=None,
                 )
             )
@@ -328,7 +336,8 @@ class LeRobotTrainer(Trainer):
                 problem(
                     "launch.python",
                     f"lerobot-train was not found next to {ctx.python} or on PATH",
-                    "install LeRobot in the training environment (pip install 'lerobot[training]') and set launch.python to its interpreter",
+                    "install LeRobot in the training environment (pip install 'lerobot[training]') and set "
+                    "launch.python to its interpreter",
                     value=ctx.preset.launch.python,
                 )
             )

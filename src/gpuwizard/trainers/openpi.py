@@ -44,7 +44,10 @@ class OpenpiTrainer(Trainer):
         "Saved checkpoint",
         "%|",
     )
-    batch_meaning = "--batch-size is global: it is split over all devices (must divide); --fsdp-devices shards the model, not the batch."
+    batch_meaning = (
+        "--batch-size is global: it is split over all devices (must divide); "
+        "--fsdp-devices shards the model, not the batch."
+    )
     Options = OpenpiOptions
     needs_cuda = True
     batch_is_global = True
@@ -145,7 +148,8 @@ class OpenpiTrainer(Trainer):
             if plan.world_size > 1 and fsdp == 1:
                 found.append(
                     note(
-                        "openpi JAX shards the batch over all visible GPUs in one process; --fsdp-devices only shards parameters to save memory (openpi issue #600: multi-GPU is often I/O bound)"
+                        "openpi JAX shards the batch over all visible GPUs in one process; --fsdp-devices only shards "
+                        "parameters to save memory (openpi issue #600: multi-GPU is often I/O bound)"
                     )
                 )
         else:

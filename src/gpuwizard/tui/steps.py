@@ -21,7 +21,10 @@ from gpuwizard.trainers import get_trainer
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, options_form, row
 
 RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
-RULES_HELP = "none keeps lr and steps as tuned · linear_lr: lr x k plus a warmup · sqrt_lr: lr x sqrt(k) · divide_steps: steps / k"
+RULES_HELP = (
+    "none keeps lr and steps as tuned · linear_lr: lr x k plus a warmup · sqrt_lr: lr x sqrt(k) · "
+    "divide_steps: steps / k"
+)
 
 
 class Step(VerticalScroll):
@@ -97,7 +100,8 @@ class GpusStep(Step):
                 link = inventory.link(a.index, b.index)
                 if link:
                     lines.append(
-                        f"GPU{a.cuda_index} <-> GPU{b.cuda_index}: {link.label}, P2P read {link.p2p_read or 'unavailable'}"
+                        f"GPU{a.cuda_index} <-> GPU{b.cuda_index}: {link.label}, P2P read "
+                        f"{link.p2p_read or 'unavailable'}"
                     )
         self.query_one("#topology", Static).update("\n".join(lines))
 
@@ -281,9 +285,10 @@ class ScalingStep(Step):
         k = plan.scale_factor or 1.0
         trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
         default_warmup = trainer.default_warmup_steps(preset, policy, preset.optim.steps)
-        self.query_one(
-            "#rules", RadioSet
-        ).border_title = f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} on {plan.reference_gpus} GPU(s)"
+        self.query_one("#rules", RadioSet).border_title = (
+            f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} "
+            f"on {plan.reference_gpus} GPU(s)"
+        )
         for rule in RULES:
             lr, steps, warmup, _, _ = scale(
                 rule, k, plan.base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio

@@ -264,7 +264,8 @@ class WizardScreen(Screen[None]):
             )
         summary.update(
             Content.assemble(
-                f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device {plan.per_device_batch} · effective {plan.effective_batch} · "
+                f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device "
+                f"{plan.per_device_batch} · effective {plan.effective_batch} · "
                 f"lr {plan.lr:.3g} · {plan.steps} steps · {plan.strategy} ",
                 *state,
             )
