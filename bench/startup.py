@@ -169,6 +169,19 @@ def run(repeat: int = 7) -> None:
         "<= 1.8x",
         plan_time <= 1.8 * pydantic_floor,
     )
+    # `import pydantic` is lazy (pydantic 2 loads BaseModel on first use); what validating anything costs is this:
+    in_use = wall(
+        [PYTHON, "-c", "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int = 1\nimport yaml"], env, repeat
+    )
+    record(
+        "startup",
+        "pydantic in use: import BaseModel, build one model, import yaml",
+        in_use,
+        "s",
+        pydantic_floor,
+        "(info)",
+    )
+    record("startup", "gpuwizard plan demo-cpu vs pydantic in use", plan_time, "s", in_use, "(info)")
     libraries = plan_libraries(env)
     floor = wall([PYTHON, "-c", f"import {libraries}"], env, repeat)
     record("startup", f"plan's dependency floor (python -c 'import {libraries}')", floor, "s", plan_time, "(info)")

@@ -573,3 +573,62 @@ def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, 
         JobMonitor(expect, get_trainer("demo")), Event(kind="hang_suspected", severity="error", title="hang")
     )
     assert fresh.stop_reason == "hang", "without a user stop, on_hang: stop stops for the hang"
+
+
+def test_a_full_disk_does_not_kill_the_supervisor_and_the_reason_is_kept(tmp_path, monkeypatch):
+    """Writes to the run folder that fail (ENOSPC) leave the job watched to its end; the first failure is the reason."""
+    import errno
+
+    from gpuwizard.runner import supervisor as supervisor_module
+
+    run = hand_made_run(tmp_path / "20261129-000000-full-disk", [sys.executable, "-c", GPU_JOB.replace("0.8", "0.05")])
+    real_write = RunDir.write
+
+    def full(self, name, record):
+        if name == "progress.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(self, name, record)
+
+    monkeypatch.setattr(RunDir, "write", full)
+    umask = os.umask(0o022)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)}
+    try:
+        code = supervisor_module.Supervisor(run).run_forever()  # in this process, so the write can fail on cue
+    finally:
+        os.umask(umask)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    status = run.status()
+    assert code == 0 and status.state == "finished"
+    assert status.error == "could not write the run folder: No space left on device"
+
+
+def test_process_counts_are_capped_before_anything_starts(gw, demo_preset):
+    huge = gw("run", demo_preset(name="demo-huge"), "--headless", "--gpus", "99999999999999999999")
+    assert huge.code == 2 and "--gpus = 99999999999999999999: must be at most 1024" in huge.err
+    cores = os.cpu_count() or 1
+    many = gw("run", demo_preset(name="demo-many"), "--headless", "--gpus", str(cores + 1))
+    assert many.code == 2 and f"this machine has {cores} cores" in many.err
+    assert all_runs() == []
+
+
+def test_a_finished_runs_elapsed_time_stops_at_its_end():
+    from gpuwizard.runner.follow import status_line
+
+    status = Status(
+        run_id="r",
+        preset="p",
+        trainer="demo",
+        policy="demo",
+        world_size=1,
+        device="cpu",
+        steps=10,
+        created=100.0,
+        started=100.0,
+        ended=160.0,
+        state="finished",
+        command="x",
+    )
+    assert status_line(None, status, now=10_000.0).startswith("[01:00]  finished")
+    running = status.model_copy(update={"state": "running", "ended": None})
+    assert status_line(None, running, now=220.0).startswith("[02:00]  running")
