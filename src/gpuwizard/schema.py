@@ -54,11 +54,6 @@ def rule_error(field: str | None, message: str, fix: str | None = None, value: A
     return ValidationError.from_exception_data(rules.title, rules.found)
 
 
-def validate(kind: type[ModelT], data: Any) -> ModelT:
-    """Validate plain data (from YAML) as `kind`; a failure is a ValidationError."""
-    return kind.model_validate(data)
-
-
 def to_data(record: BaseModel, omit_defaults: bool = False) -> Any:
     """Plain dicts and lists (YAML- and JSON-ready), fields in declaration order."""
     return record.model_dump(mode="json", exclude_defaults=omit_defaults)

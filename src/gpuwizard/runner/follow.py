@@ -30,7 +30,6 @@ class RunUpdate:
 
     lines: list[str] = field(default_factory=list)
     bar: str | None = None
-    log_size: int = 0
     events: list[Event] = field(default_factory=list)
     gpu: list[GpuSample] = field(default_factory=list)
     ranks: list[RanksSample] = field(default_factory=list)
@@ -76,10 +75,6 @@ class RunFollower:
         if self.read_log:
             chunk = self.log.read()
             update.lines, update.bar = chunk.lines, chunk.bar
-        try:
-            update.log_size = self.run.log.stat().st_size
-        except OSError:
-            update.log_size = 0
         update.events = self.events.read()
         update.gpu = self.gpu.read()
         update.ranks = self.ranks.read()
