@@ -25,6 +25,10 @@ def read_environ(pid: int) -> dict[str, str]:
     return env
 
 
+RANK_LOOKS = 10
+"""Refreshes (about a second apart) a new child gets to show a RANK before it counts as a helper process."""
+
+
 class JobProcesses:
     """Tracks every process the job ever started, so none survives a stop even after re-parenting."""
 
@@ -34,13 +38,18 @@ class JobProcesses:
         self.ranks: dict[int, tuple[int, int]] = {}
         self._cpu_seen: dict[int, tuple[float, float]] = {}
         self.refs: dict[int, ProcessRef | None] = {}
+        self.unclassified: dict[int, int] = {}
         try:
             self.known[root_pid] = psutil.Process(root_pid)
         except psutil.Error:
             pass
 
     def refresh(self) -> None:
-        """Add newly started descendants; learn each worker's RANK from its environment."""
+        """Add newly started descendants; learn each worker's RANK from its environment.
+
+        A child seen between fork and exec still has its parent's environment (no RANK yet), so a child that is not a
+        rank is looked at again on the next few refreshes rather than written off at first sight.
+        """
         for proc in list(self.known.values()):
             try:
                 children = proc.children(recursive=True)
@@ -49,10 +58,17 @@ class JobProcesses:
             for child in children:
                 if child.pid not in self.known:
                     self.known[child.pid] = child
-                    env = read_environ(child.pid)
-                    if "RANK" in env and "LOCAL_RANK" in env and _is_worker(child, self.known):
-                        self.ranks[child.pid] = (int(env["RANK"]), int(env["LOCAL_RANK"]))
-                        self.refs[child.pid] = ProcessRef.of(child.pid)
+                    self.unclassified[child.pid] = RANK_LOOKS
+        for pid, looks_left in list(self.unclassified.items()):
+            env = read_environ(pid)
+            if "RANK" in env and "LOCAL_RANK" in env and _is_worker(self.known[pid], self.known):
+                self.ranks[pid] = (int(env["RANK"]), int(env["LOCAL_RANK"]))
+                self.refs[pid] = ProcessRef.of(pid)
+                del self.unclassified[pid]
+            elif looks_left <= 1 or not env:
+                del self.unclassified[pid]
+            else:
+                self.unclassified[pid] = looks_left - 1
 
     def alive(self) -> list[psutil.Process]:
         found = []
