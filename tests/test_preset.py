@@ -284,3 +284,21 @@ def test_presets_show_refuses_what_is_not_a_preset(gw, tmp_path):
     secret.write_text("token: abc\n")
     result = gw("presets", "show", secret)
     assert result.code == 2 and "abc" not in result.out and "required field is missing" in result.err
+
+
+def test_redacted_secrets_come_back_from_the_environment_or_refuse(monkeypatch):
+    """A preset read back from a run folder (the monitor's restart keys) has its secrets redacted."""
+    from gpuwizard.runner.launch import restore_secrets
+    from gpuwizard.secrets import REDACTED
+
+    preset = load_preset("demo-cpu")
+    preset = updated(preset, launch=updated(preset.launch, env={"HF_TOKEN": REDACTED, "PLAIN": "1"}))
+    monkeypatch.setenv("HF_TOKEN", "hf_from_the_shell")
+    assert restore_secrets(preset).launch.env == {"HF_TOKEN": "hf_from_the_shell", "PLAIN": "1"}
+    monkeypatch.delenv("HF_TOKEN")
+    with pytest.raises(UserError) as info:
+        restore_secrets(preset)
+    assert (
+        "launch.env.HF_TOKEN = '<redacted>': is a secret" in info.value.paragraph()
+        and "export HF_TOKEN" in info.value.paragraph()
+    )
