@@ -423,3 +423,16 @@ def test_fit_advice_is_honest_about_a_second_gpu(gw, write_preset):
     )
     _, plan = plan_json(gw, write_preset(big))
     assert plan["fits"]["fits"] is False and any("does not fit one device" in a for a in plan["advice"])
+
+
+@pytest.mark.parametrize("precision, expected", [("no", None), ("bf16", "bf16"), ("fp16", "fp16")])
+def test_lerobot_main_leaves_mixed_precision_no_to_its_default(gw, write_preset, precision, expected):
+    """LeRobot main at 7427f31 (lerobot/configs/accelerator.py): AcceleratorConfig.mixed_precision defaults to "no",
+    and __post_init__ refuses anything but "no", "fp16", "bf16"; draccus reads a command-line `no` as YAML false, so
+    `--accelerator.mixed_precision=no` stops lerobot-train at start-up (shared/vendor/README.md, checked there)."""
+    preset = LEROBOT_MAIN_ACCUM.replace(
+        "trainer_options: {api: main}", f'trainer_options: {{api: main}}\nmixed_precision: "{precision}"'
+    )
+    argv = preview_json(gw, write_preset(preset))["argv"]
+    flags = [a for a in argv if a.startswith("--accelerator.mixed_precision")]
+    assert flags == ([f"--accelerator.mixed_precision={expected}"] if expected else [])

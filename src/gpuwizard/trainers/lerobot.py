@@ -427,8 +427,10 @@ class LeRobotTrainer(Trainer):
 
     def _precision_args(self, ctx: BuildContext, install: LeRobotInstall) -> list[str]:
         mp, facts = ctx.preset.mixed_precision, ctx.policy.lerobot
-        if ctx.plan.device == "cpu":
-            return ["--accelerator.mixed_precision=no"] if install.api == "main" else []
+        if ctx.plan.device == "cpu" or (install.api == "main" and mp == "no"):
+            # main's default is already "no", and the flag cannot say it: draccus reads `no` as YAML false and
+            # AcceleratorConfig.__post_init__ refuses False (lerobot/configs/accelerator.py, main at 7427f31)
+            return []
         if install.api == "main":
             args = [f"--accelerator.mixed_precision={mp}"]
             if facts and facts.dtype_field and mp != "no":
