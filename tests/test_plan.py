@@ -436,3 +436,20 @@ def test_lerobot_main_leaves_mixed_precision_no_to_its_default(gw, write_preset,
     argv = preview_json(gw, write_preset(preset))["argv"]
     flags = [a for a in argv if a.startswith("--accelerator.mixed_precision")]
     assert flags == ([f"--accelerator.mixed_precision={expected}"] if expected else [])
+
+
+def test_accelerate_variables_are_removed_and_the_warning_names_what_lerobot_main_refuses(
+    gw, write_preset, monkeypatch
+):
+    """lerobot/distributed/factory.py at 7427f31 (guard_against_env_interference) refuses exactly ACCELERATE_USE_FSDP,
+    ACCELERATE_USE_PARALLELISM_CONFIG and ACCELERATE_GRADIENT_ACCUMULATION_STEPS, bypassed by
+    LEROBOT_ALLOW_ACCELERATE_ENV=1; gpuwizard removes every accelerate-configuring variable and names those."""
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
+    spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
+    assert "ACCELERATE_MIXED_PRECISION" in spec["unset"]
+    warning = next(w for w in spec["warnings"] if "accelerate-configuring" in w)
+    assert "ACCELERATE_MIXED_PRECISION will be removed" in warning
+    assert (
+        "refuses only ACCELERATE_USE_FSDP, ACCELERATE_USE_PARALLELISM_CONFIG, ACCELERATE_GRADIENT_ACCUMULATION_STEPS, "
+        "unless LEROBOT_ALLOW_ACCELERATE_ENV=1" in warning
+    )

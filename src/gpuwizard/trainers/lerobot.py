@@ -28,6 +28,12 @@ from gpuwizard.trainers.base import (
 from gpuwizard.yamlio import atomic_write
 
 ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
+MAIN_REFUSED_ENV = (
+    "ACCELERATE_USE_FSDP",
+    "ACCELERATE_USE_PARALLELISM_CONFIG",
+    "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+)
+"""lerobot/distributed/factory.py (main at 7427f31), guard_against_env_interference: the variables it refuses."""
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
 
 _PROBE = r"""
@@ -258,8 +264,9 @@ class LeRobotTrainer(Trainer):
             found.append(
                 warning(
                     "launch.env",
-                    f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment "
-                    "(LeRobot main refuses to start with them; they can override the planned precision or sharding)",
+                    f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment: "
+                    "they can override the planned precision or sharding (LeRobot main itself refuses only "
+                    f"{', '.join(MAIN_REFUSED_ENV)}, unless LEROBOT_ALLOW_ACCELERATE_ENV=1)",
                     "unset them in your shell to silence this",
                 )
             )
