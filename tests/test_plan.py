@@ -103,7 +103,9 @@ def test_linear_rule_on_two_gpus_doubles_lr_and_reaches_the_trainer(gw, write_pr
     argv = preview_json(gw, write_preset(text))["argv"]
     assert flag(argv, "--policy.optimizer_lr") == "0.0002"
     assert flag(argv, "--optimizer.lr") is None, "--optimizer.lr is silently overwritten by LeRobot's policy preset"
-    assert flag(argv, "--policy.scheduler_warmup_steps") == "1000"
+    # smolvla's cosine schedule is 1000 warmup / 30000 decay; a 20000-step run shrinks both (see the test below)
+    assert (plan["warmup_steps"], plan["warmup_source"]) == (666, "trainer default")
+    assert flag(argv, "--policy.scheduler_warmup_steps") is None
 
 
 def test_divide_steps_halves_steps_on_two_gpus(gw, write_preset):
@@ -453,3 +455,27 @@ def test_accelerate_variables_are_removed_and_the_warning_names_what_lerobot_mai
         "refuses only ACCELERATE_USE_FSDP, ACCELERATE_USE_PARALLELISM_CONFIG, ACCELERATE_GRADIENT_ACCUMULATION_STEPS, "
         "unless LEROBOT_ALLOW_ACCELERATE_ENV=1" in warning
     )
+
+
+@pytest.mark.parametrize("steps, warmup", [(5000, 166), (20000, 666), (30000, 1000), (60000, 1000)])
+def test_cosine_warmup_is_shrunk_with_a_short_run_as_lerobot_does(gw, write_preset, steps, warmup):
+    """lerobot/optim/schedulers.py, CosineDecayWithWarmupSchedulerConfig.build (0.6.1 and main at 7427f31): in a run
+    shorter than num_decay_steps the warmup is int(num_warmup_steps * steps / num_decay_steps). gpuwizard shows that
+    number and passes no scheduler flag, so lerobot-train computes the same one itself."""
+    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla").replace("steps: 20000", f"steps: {steps}")
+    _, plan = plan_json(gw, write_preset(text))
+    assert (plan["warmup_steps"], plan["warmup_source"]) == (warmup, "trainer default")
+    argv = preview_json(gw, write_preset(text))["argv"]
+    assert not any(a.startswith("--policy.scheduler_") for a in argv)
+    explicit = text.replace(f"steps: {steps}}}", f"steps: {steps}, warmup_ratio: 0.1}}")
+    _, plan = plan_json(gw, write_preset(explicit))
+    argv = preview_json(gw, write_preset(explicit))["argv"]
+    assert flag(argv, "--policy.scheduler_warmup_steps") == str(plan["warmup_steps"]) == str(steps // 10)
+    assert flag(argv, "--policy.scheduler_decay_steps") == (str(steps) if steps < 30000 else None), (
+        "our warmup is not rescaled"
+    )
+
+
+def test_the_shipped_smolvla_preset_warms_up_as_lerobot_train_alone_would(gw):
+    result, plan = plan_json(gw, "smolvla-ddp4")
+    assert plan["steps"] == 5000 and plan["warmup_steps"] == int(1000 * 5000 / 30000) == 166

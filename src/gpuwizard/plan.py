@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,16 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
 
 
 def scale(
-    rule: str, k: float, lr: float, steps: int, default_warmup: int | None, warmup_ratio: float | None
+    rule: str,
+    k: float,
+    lr: float,
+    steps: int,
+    trainer_warmup: Callable[[int], int | None],
+    warmup_ratio: float | None,
 ) -> tuple[float, int, int | None, str, list[Problem]]:
-    """Apply the scaling rule; returns lr, steps, warmup steps, where the warmup comes from, and findings."""
+    """Apply the scaling rule; returns lr, steps, warmup steps, where the warmup comes from, and findings.
+
+    `trainer_warmup(steps)` is the warmup the trainer applies on its own for the steps it is given (some scale it)."""
     found: list[Problem] = []
     new_lr, new_steps = lr, steps
     if rule == "linear_lr":
@@ -94,7 +102,7 @@ def scale(
         new_lr = lr * math.sqrt(k)
     elif rule == "divide_steps":
         new_steps = max(1, math.ceil(steps / k))
-    elif k != 1:
+    if rule == "none" and k != 1:
         found.append(
             warning(
                 "scaling.rule",
@@ -103,6 +111,7 @@ def scale(
                 value="none",
             )
         )
+    default_warmup = trainer_warmup(new_steps)
     if warmup_ratio is not None:
         return new_lr, new_steps, math.ceil(warmup_ratio * new_steps), "optim.warmup_ratio", found
     if rule == "linear_lr" and k > 1 and not default_warmup:
@@ -392,9 +401,13 @@ def make_plan(
             )
         )
         base_lr = 1e-4
-    default_warmup = trainer.default_warmup_steps(preset, policy, preset.optim.steps)
     lr, steps, warmup, warmup_source, scaling_findings = scale(
-        preset.scaling.rule, k or 1.0, base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio
+        preset.scaling.rule,
+        k or 1.0,
+        base_lr,
+        preset.optim.steps,
+        lambda steps: trainer.default_warmup_steps(preset, policy, steps),
+        preset.optim.warmup_ratio,
     )
     found += scaling_findings
 

@@ -173,9 +173,18 @@ class LeRobotTrainer(Trainer):
         return per_worker_layout(size, grad_accum, world)
 
     def default_warmup_steps(self, preset, policy, steps):  # type: ignore[no-untyped-def]
+        """The policy preset's warmup; a cosine schedule longer than the run is shrunk to fit it, warmup included
+        (CosineDecayWithWarmupSchedulerConfig.build, lerobot/optim/schedulers.py, 0.6.1 and main at 7427f31)."""
         facts = policy.lerobot
         if facts is None or facts.scheduler == "none":
             return None
+        if (
+            facts.scheduler == "cosine_decay_with_warmup"
+            and facts.warmup_steps
+            and facts.decay_steps
+            and steps < facts.decay_steps
+        ):
+            return int(facts.warmup_steps * steps / facts.decay_steps)
         return facts.warmup_steps
 
     def install(self, ctx: BuildContext) -> LeRobotInstall:
@@ -427,9 +436,11 @@ class LeRobotTrainer(Trainer):
                 f"--policy.max_steps={plan.steps}",
                 f"--policy.warmup_ratio={plan.warmup_steps / plan.steps:.6g}",
             ]
+        if plan.warmup_source == "trainer default":
+            return args  # lerobot-train computes the same warmup itself (shrunk to a short run's length)
         args.append(f"--policy.scheduler_warmup_steps={plan.warmup_steps}")
         if facts and facts.decay_steps and plan.steps < facts.decay_steps:
-            args.append(f"--policy.scheduler_decay_steps={plan.steps}")
+            args.append(f"--policy.scheduler_decay_steps={plan.steps}")  # the run's length: no rescaling of our warmup
         return args
 
     def _precision_args(self, ctx: BuildContext, install: LeRobotInstall) -> list[str]:

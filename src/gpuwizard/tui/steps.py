@@ -284,14 +284,18 @@ class ScalingStep(Step):
             return
         k = plan.scale_factor or 1.0
         trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
-        default_warmup = trainer.default_warmup_steps(preset, policy, preset.optim.steps)
         self.query_one("#rules", RadioSet).border_title = (
             f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} "
             f"on {plan.reference_gpus} GPU(s)"
         )
         for rule in RULES:
             lr, steps, warmup, _, _ = scale(
-                rule, k, plan.base_lr, preset.optim.steps, default_warmup, preset.optim.warmup_ratio
+                rule,
+                k,
+                plan.base_lr,
+                preset.optim.steps,
+                lambda steps: trainer.default_warmup_steps(preset, policy, steps),
+                preset.optim.warmup_ratio,
             )
             self.query_one(
                 f"#rule-{rule}", RadioButton
