@@ -479,3 +479,26 @@ def test_cosine_warmup_is_shrunk_with_a_short_run_as_lerobot_does(gw, write_pres
 def test_the_shipped_smolvla_preset_warms_up_as_lerobot_train_alone_would(gw):
     result, plan = plan_json(gw, "smolvla-ddp4")
     assert plan["steps"] == 5000 and plan["warmup_steps"] == int(1000 * 5000 / 30000) == 166
+
+
+def test_pi0_fast_on_openpi_pytorch_is_refused(gw, write_preset):
+    """Physical-Intelligence/openpi README at 02e1010, "PyTorch Support": the PyTorch implementation does not support
+    the pi0-FAST model (train_pytorch.py would train a pi0 in its place). One paragraph, exit 2; JAX is fine."""
+    text = """\
+version: 1
+name: fast-torch
+trainer: openpi
+policy: pi0_fast
+dataset: {repo_id: physical-intelligence/libero}
+hardware: {gpus: 2}
+batch: {size: 32}
+optim: {steps: 1000}
+trainer_options: {config_name: pi0_fast_libero, backend: pytorch}
+"""
+    result = gw("plan", write_preset(text))
+    assert (
+        result.code == 2
+        and "trainer_options.backend = 'pytorch': openpi's PyTorch trainer does not support pi0_fast" in result.err
+    )
+    jax = gw("plan", write_preset(text.replace("backend: pytorch", "backend: jax")))
+    assert "does not support pi0_fast" not in jax.err

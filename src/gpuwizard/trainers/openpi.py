@@ -153,6 +153,16 @@ class OpenpiTrainer(Trainer):
                     )
                 )
         else:
+            if preset.policy == "pi0_fast":
+                found.append(
+                    problem(
+                        "trainer_options.backend",
+                        "openpi's PyTorch trainer does not support pi0_fast (openpi README, PyTorch Support); "
+                        "train_pytorch.py would build a pi0 instead",
+                        "use backend: jax for pi0_fast",
+                        value="pytorch",
+                    )
+                )
             if plan.strategy == "fsdp" or opts.fsdp_devices:
                 found.append(
                     problem(
