@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -201,7 +202,6 @@ optim: {lr: 2.0e-5, steps: 500, warmup_ratio: 0.1}
 mixed_precision: bf16
 trainer_options: {script: train.py}
 """
-    load_catalog_with_hf(write_preset)
     spec = preview_json(gw, write_preset(text))
     argv = spec["argv"]
     assert flag(argv, "--per_device_train_batch_size") == "4" and flag(argv, "--gradient_accumulation_steps") == "4"
@@ -213,14 +213,34 @@ trainer_options: {script: train.py}
     assert "--bf16" in argv
 
 
-def load_catalog_with_hf(write_preset):
-    """Users extend the catalog with their own file; here smolvla also lists the hf trainer."""
-    from gpuwizard import paths
-    from gpuwizard.catalog import load_catalog
-
-    paths.config_dir().mkdir(parents=True, exist_ok=True)
-    (paths.config_dir() / "policies.yaml").write_text("smolvla:\n  trainers: [lerobot, hf]\n")
-    load_catalog.cache_clear()
+def test_the_hf_trainer_takes_any_policy_and_shards_through_fsdp_config(gw, write_preset):
+    """An HF Trainer script trains whatever it builds; the catalog policy only sizes memory, so every policy is
+    allowed. transformers main at 00349ae (src/transformers/training_args.py) takes the FSDP wrap policy inside
+    --fsdp_config (a dict field, a JSON string on the command line: transformer_layer_cls_to_wrap, min_num_params)."""
+    text = """\
+version: 1
+name: hf-any
+trainer: hf
+policy: act
+dataset: {repo_id: me/data}
+hardware: {gpus: 2}
+batch: {size: 4}
+optim: {lr: 2.0e-5, steps: 500}
+strategy: fsdp
+fsdp: {wrap_modules: [ACTEncoderLayer, ACTDecoderLayer]}
+trainer_options: {script: train.py}
+"""
+    result, plan = plan_json(gw, write_preset(text))
+    assert result.code == 0 and plan["errors"] == [], result.err
+    argv = preview_json(gw, write_preset(text))["argv"]
+    assert flag(argv, "--fsdp") == "full_shard auto_wrap"
+    assert json.loads(flag(argv, "--fsdp_config")) == {
+        "transformer_layer_cls_to_wrap": ["ACTEncoderLayer", "ACTDecoderLayer"]
+    }
+    assert not any(a.startswith(("--fsdp_transformer_layer_cls_to_wrap", "--fsdp_min_num_params")) for a in argv)
+    by_size = text.replace("wrap_modules: [ACTEncoderLayer, ACTDecoderLayer]", "min_num_params: 100000")
+    argv = preview_json(gw, write_preset(by_size))["argv"]
+    assert json.loads(flag(argv, "--fsdp_config")) == {"min_num_params": 100000}
 
 
 def test_single_node_runs_standalone_multi_node_uses_endpoint(gw, write_preset):

@@ -37,6 +37,14 @@ def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
     )
 
 
+def trainers_for(policy: PolicyEntry) -> list[str]:
+    """The trainers that can train a policy: the catalog's list, then those that run any policy (the user's script)."""
+    from gpuwizard.trainers import trainer_names
+
+    extra = [name for name in trainer_names() if name not in policy.trainers and get_trainer(name).any_policy]
+    return [*policy.trainers, *extra]
+
+
 def with_gpus(preset: Preset, gpus: int | None) -> Preset:
     """The same preset on another GPU count (explicit device lists are dropped if they no longer fit)."""
     if gpus is None or gpus == preset.hardware.gpus:
@@ -362,7 +370,7 @@ def make_plan(
     trainer = get_trainer(preset.trainer)
     policy = load_catalog()[preset.policy]
     found: list[Problem] = []
-    if preset.trainer not in policy.trainers:
+    if not trainer.any_policy and preset.trainer not in policy.trainers:
         found.append(
             problem(
                 "policy",

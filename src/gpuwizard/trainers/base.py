@@ -30,6 +30,8 @@ class Trainer:
     batch_meaning: ClassVar[str]
     Options: ClassVar[type[TrainerOptions]] = TrainerOptions
     uses_torchrun: ClassVar[bool] = True
+    any_policy: ClassVar[bool] = False
+    """True for a trainer that runs the user's own script: any policy, which then only sizes memory."""
     needs_cuda: ClassVar[bool] = False
     supports_fsdp: ClassVar[bool] = False
     batch_is_global: ClassVar[bool] = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import Field
@@ -32,6 +33,7 @@ class HfTrainer(Trainer):
     )
     Options = HfOptions
     supports_fsdp = True
+    any_policy = True
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return per_worker_layout(size, grad_accum, world)
@@ -48,6 +50,7 @@ class HfTrainer(Trainer):
             "--bf16",
             "--fp16",
             "--fsdp",
+            "--fsdp_config",
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
@@ -110,11 +113,14 @@ class HfTrainer(Trainer):
         elif preset.mixed_precision != "no":
             args.append(f"--{preset.mixed_precision}")
         if plan.strategy == "fsdp":
-            args += ["--fsdp", "full_shard auto_wrap"]
-            if preset.fsdp.wrap_modules:
-                args += ["--fsdp_transformer_layer_cls_to_wrap", ",".join(preset.fsdp.wrap_modules)]
-            elif preset.fsdp.min_num_params:
-                args += ["--fsdp_min_num_params", str(preset.fsdp.min_num_params)]
+            # transformers v5 takes the wrap policy only inside --fsdp_config (a JSON string on the command line);
+            # --fsdp_transformer_layer_cls_to_wrap and --fsdp_min_num_params are gone
+            wrap = (
+                {"transformer_layer_cls_to_wrap": list(preset.fsdp.wrap_modules)}
+                if preset.fsdp.wrap_modules
+                else {"min_num_params": preset.fsdp.min_num_params}
+            )
+            args += ["--fsdp", "full_shard auto_wrap", "--fsdp_config", json.dumps(wrap)]
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
 

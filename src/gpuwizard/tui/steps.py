@@ -14,7 +14,7 @@ from gpuwizard import datasets
 from gpuwizard.catalog import load_catalog
 from gpuwizard.contracts import LaunchSpec, Plan
 from gpuwizard.gpus.inventory import Inventory
-from gpuwizard.plan import scale
+from gpuwizard.plan import scale, trainers_for
 from gpuwizard.preset import Preset
 from gpuwizard.secrets import redacted
 from gpuwizard.trainers import get_trainer
@@ -204,7 +204,7 @@ class TrainerStep(Step):
 
     def compose(self) -> ComposeResult:
         preset = self.preset
-        yield row("trainer", FieldSelect("trainer", load_catalog()[preset.policy].trainers, preset.trainer))
+        yield row("trainer", FieldSelect("trainer", trainers_for(load_catalog()[preset.policy]), preset.trainer))
         yield Static("", id="batch-meaning")
         with Horizontal(id="batch-area"):
             with Vertical(id="batch-fields"):
@@ -240,7 +240,7 @@ class TrainerStep(Step):
         await box.mount_all(options_form(get_trainer(preset.trainer).Options, preset.trainer_options))
         trainer_select = self.query_one("#f-trainer", FieldSelect)
         with trainer_select.prevent(FieldSelect.Changed):
-            trainer_select.set_options([(t, t) for t in load_catalog()[preset.policy].trainers])
+            trainer_select.set_options([(t, t) for t in trainers_for(load_catalog()[preset.policy])])
             trainer_select.value = preset.trainer
 
     def show(self, preset: Preset, plan: Plan | None) -> None:

@@ -198,6 +198,7 @@ class WizardScreen(Screen[None]):
     async def _edit(self, message: Edit) -> None:
         from gpuwizard.catalog import load_catalog
         from gpuwizard.errors import UserError
+        from gpuwizard.plan import trainers_for
         from gpuwizard.preset import with_field
 
         message.stop()
@@ -213,7 +214,7 @@ class WizardScreen(Screen[None]):
             elif message.path == "policy" and message.value != old.policy:
                 # follow the new policy's preferred trainer unless the user picked a non-default one
                 new = with_field(old, "policy", message.value)
-                trainers = load_catalog()[message.value].trainers
+                trainers = trainers_for(load_catalog()[message.value])
                 user_choice = old.trainer != load_catalog()[old.policy].trainers[0]
                 if old.trainer not in trainers or (not user_choice and old.trainer != trainers[0]):
                     new = with_field(with_field(new, "trainer_options", {}), "trainer", trainers[0])
