@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwizard.errors import Problem
@@ -100,6 +101,11 @@ class BuildContext:
     python: str
     workdir: str
     output_dir: str
+
+    @property
+    def output_path(self) -> Path:
+        """The folder the trainer writes to (a relative output_dir is under the job's working directory)."""
+        return Path(self.workdir, os.path.expanduser(self.output_dir))
 
 
 @dataclass

@@ -286,8 +286,8 @@ def dataset_findings(
     return meta.to_json(), found
 
 
-def output_dir_findings(preset: Preset, workdir: str, output_dir: str) -> list[Problem]:
-    path = Path(workdir, os.path.expanduser(output_dir))
+def output_dir_findings(ctx: BuildContext) -> list[Problem]:
+    path, output_dir = ctx.output_path, ctx.output_dir
     if path.exists() and not path.is_dir():
         return [problem("output_dir", "exists and is not a folder", "choose a folder path", value=output_dir)]
     probe = path
@@ -470,7 +470,7 @@ def make_plan(
     )
     found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
     found += rendezvous_findings(preset, trainer)
-    found += output_dir_findings(preset, workdir, output_dir)
+    found += output_dir_findings(ctx)
     found += trainer.check(ctx)
     plan.problems = found
     return plan, ctx

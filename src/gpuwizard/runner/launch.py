@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
@@ -37,6 +36,7 @@ class PreparedRun:
     plan: Plan
     ctx: BuildContext
     smoke: bool
+    baseline_green: bool
     warnings: list[Problem] = field(default_factory=list)
 
 
@@ -174,7 +174,7 @@ def prepare_run(
                 )
             )
     if not errors and not smoke:
-        holder = output_holder(output_path(ctx))
+        holder = output_holder(ctx.output_path)
         if holder is not None:
             errors.append(
                 problem(
@@ -188,7 +188,8 @@ def prepare_run(
     if errors:
         raise UserError(errors, preset.name)
     warnings = list(plan.warnings)
-    if plan.world_size > 1 and not baseline_green(preset.name):
+    green = baseline_green(preset.name)  # reads the whole run history: once per launch
+    if plan.world_size > 1 and not green:
         warnings.append(
             problem(
                 None,
@@ -198,12 +199,7 @@ def prepare_run(
                 level="warning",
             )
         )
-    return PreparedRun(preset, plan, ctx, smoke, warnings)
-
-
-def output_path(ctx: BuildContext) -> Path:
-    """The folder the trainer writes to, as an absolute path (relative ones are under the job's working directory)."""
-    return Path(ctx.workdir, os.path.expanduser(ctx.output_dir)).resolve()
+    return PreparedRun(preset, plan, ctx, smoke, green, warnings)
 
 
 def expectations(prepared: PreparedRun) -> Expectations:
@@ -217,7 +213,7 @@ def expectations(prepared: PreparedRun) -> Expectations:
         hang_timeout_s=preset.monitor.hang_timeout_s,
         first_step_timeout_s=preset.monitor.first_step_timeout_s,
         multi_node=preset.hardware.nodes > 1,
-        baseline_green=baseline_green(preset.name),
+        baseline_green=prepared.baseline_green,
     )
 
 
@@ -251,7 +247,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 device=plan.device,
                 on_hang=on_hang,
                 expect=expectations(prepared),
-                output_dir=str(output_path(ctx)),
+                output_dir=str(ctx.output_path.resolve()),
             ),
         )
         stage.write(

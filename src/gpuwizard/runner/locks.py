@@ -15,7 +15,7 @@ from gpuwizard import paths
 
 
 def lock_file(output_dir: Path) -> Path:
-    digest = hashlib.sha256(str(output_dir.resolve()).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(str(output_dir.resolve()).encode()).hexdigest()[:24]  # one lock however the path is written
     return paths.data_dir() / "locks" / f"output-{digest}.lock"
 
 

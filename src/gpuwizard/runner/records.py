@@ -54,7 +54,7 @@ def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
             f"{name} was written by another gpuwizard version (record format {version}; this one reads {FORMAT})"
         )
     try:
-        return kind.model_validate_json(text)
+        return kind.model_validate(data)  # the parsed data, not the text again
     except ValidationError as exc:
         first = problems_from(exc, kind)[0]
         raise RecordError(f"{name} is damaged: {first.paragraph()}") from None

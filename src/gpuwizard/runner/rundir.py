@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import time
 from dataclasses import dataclass
@@ -82,10 +83,6 @@ class RunDir:
         status = Status.model_validate(self.status().model_dump() | fields)
         self.write("status.json", status)
         return status
-
-    def append_event(self, event: Event) -> None:
-        with open(self.events_file, "a", encoding="utf-8") as fh:
-            fh.write(event.to_json_text() + "\n")
 
     def append_line(self, path: Path, record: Record) -> None:
         with open(path, "a", encoding="utf-8") as fh:
@@ -210,14 +207,10 @@ def find_run(run_id: str | None) -> RunDir | None:
         exact = base / run_id
         if "/" not in run_id and run_id not in (".", "..") and exact.is_dir():
             return RunDir(exact)
-        matches = sorted(p for p in base.glob(f"{glob_escape(run_id)}*") if p.is_dir()) if base.is_dir() else []
+        matches = sorted(p for p in base.glob(f"{glob.escape(run_id)}*") if p.is_dir()) if base.is_dir() else []
         return RunDir(matches[-1]) if matches else None
     readable = [e for e in list_runs() if e.status is not None]
     return readable[0].run if readable else None
-
-
-def glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 def green_baselines(entries: list[RunEntry]) -> set[str]:

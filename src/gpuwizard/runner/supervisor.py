@@ -129,7 +129,7 @@ class Supervisor:
 
     def record(self, events: list[Event]) -> None:
         for event in events:
-            self.persist(self.run.append_event, event)
+            self.persist(self.run.append_line, self.run.events_file, event)
             if event.kind == "loss_nonfinite":
                 self.stop_reason = self.stop_reason or "diverged"
                 self.failure = event.title

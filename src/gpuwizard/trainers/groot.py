@@ -149,7 +149,7 @@ class GrootTrainer(Trainer):
                     value=preset.batch.size,
                 )
             )
-        out = Path(ctx.workdir, ctx.output_dir)
+        out = ctx.output_path
         if out.is_dir() and any(out.glob("checkpoint-*")):
             found.append(
                 warning(

@@ -288,7 +288,7 @@ class LeRobotTrainer(Trainer):
                     level="note",
                 )
             )
-        out = Path(ctx.workdir, ctx.output_dir)
+        out = ctx.output_path
         if out.exists() and not preset.options.resume:
             found.append(
                 warning(
@@ -357,7 +357,7 @@ class LeRobotTrainer(Trainer):
                     value=ctx.preset.launch.python,
                 )
             )
-        out = Path(ctx.workdir, ctx.output_dir)
+        out = ctx.output_path
         if out.exists() and not ctx.preset.options.resume:
             found.append(
                 problem(
