@@ -296,6 +296,8 @@ class Supervisor:
             state, code = RunState.FAILED, job_exit
         reason = self.failure or self.write_error
         extra = {"error": reason} if reason else {}
+        if self.output_lock is not None and not survivors:
+            self.output_lock.release()  # before the final status: whoever waits on it may start the next run at once
         self.run.update_status(
             state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors, **extra
         )

@@ -283,8 +283,11 @@ class MonitorScreen(Screen[None]):
         from gpuwizard.errors import UserError
         from gpuwizard.runner.launch import prepare_run, restore_secrets, start_run
 
-        deadline = time.monotonic() + 20
-        while not self.run.status().final and time.monotonic() < deadline:
+        deadline = time.monotonic() + self.run.job().stop_grace_s + 60  # the forced kill, then a loaded machine
+        while not self.run.status().final:
+            if time.monotonic() > deadline:
+                self.post_message(RunStarted(None, f"Run {self.run.run_id} has not ended yet; nothing started.", []))
+                return
             time.sleep(0.2)
         try:
             run = start_run(prepare_run(restore_secrets(preset), smoke=smoke, env=env), on_hang="report")
