@@ -477,23 +477,57 @@ def test_accelerate_variables_are_removed_and_the_warning_names_what_lerobot_mai
     )
 
 
-@pytest.mark.parametrize("steps, warmup", [(5000, 166), (20000, 666), (30000, 1000), (60000, 1000)])
-def test_cosine_warmup_is_shrunk_with_a_short_run_as_lerobot_does(gw, write_preset, steps, warmup):
+@pytest.mark.parametrize(
+    "accum, steps, warmup",
+    [(1, 5000, 166), (1, 20000, 666), (1, 30000, 1000), (1, 60000, 1000), (2, 5000, 167), (2, 20000, 500)],
+)
+def test_cosine_warmup_is_shrunk_with_a_short_run_as_lerobot_does(gw, write_preset, accum, steps, warmup):
     """lerobot/optim/schedulers.py, CosineDecayWithWarmupSchedulerConfig.build (0.6.1 and main at 7427f31): in a run
     shorter than num_decay_steps the warmup is int(num_warmup_steps * steps / num_decay_steps). gpuwizard shows that
-    number and passes no scheduler flag, so lerobot-train computes the same one itself."""
-    text = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla").replace("steps: 20000", f"steps: {steps}")
+    number and passes no scheduler flag, so lerobot-train computes the same one itself. On main the schedule counts
+    loop steps (micro-batches; lerobot_train.py steps the scheduler in every loop step, and accelerate is built with
+    step_scheduler_with_optimizer=False in configs/accelerator.py): with accumulation 2, 5,000 updates are 10,000
+    loop steps, a warmup of int(1000 x 10000/30000) = 333 loop steps, 167 updates."""
+    text = (
+        LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: smolvla")
+        .replace("steps: 20000", f"steps: {steps}")
+        .replace("grad_accum: 2", f"grad_accum: {accum}")
+    )
     _, plan = plan_json(gw, write_preset(text))
     assert (plan["warmup_steps"], plan["warmup_source"]) == (warmup, "trainer default")
+    assert (plan["steps"], plan["trainer_steps"]) == (steps, steps * accum)
     argv = preview_json(gw, write_preset(text))["argv"]
     assert not any(a.startswith("--policy.scheduler_") for a in argv)
+    assert flag(argv, "--steps") == str(steps * accum)
     explicit = text.replace(f"steps: {steps}}}", f"steps: {steps}, warmup_ratio: 0.1}}")
     _, plan = plan_json(gw, write_preset(explicit))
     argv = preview_json(gw, write_preset(explicit))["argv"]
-    assert flag(argv, "--policy.scheduler_warmup_steps") == str(plan["warmup_steps"]) == str(steps // 10)
-    assert flag(argv, "--policy.scheduler_decay_steps") == (str(steps) if steps < 30000 else None), (
+    assert plan["warmup_steps"] == steps // 10
+    assert flag(argv, "--policy.scheduler_warmup_steps") == str(steps // 10 * accum)
+    assert flag(argv, "--policy.scheduler_decay_steps") == (str(steps * accum) if steps * accum < 30000 else None), (
         "our warmup is not rescaled"
     )
+
+
+def test_lerobot_main_steps_count_micro_batches(gw, write_preset):
+    """lerobot/scripts/lerobot_train.py at 7427f31: `step = 0  # number of loop steps (= micro-batches consumed per
+    data-parallel worker)`, and --log_freq/--save_freq are compared with that step (shared/vendor/README.md: batch 2,
+    2 processes, accumulation 2 and --steps=16 end at `step:16 smpl:64`). `steps` stay optimizer updates; the flags
+    get steps x grad_accum; 0.6.1 has no accumulation, so its steps are the same number."""
+    text = LEROBOT_MAIN_ACCUM.replace(
+        "trainer_options: {api: main}", "trainer_options: {api: main, save_freq: 500, log_freq: 50}"
+    )
+    _, plan = plan_json(gw, write_preset(text))
+    assert (plan["steps"], plan["trainer_steps"], plan["samples_seen"]) == (20000, 40000, 20000 * 8 * 4 * 2)
+    argv = preview_json(gw, write_preset(text))["argv"]
+    assert (flag(argv, "--steps"), flag(argv, "--save_freq"), flag(argv, "--log_freq")) == ("40000", "1000", "100")
+    result = gw("plan", write_preset(text))
+    assert "20000 optimizer updates, 1280000 samples seen" in result.out
+    assert "it is given 40000 steps" in result.out
+    release = text.replace("api: main", "api: v0.6").replace("grad_accum: 2", "grad_accum: 1")
+    _, plan = plan_json(gw, write_preset(release))
+    assert plan["trainer_steps"] == plan["steps"] == 20000
+    assert "trainer counts" not in gw("plan", write_preset(release)).out
 
 
 def test_the_shipped_smolvla_preset_warms_up_as_lerobot_train_alone_would(gw):

@@ -137,6 +137,13 @@ class Plan:
     lr: float
     base_steps: int
     steps: int
+    """Optimizer updates, whatever the trainer's own steps count."""
+    trainer_steps: int
+    """What the trainer's steps flag gets: `steps` x `trainer_steps_per_update`."""
+    trainer_steps_per_update: int
+    """The trainer's own steps in one optimizer update (LeRobot main counts micro-batches)."""
+    samples_seen: int | None
+    """Samples the whole run trains on: steps x effective batch."""
     warmup_steps: int | None
     warmup_source: str
     strategy: str

@@ -22,6 +22,8 @@ class LineInfo:
     loss: float | None = None
     lr: float | None = None
     samples_per_s: float | None = None
+    samples: int | None = None
+    """Samples trained on so far, as the trainer counts them (LeRobot's smpl:, rounded to K/M when large)."""
     effective_batch: int | None = None
     checkpoint: bool = False
     finished: bool = False
@@ -62,7 +64,9 @@ def parse_tqdm(line: str) -> LineInfo | None:
 
 
 KEY_VALUE = re.compile(r"(?P<k>[A-Za-z0-9_/]+):(?P<v>" + NUMBER + r")(?=\s|$)")
-LEROBOT_STEP = re.compile(r"\bstep:(?P<step>[\d.]+[KMBTQ]?) smpl:\S+ ep:\S+ epch:[\d.]+ (?P<rest>.*)$")
+LEROBOT_STEP = re.compile(
+    r"\bstep:(?P<step>[\d.]+[KMBTQ]?) smpl:(?P<samples>[\d.]+[KMBTQ]?) ep:\S+ epch:[\d.]+ (?P<rest>.*)$"
+)
 LEROBOT_BANNER = re.compile(r"Effective batch size: .*?= (?P<eff>\d+)")
 LEROBOT_TOTAL = re.compile(r"cfg\.steps=(?P<steps>\d+)")
 
@@ -72,10 +76,11 @@ def parse_lerobot(line: str) -> LineInfo | None:
     match = LEROBOT_STEP.search(line)
     if match:
         values = {m["k"]: to_float(m["v"]) for m in KEY_VALUE.finditer(match["rest"])}
-        step = big_number(match["step"])
+        step, samples = big_number(match["step"]), big_number(match["samples"])
         return LineInfo(
             step=step[0] if step else None,
             step_is_exact=step[1] if step else True,
+            samples=samples[0] if samples and samples[1] else None,
             loss=values.get("loss"),
             lr=values.get("lr"),
             samples_per_s=values.get("smp/s"),

@@ -409,12 +409,14 @@ def make_plan(
             )
         )
         base_lr = 1e-4
+    python = resolve_python(preset, trainer)
+    per_update = trainer.trainer_steps_per_update(preset, python)
     lr, steps, warmup, warmup_source, scaling_findings = scale(
         preset.scaling.rule,
         k or 1.0,
         base_lr,
         preset.optim.steps,
-        lambda steps: trainer.default_warmup_steps(preset, policy, steps),
+        lambda steps: trainer.default_warmup_steps(preset, policy, steps, per_update),
         preset.optim.warmup_ratio,
     )
     found += scaling_findings
@@ -448,6 +450,9 @@ def make_plan(
         lr=lr,
         base_steps=preset.optim.steps,
         steps=steps,
+        trainer_steps=steps * per_update,
+        trainer_steps_per_update=per_update,
+        samples_seen=steps * layout.effective if layout.effective else None,
         warmup_steps=warmup,
         warmup_source=warmup_source,
         strategy=strategy,
@@ -460,14 +465,7 @@ def make_plan(
     )
     workdir, workdir_problems = workdir_for(preset)
     output_dir = preset.output_dir or f"outputs/train/{preset.name}"
-    ctx = BuildContext(
-        preset,
-        plan,
-        policy,
-        resolve_python(preset, trainer),
-        workdir,
-        output_dir,
-    )
+    ctx = BuildContext(preset, plan, policy, python, workdir, output_dir)
     found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
     found += rendezvous_findings(preset, trainer)
     found += output_dir_findings(ctx)

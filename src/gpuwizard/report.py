@@ -40,7 +40,14 @@ def plan_text(plan: Plan, name: str) -> str:
         "",
         f"  scaling       {plan.rule}: lr {fmt_lr(plan.base_lr)} -> {fmt_lr(plan.lr)}, steps {plan.base_steps} -> "
         f"{plan.steps}, warmup {warmup}",
+        f"  steps         {plan.steps} optimizer updates"
+        + (f", {plan.samples_seen} samples seen" if plan.samples_seen else ""),
     ]
+    if plan.trainer_steps != plan.steps:
+        lines.append(
+            f"                the trainer counts {plan.trainer_steps_per_update} steps per update (one micro-batch "
+            f"each): it is given {plan.trainer_steps} steps, and its log and checkpoint steps count the same way"
+        )
     fit = plan.fits
     verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
     if plan.device == "cpu":

@@ -204,10 +204,10 @@ def prepare_run(
 
 def expectations(prepared: PreparedRun) -> Expectations:
     plan, preset = prepared.plan, prepared.preset
-    return Expectations(
-        steps=plan.steps,
+    return Expectations(  # in the log's units: the trainer's own steps
+        steps=plan.trainer_steps,
         lr=plan.lr,
-        warmup_steps=plan.warmup_steps or 0,
+        warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update,
         effective_batch=plan.effective_batch,
         world_size=plan.world_size,
         hang_timeout_s=preset.monitor.hang_timeout_s,

@@ -232,6 +232,8 @@ class JobMonitor:
                         )
                     )
                 )
+        if info.samples is not None:
+            p.samples = info.samples
         if info.samples_per_s is not None:
             if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
                 self.rate_sum += info.samples_per_s

@@ -191,6 +191,8 @@ class Progress(Record):
     lr: float | None = None
     samples_per_s: float | None = None
     samples_per_s_mean: float | None = None
+    samples: int | None = None
+    """Samples trained on so far, where the trainer's log says it exactly."""
     eta_s: float | None = None
     steps_per_s: float | None = None
     last_progress_t: float | None = None

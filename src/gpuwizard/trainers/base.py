@@ -49,9 +49,15 @@ class Trainer:
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         raise NotImplementedError
 
-    def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int) -> int | None:
-        """The warmup this trainer applies on its own (None: it has none)."""
+    def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
+        """The warmup this trainer applies on its own, in optimizer updates (None: it has none); `steps` are
+        optimizer updates and `per_update` the trainer's own steps in one (see `trainer_steps_per_update`)."""
         return None
+
+    def trainer_steps_per_update(self, preset: Preset, python: str) -> int:
+        """How many of the trainer's own steps (its steps flag, log lines, schedule, checkpoint period) make one
+        optimizer update: 1 unless the trainer counts micro-batches."""
+        return 1
 
     def default_python(self) -> str | None:
         """Interpreter when launch.python is null; None means the one on PATH."""

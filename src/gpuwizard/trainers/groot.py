@@ -51,7 +51,7 @@ class GrootTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
-    def default_warmup_steps(self, preset, policy, steps):  # type: ignore[no-untyped-def]
+    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
         return math.ceil(0.05 * steps)
 
     def managed_flags(self) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -68,8 +69,12 @@ class LeRobotOptions(TrainerOptions):
     repo_id: str | None = Field(None, description="--policy.repo_id to push the trained policy to.")
     resume: bool = Field(False, description="Continue the run in output_dir (--resume=true).")
     num_workers: int | None = Field(None, ge=0, description="--num_workers: dataloader workers per process.")
-    log_freq: int | None = Field(None, gt=0, description="--log_freq: steps between log lines.")
-    save_freq: int | None = Field(None, gt=0, description="--save_freq: steps between checkpoints.")
+    log_freq: int | None = Field(
+        None, gt=0, description="--log_freq: optimizer updates between log lines (x grad_accum on main)."
+    )
+    save_freq: int | None = Field(
+        None, gt=0, description="--save_freq: optimizer updates between checkpoints (x grad_accum on main)."
+    )
     seed: int | None = Field(None, description="--seed.")
     wandb: bool = Field(False, description="--wandb.enable.")
 
@@ -172,20 +177,22 @@ class LeRobotTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return per_worker_layout(size, grad_accum, world)
 
-    def default_warmup_steps(self, preset, policy, steps):  # type: ignore[no-untyped-def]
+    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
         """The policy preset's warmup; a cosine schedule longer than the run is shrunk to fit it, warmup included
-        (CosineDecayWithWarmupSchedulerConfig.build, lerobot/optim/schedulers.py, 0.6.1 and main at 7427f31)."""
+        (CosineDecayWithWarmupSchedulerConfig.build, lerobot/optim/schedulers.py, 0.6.1 and main at 7427f31). The
+        schedule counts lerobot-train's loop steps, `per_update` of them to an optimizer update on main."""
         facts = policy.lerobot
-        if facts is None or facts.scheduler == "none":
+        if facts is None or facts.scheduler == "none" or not facts.warmup_steps:
             return None
-        if (
-            facts.scheduler == "cosine_decay_with_warmup"
-            and facts.warmup_steps
-            and facts.decay_steps
-            and steps < facts.decay_steps
-        ):
-            return int(facts.warmup_steps * steps / facts.decay_steps)
-        return facts.warmup_steps
+        loop_steps, warmup = steps * per_update, facts.warmup_steps
+        if facts.scheduler == "cosine_decay_with_warmup" and facts.decay_steps and loop_steps < facts.decay_steps:
+            warmup = int(warmup * loop_steps / facts.decay_steps)
+        return math.ceil(warmup / per_update)
+
+    def trainer_steps_per_update(self, preset, python):  # type: ignore[no-untyped-def]
+        """Main counts loop steps, one micro-batch per worker each (lerobot_train.py at 7427f31: `step = 0  # number
+        of loop steps (= micro-batches consumed per data-parallel worker)`); 0.6.1 has no accumulation."""
+        return preset.batch.grad_accum if find_install(python, preset.options.api).api == "main" else 1
 
     def install(self, ctx: BuildContext) -> LeRobotInstall:
         return find_install(ctx.python, ctx.preset.options.api)
@@ -383,7 +390,7 @@ class LeRobotTrainer(Trainer):
             args.append(f"--policy.pretrained_path={opts.pretrained_path}")
         args.append(f"--policy.device={'cpu' if plan.device == 'cpu' else 'cuda'}")
         args.append(f"--policy.repo_id={opts.repo_id}" if opts.repo_id else "--policy.push_to_hub=false")
-        args += [f"--batch_size={plan.per_device_batch}", f"--steps={plan.steps}"]
+        args += [f"--batch_size={plan.per_device_batch}", f"--steps={plan.trainer_steps}"]
         args += self._lr_args(ctx)
         args += self._precision_args(ctx, install)
         if install.api == "main":
@@ -401,8 +408,8 @@ class LeRobotTrainer(Trainer):
             args.append("--resume=true")
         for flag, value in (
             ("num_workers", opts.num_workers),
-            ("log_freq", opts.log_freq),
-            ("save_freq", opts.save_freq),
+            ("log_freq", opts.log_freq and opts.log_freq * plan.trainer_steps_per_update),
+            ("save_freq", opts.save_freq and opts.save_freq * plan.trainer_steps_per_update),
             ("seed", opts.seed),
         ):
             if value is not None:
@@ -416,9 +423,11 @@ class LeRobotTrainer(Trainer):
         return LaunchSpec(torchrun_prefix(ctx, self.processes_per_node(preset)) + args, env, unset, ctx.workdir)
 
     def _lr_args(self, ctx: BuildContext) -> list[str]:
-        """--optimizer.lr is silently overwritten by the policy preset, so pass --policy.optimizer_lr."""
+        """--optimizer.lr is silently overwritten by the policy preset, so pass --policy.optimizer_lr. Schedules
+        count the trainer's loop steps (the scheduler steps once per micro-batch on main)."""
         plan, facts = ctx.plan, ctx.policy.lerobot
         scheduler = facts.scheduler if facts else "none"
+        warmup = (plan.warmup_steps or 0) * plan.trainer_steps_per_update
         if scheduler == "none" and plan.warmup_steps:
             opt = dict(facts.optimizer if facts else {})
             args = [
@@ -427,20 +436,22 @@ class LeRobotTrainer(Trainer):
                 f"--optimizer.lr={plan.lr:g}",
             ]
             args += [f"--optimizer.{k}={v:g}" for k, v in opt.items()]
-            return args + ["--scheduler.type=constant_with_warmup", f"--scheduler.num_warmup_steps={plan.warmup_steps}"]
+            return args + ["--scheduler.type=constant_with_warmup", f"--scheduler.num_warmup_steps={warmup}"]
         args = [f"--policy.optimizer_lr={plan.lr:g}"]
         if scheduler == "none" or plan.warmup_steps is None:
             return args
         if ctx.policy.key == "groot":
             return args + [
-                f"--policy.max_steps={plan.steps}",
+                f"--policy.max_steps={plan.trainer_steps}",
                 f"--policy.warmup_ratio={plan.warmup_steps / plan.steps:.6g}",
             ]
         if plan.warmup_source == "trainer default":
             return args  # lerobot-train computes the same warmup itself (shrunk to a short run's length)
-        args.append(f"--policy.scheduler_warmup_steps={plan.warmup_steps}")
-        if facts and facts.decay_steps and plan.steps < facts.decay_steps:
-            args.append(f"--policy.scheduler_decay_steps={plan.steps}")  # the run's length: no rescaling of our warmup
+        args.append(f"--policy.scheduler_warmup_steps={warmup}")
+        if facts and facts.decay_steps and plan.trainer_steps < facts.decay_steps:
+            args.append(
+                f"--policy.scheduler_decay_steps={plan.trainer_steps}"
+            )  # the run's length: no rescaling of our warmup
         return args
 
     def _precision_args(self, ctx: BuildContext, install: LeRobotInstall) -> list[str]:

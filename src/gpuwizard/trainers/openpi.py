@@ -62,7 +62,7 @@ class OpenpiTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
-    def default_warmup_steps(self, preset, policy, steps):  # type: ignore[no-untyped-def]
+    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
         return policy.openpi.warmup_steps if policy.openpi else 1000
 
     def managed_flags(self) -> tuple[str, ...]:

@@ -294,7 +294,7 @@ class ScalingStep(Step):
                 k,
                 plan.base_lr,
                 preset.optim.steps,
-                lambda steps: trainer.default_warmup_steps(preset, policy, steps),
+                lambda steps: trainer.default_warmup_steps(preset, policy, steps, plan.trainer_steps_per_update),
                 preset.optim.warmup_ratio,
             )
             self.query_one(

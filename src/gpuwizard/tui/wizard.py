@@ -267,7 +267,10 @@ class WizardScreen(Screen[None]):
             Content.assemble(
                 f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device "
                 f"{plan.per_device_batch} · effective {plan.effective_batch} · "
-                f"lr {plan.lr:.3g} · {plan.steps} steps · {plan.strategy} ",
+                f"lr {plan.lr:.3g} · {plan.steps} updates"
+                + (f" ({plan.trainer_steps} trainer steps)" if plan.trainer_steps != plan.steps else "")
+                + (f" · {plan.samples_seen} samples" if plan.samples_seen else "")
+                + f" · {plan.strategy} ",
                 *state,
             )
         )
