@@ -556,3 +556,53 @@ trainer_options: {config_name: pi0_fast_libero, backend: pytorch}
     )
     jax = gw("plan", write_preset(text.replace("backend: pytorch", "backend: jax")))
     assert "does not support pi0_fast" not in jax.err
+
+
+def test_act_backbone_lr_scales_with_the_lr(gw, write_preset):
+    """lerobot/policies/act/modeling_act.py (0.6.1 and main at 7427f31): ACTPolicy.get_optim_params puts model.backbone
+    in its own group at config.optimizer_lr_backbone (1e-5 in configuration_act.py); lerobot/optim/factory.py trains
+    policy.parameters() (one group) when --use_policy_training_preset=false."""
+    base = LEROBOT_MAIN_ACCUM.replace("grad_accum: 2", "grad_accum: 1").replace(
+        "scaling: {rule: none, reference_gpus: 4}", "scaling: {rule: sqrt_lr, reference_gpus: 1}"
+    )
+    argv = preview_json(gw, write_preset(base))["argv"]
+    assert flag(argv, "--policy.optimizer_lr") == "2e-05" and flag(argv, "--policy.optimizer_lr_backbone") == "2e-05"
+    assert "--use_policy_training_preset=false" not in argv
+    unscaled = preview_json(
+        gw, write_preset(base.replace("rule: sqrt_lr, reference_gpus: 1", "rule: none, reference_gpus: 4"))
+    )
+    assert flag(unscaled["argv"], "--policy.optimizer_lr_backbone") is None, "the policy's own default stays"
+    linear = base.replace("rule: sqrt_lr", "rule: linear_lr")
+    spec = preview_json(gw, write_preset(linear))
+    assert "--use_policy_training_preset=false" in spec["argv"] and flag(spec["argv"], "--optimizer.lr") == "4e-05"
+    _, plan = plan_json(gw, write_preset(linear))
+    assert any(
+        "one group at lr 4e-05: the policy's own group lrs (optimizer_lr_backbone 4e-05 after scaling) are not applied"
+        in n
+        for n in plan["notes"]
+    ), plan["notes"]
+
+
+@pytest.mark.parametrize("api", ["v0.6", "main"])
+def test_groot_through_lerobot_maps_mixed_precision_to_its_own_bf16_autocast(gw, write_preset, api):
+    """lerobot/policies/groot/configuration_groot.py (0.6.1 and main at 7427f31): GrootConfig.use_bf16 (default true)
+    drives torch.autocast(dtype=torch.bfloat16) in modeling_groot.py; --policy.use_amp would add fp16 autocast and a
+    GradScaler on top (lerobot/configs/policies.py)."""
+    text = f"""\
+version: 1
+name: groot-lerobot
+trainer: lerobot
+policy: groot
+dataset: {{repo_id: me/pick}}
+hardware: {{gpus: 2}}
+batch: {{size: 8}}
+optim: {{steps: 1000}}
+mixed_precision: MP
+trainer_options: {{api: {api}}}
+"""
+    for mp, expected in (("bf16", "true"), ('"no"', "false")):
+        argv = preview_json(gw, write_preset(text.replace("MP", mp)))["argv"]
+        assert flag(argv, "--policy.use_bf16") == expected
+        assert not any(a.startswith(("--policy.use_amp", "--accelerator.mixed_precision")) for a in argv), argv
+    result = gw("plan", write_preset(text.replace("MP", "fp16")))
+    assert result.code == 2 and "mixed_precision = 'fp16': groot in LeRobot autocasts only to bf16" in result.err

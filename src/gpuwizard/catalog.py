@@ -35,7 +35,17 @@ class LeRobotPolicyFacts(Strict):
     decay_steps: int | None = Field(None, gt=0, description="The scheduler's decay steps.")
     decay_lr: float | None = Field(None, ge=0, description="The lr at the end of the decay.")
     dtype_field: bool = Field(False, description="Whether the policy config has a dtype field.")
+    bf16_flag: str | None = Field(
+        None,
+        description="A boolean policy field turning on the policy's own bf16 autocast; mixed_precision maps to it "
+        "instead of AMP.",
+    )
     optimizer: dict[str, Any] = Field({}, description="The policy preset's optimizer settings.")
+    group_lrs: dict[str, float] = Field(
+        {},
+        description="Policy config fields holding the lr of a parameter group of its own (get_optim_params), with "
+        "their defaults: scaled with the lr, and lost when the policy preset is bypassed.",
+    )
 
 
 class OpenpiPolicyFacts(Strict):

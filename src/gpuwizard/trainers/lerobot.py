@@ -16,7 +16,7 @@ from pydantic import Field
 
 from gpuwizard import paths
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
-from gpuwizard.errors import Problem, problem, warning
+from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_lerobot
 from gpuwizard.trainers.base import (
     Trainer,
@@ -209,6 +209,9 @@ class LeRobotTrainer(Trainer):
             "--dataset.root",
             "--policy.device",
             "--policy.optimizer_lr",
+            "--policy.optimizer_lr_backbone",
+            "--policy.use_bf16",
+            "--policy.use_amp",
             "--optimizer.lr",
             "--policy.scheduler_warmup_steps",
             "--accelerator.gradient_accumulation.steps",
@@ -259,11 +262,22 @@ class LeRobotTrainer(Trainer):
                     value=preset.mixed_precision,
                 )
             )
+        elif policy.lerobot and policy.lerobot.bf16_flag and preset.mixed_precision == "fp16":
+            found.append(
+                problem(
+                    "mixed_precision",
+                    f"{policy.key} in LeRobot autocasts only to bf16 (--policy.{policy.lerobot.bf16_flag}); there is "
+                    "no fp16 path",
+                    "use mixed_precision: bf16, or no for float32",
+                    value="fp16",
+                )
+            )
         elif (
             install.api == "v0.6"
             and preset.mixed_precision != "no"
             and policy.lerobot
             and not policy.lerobot.dtype_field
+            and not policy.lerobot.bf16_flag
         ):
             if preset.mixed_precision == "bf16":
                 found.append(
@@ -286,6 +300,7 @@ class LeRobotTrainer(Trainer):
                     "unset them in your shell to silence this",
                 )
             )
+        found += self._group_lr_notes(ctx)
         if not preset.options.repo_id:
             found.append(
                 problem(
@@ -306,6 +321,21 @@ class LeRobotTrainer(Trainer):
                 )
             )
         return found
+
+    def _group_lr_notes(self, ctx: BuildContext) -> list[Problem]:
+        """What bypassing the policy preset (needed for a warmup on a policy without a scheduler) does to the
+        parameter groups with an lr of their own: make_optimizer_and_scheduler then trains policy.parameters(), one
+        group (lerobot/optim/factory.py, 0.6.1 and main at 7427f31)."""
+        plan, facts = ctx.plan, ctx.policy.lerobot
+        if not facts or facts.scheduler != "none" or not plan.warmup_steps or not facts.group_lrs:
+            return []
+        groups = ", ".join(f"{name} {value * plan.lr / plan.base_lr:.3g}" for name, value in facts.group_lrs.items())
+        return [
+            note(
+                f"the warmup needs --use_policy_training_preset=false, and then lerobot-train puts every parameter in "
+                f"one group at lr {plan.lr:.3g}: the policy's own group lrs ({groups} after scaling) are not applied"
+            )
+        ]
 
     def _check_fsdp(self, ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
         preset, policy = ctx.preset, ctx.policy
@@ -438,6 +468,8 @@ class LeRobotTrainer(Trainer):
             args += [f"--optimizer.{k}={v:g}" for k, v in opt.items()]
             return args + ["--scheduler.type=constant_with_warmup", f"--scheduler.num_warmup_steps={warmup}"]
         args = [f"--policy.optimizer_lr={plan.lr:g}"]
+        if facts and plan.lr != plan.base_lr:
+            args += [f"--policy.{name}={value * plan.lr / plan.base_lr:g}" for name, value in facts.group_lrs.items()]
         if scheduler == "none" or plan.warmup_steps is None:
             return args
         if ctx.policy.key == "groot":
@@ -456,6 +488,9 @@ class LeRobotTrainer(Trainer):
 
     def _precision_args(self, ctx: BuildContext, install: LeRobotInstall) -> list[str]:
         mp, facts = ctx.preset.mixed_precision, ctx.policy.lerobot
+        if facts and facts.bf16_flag:
+            # its own bf16 autocast, on by default; AMP (--policy.use_amp) would add fp16 autocast and a GradScaler
+            return [f"--policy.{facts.bf16_flag}={'true' if mp == 'bf16' and ctx.plan.device != 'cpu' else 'false'}"]
         if ctx.plan.device == "cpu" or (install.api == "main" and mp == "no"):
             # main's default is already "no", and the flag cannot say it: draccus reads `no` as YAML false and
             # AcceleratorConfig.__post_init__ refuses False (lerobot/configs/accelerator.py, main at 7427f31)
