@@ -606,3 +606,40 @@ trainer_options: {{api: {api}}}
         assert not any(a.startswith(("--policy.use_amp", "--accelerator.mixed_precision")) for a in argv), argv
     result = gw("plan", write_preset(text.replace("MP", "fp16")))
     assert result.code == 2 and "mixed_precision = 'fp16': groot in LeRobot autocasts only to bf16" in result.err
+
+
+OPENPI_DROID = """\
+version: 1
+name: droid-ft
+trainer: openpi
+policy: pi05
+dataset: {repo_id: me/droid}
+hardware: {gpus: 2}
+batch: {size: 32}
+optim: {steps: 20000}
+scaling: {rule: none, reference_gpus: 2}
+trainer_options: {config_name: pi05_droid_finetune}
+"""
+
+
+def test_openpi_passes_only_the_schedule_that_differs_from_its_config(gw, write_preset):
+    """Physical-Intelligence/openpi at 15a9616, src/openpi/training/config.py: pi05_droid_finetune keeps
+    CosineDecaySchedule's defaults (optimizer.py: peak 2.5e-5, warmup 1,000, decay 30,000) with 20,000 steps and
+    batch 32; pi05_libero sets batch 256, peak 5e-5, warmup 10,000, decay 1,000,000. The lr belongs to the config."""
+    _, plan = plan_json(gw, write_preset(OPENPI_DROID))
+    assert (plan["lr"], plan["warmup_steps"]) == (2.5e-5, 1000)
+    argv = preview_json(gw, write_preset(OPENPI_DROID))["argv"]
+    assert not any(a.startswith("--lr-schedule") for a in argv), argv
+    longer = preview_json(gw, write_preset(OPENPI_DROID.replace("steps: 20000", "steps: 40000")))["argv"]
+    assert [a for a in longer if a.startswith("--lr-schedule")] == ["--lr-schedule.decay-steps=40000"]
+    own_lr = OPENPI_DROID.replace("optim: {steps: 20000}", "optim: {lr: 1.0e-5, steps: 20000}")
+    assert [a for a in preview_json(gw, write_preset(own_lr))["argv"] if a.startswith("--lr-schedule")] == [
+        "--lr-schedule.peak-lr=1e-05"
+    ]
+    libero = OPENPI_DROID.replace("pi05_droid_finetune", "pi05_libero")
+    _, plan = plan_json(gw, write_preset(libero))
+    assert (plan["lr"], plan["warmup_steps"]) == (5e-5, 10000)
+    assert any("tuned for a global batch of 256; this run trains at 32" in n for n in plan["notes"])
+    unknown = OPENPI_DROID.replace("pi05_droid_finetune", "my_robot_config")
+    _, plan = plan_json(gw, write_preset(unknown))
+    assert any("my_robot_config is not in gpuwizard's catalog" in w for w in plan["warnings"])

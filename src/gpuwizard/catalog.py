@@ -48,10 +48,22 @@ class LeRobotPolicyFacts(Strict):
     )
 
 
-class OpenpiPolicyFacts(Strict):
-    """How openpi trains this policy."""
+class OpenpiSchedule(Strict):
+    """A TrainConfig's batch, length and lr schedule; the defaults are openpi's own (TrainConfig and
+    CosineDecaySchedule in src/openpi/training/config.py and optimizer.py)."""
 
-    warmup_steps: int = Field(1000, ge=0, description="The lr schedule's warmup steps.")
+    batch_size: int = Field(32, gt=0, description="The global batch the schedule was tuned for.")
+    num_train_steps: int = Field(30_000, gt=0, description="The config's training steps.")
+    peak_lr: float = Field(2.5e-5, gt=0, description="CosineDecaySchedule.peak_lr.")
+    warmup_steps: int = Field(1_000, ge=0, description="CosineDecaySchedule.warmup_steps.")
+    decay_steps: int = Field(30_000, gt=0, description="CosineDecaySchedule.decay_steps.")
+    decay_lr: float = Field(2.5e-6, ge=0, description="CosineDecaySchedule.decay_lr.")
+
+
+class OpenpiPolicyFacts(Strict):
+    """How openpi trains this policy: its TrainConfigs' schedules, by config name."""
+
+    configs: dict[str, OpenpiSchedule] = Field({}, description="Known TrainConfig names and their schedules.")
 
 
 class TrainingTime(Strict):

@@ -398,7 +398,7 @@ def make_plan(
     reference = trainer.batch_layout(preset.batch.size, preset.batch.grad_accum, preset.scaling.reference_gpus)
     k = layout.effective / reference.effective if layout.effective and reference.effective else None
 
-    base_lr = preset.optim.lr or policy.default_lr.get(trainer.name)
+    base_lr = preset.optim.lr or trainer.default_lr(preset, policy)
     if base_lr is None:
         found.append(
             problem(

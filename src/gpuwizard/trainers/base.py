@@ -49,6 +49,10 @@ class Trainer:
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         raise NotImplementedError
 
+    def default_lr(self, preset: Preset, policy: PolicyEntry) -> float | None:
+        """The lr this trainer's own recipe uses when optim.lr is null."""
+        return policy.default_lr.get(self.name)
+
     def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
         """The warmup this trainer applies on its own, in optimizer updates (None: it has none); `steps` are
         optimizer updates and `per_update` the trainer's own steps in one (see `trainer_steps_per_update`)."""

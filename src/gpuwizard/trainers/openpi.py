@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpuwizard.catalog import OpenpiSchedule
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
@@ -62,8 +63,16 @@ class OpenpiTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
+    def schedule(self, preset, policy) -> OpenpiSchedule:  # type: ignore[no-untyped-def]
+        """The TrainConfig's own batch, length and lr schedule; openpi's defaults for a config the catalog lacks."""
+        known = policy.openpi.configs if policy.openpi else {}
+        return known.get(preset.options.config_name or "", OpenpiSchedule())
+
+    def default_lr(self, preset, policy):  # type: ignore[no-untyped-def]
+        return self.schedule(preset, policy).peak_lr
+
     def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
-        return policy.openpi.warmup_steps if policy.openpi else 1000
+        return self.schedule(preset, policy).warmup_steps
 
     def managed_flags(self) -> tuple[str, ...]:
         return (
@@ -107,6 +116,7 @@ class OpenpiTrainer(Trainer):
                     value=preset.batch.grad_accum,
                 )
             )
+        found += self._schedule_notes(ctx)
         if opts.overwrite and opts.resume:
             found.append(
                 problem(
@@ -204,8 +214,7 @@ class OpenpiTrainer(Trainer):
             f"--exp-name={opts.exp_name or preset.name}",
             f"--batch-size={preset.batch.size}",
             f"--num-train-steps={plan.steps}",
-            f"--lr-schedule.peak-lr={plan.lr:g}",
-            f"--lr-schedule.warmup-steps={plan.warmup_steps or 0}",
+            *self._schedule_args(ctx),
             f"--checkpoint-base-dir={ctx.output_dir}",
         ]
         if opts.overwrite:
@@ -227,6 +236,46 @@ class OpenpiTrainer(Trainer):
                 + common
             )
         return LaunchSpec(argv + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
+
+    def _schedule_args(self, ctx: BuildContext) -> list[str]:
+        """Only what differs from the TrainConfig's own schedule: its lr and warmup belong to the config name."""
+        plan, own = ctx.plan, self.schedule(ctx.preset, ctx.policy)
+        args = []
+        if plan.lr != own.peak_lr:
+            args.append(f"--lr-schedule.peak-lr={plan.lr:g}")
+        if (plan.warmup_steps or 0) != own.warmup_steps:
+            args.append(f"--lr-schedule.warmup-steps={plan.warmup_steps or 0}")
+        if plan.steps != own.num_train_steps:
+            args.append(f"--lr-schedule.decay-steps={plan.steps}")  # the cosine follows the run's length
+        return args
+
+    def _schedule_notes(self, ctx: BuildContext) -> list[Problem]:
+        preset, policy, plan = ctx.preset, ctx.policy, ctx.plan
+        config = preset.options.config_name
+        if config is None:
+            return []
+        own = self.schedule(preset, policy)
+        if config not in (policy.openpi.configs if policy.openpi else {}):
+            return [
+                warning(
+                    "trainer_options.config_name",
+                    f"{config} is not in gpuwizard's catalog, so its schedule is assumed to be openpi's defaults "
+                    f"(batch {own.batch_size}, {own.num_train_steps} steps, peak lr {own.peak_lr:g}, warmup "
+                    f"{own.warmup_steps})",
+                    "set optim.lr and optim.warmup_ratio to the config's own values, or add the config to the "
+                    "openpi section of the policy catalog",
+                    value=config,
+                )
+            ]
+        if preset.batch.size != own.batch_size and plan.lr == own.peak_lr:
+            return [
+                note(
+                    f"{config}'s lr {own.peak_lr:g} and warmup {own.warmup_steps} were tuned for a global batch of "
+                    f"{own.batch_size}; this run trains at {preset.batch.size} with the same lr (set optim.lr, or "
+                    f"scaling.reference_gpus and a rule, to change it)"
+                )
+            ]
+        return []
 
     def parse_line(self, line: str) -> LineInfo | None:
         return parse_openpi(line)
