@@ -26,14 +26,13 @@ version: 1
 name: groot-8
 trainer: groot
 policy: groot
-dataset: {repo_id: so100}
+dataset: {root: /data/so100}
 hardware: {gpus: 8}
 batch: {size: 64}
 optim: {lr: 1.0e-4, steps: 10000}
 trainer_options:
   base_model_path: nvidia/GR00T-N1.7-3B
-  dataset_path: /data/so100
-  embodiment_tag: new_embodiment
+  embodiment_tag: NEW_EMBODIMENT
   modality_config_path: examples/SO100/so100_config.py
 """
 
@@ -324,7 +323,7 @@ def test_fsdp_on_pi05_lerobot_is_refused(gw, write_preset):
 
 
 def test_missing_required_trainer_options(gw, write_preset):
-    text = GROOT_8.replace("  embodiment_tag: new_embodiment\n", "").replace(
+    text = GROOT_8.replace("  embodiment_tag: NEW_EMBODIMENT\n", "").replace(
         "  base_model_path: nvidia/GR00T-N1.7-3B\n", ""
     )
     err = plan_error(gw, write_preset(text))
@@ -643,3 +642,52 @@ def test_openpi_passes_only_the_schedule_that_differs_from_its_config(gw, write_
     unknown = OPENPI_DROID.replace("pi05_droid_finetune", "my_robot_config")
     _, plan = plan_json(gw, write_preset(unknown))
     assert any("my_robot_config is not in gpuwizard's catalog" in w for w in plan["warnings"])
+
+
+def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
+    """The resume forms, from each trainer's source: LeRobot (lerobot/configs/train.py, 0.6.1 and main at 7427f31:
+    --resume=true needs --config_path=<out>/checkpoints/last/pretrained_model/train_config.json, no --policy.type);
+    GR00T (gr00t/configs/finetune_config.py: resume_from_checkpoint defaults False, flag --resume-from-checkpoint);
+    openpi (scripts/train.py at 15a9616: --resume, checkpoints in <base>/<config>/<exp>/<step>); HF Trainer
+    (TrainingArguments.resume_from_checkpoint: a checkpoint-<step> folder)."""
+    out = tmp_path / "out"
+    lerobot = LEROBOT_MAIN_ACCUM + f"output_dir: {out}\n"
+    assert gw("preview", write_preset(lerobot), "--resume").err.count("no lerobot checkpoint") == 1
+    config = out / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text("{}")
+    argv = preview_json(gw, write_preset(lerobot), "--resume")["argv"]
+    tail = argv[argv.index(next(a for a in argv if a.endswith("lerobot-train"))) + 1 :]
+    assert tail == [f"--config_path={config}", "--resume=true"]
+    assert not any(a.startswith(("--policy.type", "--policy.path")) for a in argv)
+    fresh = preview_json(gw, write_preset(lerobot))
+    assert any("continue it with `gpuwizard run act-4x-accum --resume`" in w for w in fresh["warnings"])
+
+    groot = GROOT_8 + f"output_dir: {out}\n"
+    (out / "checkpoint-500").mkdir()
+    assert "--resume-from-checkpoint" in preview_json(gw, write_preset(groot), "--resume")["argv"]
+    assert "--resume-from-checkpoint" not in preview_json(gw, write_preset(groot))["argv"]
+
+    hf = f"""\
+version: 1
+name: hf-job
+trainer: hf
+policy: smolvla
+dataset: {{repo_id: me/data}}
+hardware: {{gpus: 2}}
+batch: {{size: 4}}
+optim: {{lr: 2.0e-5, steps: 500}}
+trainer_options: {{script: train.py}}
+output_dir: {out}
+"""
+    (out / "checkpoint-1500").mkdir()
+    argv = preview_json(gw, write_preset(hf), "--resume")["argv"]
+    assert flag(argv, "--resume_from_checkpoint") == str(out / "checkpoint-1500"), "the newest step, not by name"
+
+    openpi = OPENPI_DROID + f"output_dir: {out}\n"
+    (out / "pi05_droid_finetune" / "droid-ft" / "5000").mkdir(parents=True)
+    argv = preview_json(gw, write_preset(openpi), "--resume")["argv"]
+    assert "--resume" in argv and "--overwrite" not in argv
+    both = openpi.replace("config_name: pi05_droid_finetune}", "config_name: pi05_droid_finetune, overwrite: true}")
+    result = gw("preview", write_preset(both), "--resume")
+    assert result.code == 2 and "openpi refuses --overwrite together with --resume" in result.err

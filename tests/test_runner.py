@@ -632,3 +632,53 @@ def test_a_finished_runs_elapsed_time_stops_at_its_end():
     assert status_line(None, status, now=10_000.0).startswith("[01:00]  finished")
     running = status.model_copy(update={"state": "running", "ended": None})
     assert status_line(None, running, now=220.0).startswith("[02:00]  running")
+
+
+def test_a_failed_run_resumes_from_its_checkpoint_and_ends_where_an_uninterrupted_one_does(demo_preset):
+    """The demo trainer resumes weights, optimizer, schedule, step and each rank's sampler: a run that crashed at step
+    45 (checkpoint at 40) and was resumed ends with the weights of a run that never stopped."""
+    crashing = demo_preset(
+        name="demo-resume", steps=80, options="  save_every: 20\n  inject_crash: {rank: 1, step: 45}"
+    )
+    crashing.write_text(crashing.read_text().replace("  save_every: 30\n", ""))
+    first = gw_subprocess("run", crashing, "--headless", timeout=240)
+    assert first.returncode != 0 and "failed" in first.stdout, first.stdout + first.stderr
+    crashed = only_run()
+    fixed = demo_preset(name="demo-resume", steps=80, options="  save_every: 20")
+    fixed.write_text(fixed.read_text().replace("  save_every: 30\n", ""))
+    resumed = gw_subprocess("run", fixed, "--headless", "--resume", timeout=240)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    out = Path(crashing.parent, "out-demo-resume")
+    assert (
+        f"resuming from {(out / 'checkpoints' / '000040').resolve()}, continuing run {crashed.run_id}" in resumed.stdout
+    )
+    second = all_runs()[0]
+    assert second.status().resumed_from == crashed.run_id and second.status().state == "finished"
+    log = second.log.read_text()
+    assert "Resuming from step 40" in log and "step 45/80" in log and "step 5/80" not in log
+    assert second.progress().step == 80, "progress continues from the checkpoint's step to the planned total"
+    listing = gw_subprocess("runs").stdout
+    assert f"<- resumes {crashed.run_id}" in listing
+
+    straight = demo_preset(name="demo-straight", steps=80, options="  save_every: 20")
+    straight.write_text(straight.read_text().replace("  save_every: 30\n", ""))
+    assert gw_subprocess("run", straight, "--headless", timeout=240).returncode == 0
+    import torch
+
+    resumed_state = torch.load(out / "checkpoints" / "last" / "model.pt", weights_only=True)
+    straight_state = torch.load(
+        Path(straight.parent, "out-demo-straight", "checkpoints", "last", "model.pt"), weights_only=True
+    )
+    assert resumed_state["step"] == straight_state["step"] == 80
+    for name, tensor in straight_state["model"].items():
+        assert torch.allclose(resumed_state["model"][name], tensor, atol=1e-6), name
+
+
+def test_resume_without_a_checkpoint_is_refused_in_one_paragraph(demo_preset):
+    path = demo_preset(name="demo-nothing", steps=10)
+    result = gw_subprocess("run", path, "--headless", "--resume")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "--resume: there is no demo checkpoint in" in result.stderr
+    assert all_runs() == []
+    smoke = gw_subprocess("run", path, "--headless", "--resume", "--smoke")
+    assert smoke.returncode == 2 and "a smoke run is a fresh 50-step repro and cannot resume" in smoke.stderr

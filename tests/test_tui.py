@@ -138,9 +138,12 @@ async def test_walk_groot_from_the_policy_table(gpus):
         await type_into(pilot, "#f-hardware-gpus", "4")
         await goto(pilot, app, 2)
         await type_into(pilot, "#f-trainer-options-base-model-path", "nvidia/GR00T-N1.7-3B")
-        await type_into(pilot, "#f-trainer-options-embodiment-tag", "new_embodiment")
+        await type_into(pilot, "#f-trainer-options-embodiment-tag", "NEW_EMBODIMENT")
         await type_into(pilot, "#f-trainer-options-modality-config-path", "examples/SO100/so100_config.py")
-        await type_into(pilot, "#f-trainer-options-dataset-path", "demo_data/cube_to_bowl_5")
+        assert any(p.field == "dataset.root" for p in screen.plan.errors), "GR00T needs the dataset folder"
+        await goto(pilot, app, 1)
+        await type_into(pilot, "#f-dataset-root", "demo_data/cube_to_bowl_5")
+        await goto(pilot, app, 2)
         await type_into(pilot, "#f-batch-size", "32")
         await type_into(pilot, "#f-batch-grad-accum", "8")
         assert screen.plan.errors == []
@@ -255,6 +258,34 @@ async def test_monitor_recovery_keys(tmp_path):
         assert await wait_until(pilot, lambda: isinstance(app.screen, WizardScreen), 30)
         assert await wait_until(pilot, lambda: third.run.status().final, 120)
     assert [e.status.state for e in list_runs()] == ["finished", "stopped", "stopped"]
+
+
+@pytest.mark.slow
+async def test_monitor_resumes_a_stopped_run_with_r(tmp_path):
+    quick_demo(tmp_path, "tui-resume", "trainer_options: {step_time_s: 0.05, log_every: 2, save_every: 5}", steps=3000)
+    app = GpuWizardApp(preset=load_preset("tui-resume"))
+    checkpoint = tmp_path / "out-tui-resume" / "checkpoints" / "last" / "model.pt"
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+r")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen) and checkpoint.exists(), 90)
+        first = app.screen
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.screen is first, "a running run is not resumed"
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        assert await wait_until(pilot, lambda: first.final and first.status.state == "stopped", 90)
+        await pilot.press("r")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen is not first, 90)
+        second = app.screen
+        assert second.run.status().resumed_from == first.run.run_id
+        assert await wait_until(pilot, lambda: "Resuming from step" in second.run.log.read_text(), 90)
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        assert await wait_until(pilot, lambda: second.final, 90)
 
 
 async def test_presets_save_duplicate_delete_open(gpus):

@@ -101,6 +101,8 @@ class BuildContext:
     python: str
     workdir: str
     output_dir: str
+    resume: bool = False
+    """Continue from the last checkpoint in output_dir, in the trainer's own resume form."""
 
     @property
     def output_path(self) -> Path:

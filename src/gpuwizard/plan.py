@@ -253,13 +253,22 @@ def batch_table(trainer: Trainer, preset: Preset) -> list[dict[str, Any]]:
 
 
 def dataset_findings(
-    preset: Preset, trainer: Trainer, effective: int | None
+    preset: Preset, trainer: Trainer, effective: int | None, workdir: str
 ) -> tuple[dict[str, Any] | None, list[Problem]]:
     if not preset.dataset.root:
         return None, []
-    root = Path(os.path.expanduser(preset.dataset.root))
+    root = Path(workdir, os.path.expanduser(preset.dataset.root))  # relative: under the job's working directory
     if trainer.writes_dataset and not root.exists():
         return None, [note(f"the {trainer.name} trainer writes its synthetic dataset to {root} on the first run")]
+    if not root.exists():
+        return None, [
+            warning(
+                "dataset.root",
+                f"{root} does not exist here, so its metadata is not shown",
+                "plan on the training machine, or fix the path (a relative one is under launch.workdir)",
+                value=preset.dataset.root,
+            )
+        ]
     try:
         meta = datasets.read_metadata(root)
     except datasets.DatasetError as exc:
@@ -347,13 +356,13 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
     return str(path.resolve()), []
 
 
-def plan_here(preset: Preset, inventory: Any) -> tuple[Plan, BuildContext]:
+def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:
     """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings."""
     if inventory is None:
-        return make_plan(preset)
+        return make_plan(preset, resume=resume)
     from gpuwizard.gpus.advice import setup_advice
 
-    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset))
+    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset), resume=resume)
     if plan.device == "cuda":
         plan.problems += setup_advice(
             inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
@@ -362,7 +371,7 @@ def plan_here(preset: Preset, inventory: Any) -> tuple[Plan, BuildContext]:
 
 
 def make_plan(
-    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None
+    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, resume: bool = False
 ) -> tuple[Plan, BuildContext]:
     """Resolve a preset into a plan and the context its trainer builds the command from."""
     preset = with_gpus(preset, gpus)
@@ -424,7 +433,8 @@ def make_plan(
     fit = estimate_fit(policy, preset, layout.per_device, world, hw)
     strategy, strategy_findings = choose_strategy(preset, trainer, policy, world, fit)
     found += strategy_findings
-    dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective)
+    workdir, workdir_problems = workdir_for(preset)
+    dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective, workdir)
     found += dataset_problems
     found.append(
         note(
@@ -463,9 +473,8 @@ def make_plan(
         dataset=dataset_meta,
         advice=advice_lines(preset, policy, world, strategy, fit, k),
     )
-    workdir, workdir_problems = workdir_for(preset)
     output_dir = preset.output_dir or f"outputs/train/{preset.name}"
-    ctx = BuildContext(preset, plan, policy, python, workdir, output_dir)
+    ctx = BuildContext(preset, plan, policy, python, workdir, output_dir, resume)
     found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
     found += rendezvous_findings(preset, trainer)
     found += output_dir_findings(ctx)

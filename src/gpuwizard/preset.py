@@ -22,13 +22,23 @@ MAX_NODES = 4096
 class DatasetSpec(Strict):
     """What to train on."""
 
-    repo_id: str = Field(min_length=1, description="Dataset id as the trainer takes it, e.g. myuser/so100_pick.")
+    repo_id: str | None = Field(
+        None, min_length=1, description="Dataset id as the trainer takes it, e.g. myuser/so100_pick."
+    )
     root: str | None = Field(
         None,
         min_length=1,
-        description="Local dataset folder; when set, its metadata is read and shown (and it is the path for trainers "
-        "that take one).",
+        description="Local dataset folder; when set, its metadata is read and shown, and it is the dataset path of "
+        "trainers that take a path (GR00T --dataset-path). At least one of repo_id and root.",
     )
+
+    @model_validator(mode="after")
+    def _named(self) -> DatasetSpec:
+        if self.repo_id is None and self.root is None:
+            rules = Rules("dataset")
+            rules.add("repo_id", "a dataset needs a repo_id or a root folder", "set dataset.repo_id or dataset.root")
+            rules.raise_any()
+        return self
 
 
 class Hardware(Strict):

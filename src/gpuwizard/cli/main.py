@@ -51,12 +51,21 @@ def build_parser() -> Parser:
             p.add_argument("--json", action="store_true")
         else:
             p.add_argument("--format", choices=["shell", "json", "script"], default="shell")
+            p.add_argument("--resume", action="store_true", help="the command that continues from the last checkpoint")
 
     run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
     run.add_argument("preset", metavar="PRESET")
     run.add_argument("--gpus", type=positive_int, metavar="N")
     run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        metavar="RUN_ID",
+        help="continue from the last checkpoint in the trainer's own resume form, as a new run linked to RUN_ID "
+        "(default: the newest run of this preset)",
+    )
     run.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
     run.add_argument(
         "--env",
@@ -115,14 +124,14 @@ def dispatch(args: argparse.Namespace) -> int:
     return handler(args)
 
 
-def resolve(preset_arg: str, gpus: int | None) -> tuple[Any, Any, Any]:
+def resolve(preset_arg: str, gpus: int | None, resume: bool = False) -> tuple[Any, Any, Any]:
     """Load a preset and plan it against the GPUs detected here."""
     from gpuwizard.gpus.inventory import read_inventory
     from gpuwizard.plan import plan_here, with_gpus
     from gpuwizard.preset import load_preset
 
     preset = with_gpus(load_preset(preset_arg), gpus)
-    plan, ctx = plan_here(preset, read_inventory())
+    plan, ctx = plan_here(preset, read_inventory(), resume=resume)
     return preset, plan, ctx
 
 
@@ -145,11 +154,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
+    from gpuwizard.errors import warning
     from gpuwizard.plan import build_command
+    from gpuwizard.trainers import get_trainer
 
-    preset, plan, ctx = resolve(args.preset, args.gpus)
+    preset, plan, ctx = resolve(args.preset, args.gpus, resume=args.resume)
     if plan.errors:
         return report_problems(plan, preset.name)
+    if args.resume and get_trainer(preset.trainer).last_checkpoint(ctx) is None:
+        plan.problems.append(
+            warning(
+                "--resume",
+                f"there is no {preset.trainer} checkpoint in {ctx.output_path} yet; run will refuse to resume",
+                "run it without --resume first",
+            )
+        )
     spec = build_command(ctx)
     if args.format == "json":
         print(json.dumps(spec.to_json() | {"warnings": [p.paragraph() for p in plan.warnings]}, indent=2))

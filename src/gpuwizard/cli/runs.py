@@ -32,9 +32,19 @@ def run_command(args: argparse.Namespace) -> int:
     from gpuwizard.preset import load_preset
     from gpuwizard.runner.launch import prepare_run, start_run
 
-    prepared = prepare_run(load_preset(args.preset), gpus=args.gpus, smoke=args.smoke, env=args.env)
+    prepared = prepare_run(
+        load_preset(args.preset),
+        gpus=args.gpus,
+        smoke=args.smoke,
+        env=args.env,
+        resume=args.resume is not None,
+        resume_run=args.resume or None,
+    )
     for warning in prepared.warnings:
         sys.stderr.write("warning: " + warning.paragraph() + "\n")
+    if prepared.checkpoint is not None:
+        linked = f", continuing run {prepared.resumed_from}" if prepared.resumed_from else ""
+        print(f"resuming from {prepared.checkpoint}{linked}", flush=True)
     run = start_run(prepared, on_hang="stop" if args.headless else "report")
     if args.headless:
         print(
@@ -186,6 +196,7 @@ def run_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
         "steps": s.steps,
         "duration_s": round(s.elapsed_s(now), 1),
         "baseline_green": s.preset in green,
+        "resumed_from": s.resumed_from,
         "path": str(entry.run.path),
     }
 
@@ -213,6 +224,7 @@ def runs_command(args: argparse.Namespace) -> int:
         print(
             f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} "
             f"{minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
+            + (f"  <- resumes {r['resumed_from']}" if r["resumed_from"] else "")
         )
     for preset in sorted({r["preset"] for r in rows if r["state"] != "corrupt"}):
         report = scaling_report(preset, entries)

@@ -41,6 +41,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--save-every", type=int, default=None)
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from <output-dir>/checkpoints/last: weights, optimizer, "
+        "schedule, step and every rank's sampler state",
+    )
+    parser.add_argument(
         "--step-time", type=float, default=0.0, help="extra seconds per step (simulates a bigger model)"
     )
     parser.add_argument("--checkpoint-time", type=float, default=0.0, help="extra seconds per checkpoint save")
@@ -64,8 +70,8 @@ def log(message: str) -> None:
 class ProgressBar:
     """A tqdm-style bar on stderr, redrawn with carriage returns at most 10 times a second."""
 
-    def __init__(self, total: int):
-        self.total, self.start, self.drawn = total, time.monotonic(), 0.0
+    def __init__(self, total: int, initial: int = 0):
+        self.total, self.initial, self.start, self.drawn = total, initial, time.monotonic(), 0.0
 
     def update(self, n: int, force: bool = False) -> None:
         now = time.monotonic()
@@ -73,7 +79,7 @@ class ProgressBar:
             return
         self.drawn = now
         elapsed = now - self.start
-        rate = n / elapsed if elapsed > 0 else 0.0
+        rate = (n - self.initial) / elapsed if elapsed > 0 else 0.0
         remaining = (self.total - n) / rate if rate > 0 else 0.0
         filled = int(10 * n / self.total)
         bar = "\u2588" * filled + " " * (10 - filled)
@@ -115,15 +121,38 @@ def _injected_hang(rank: int, step: int, out: Path) -> None:
         time.sleep(0.5)
 
 
+def checkpoint_dir(out: Path, step: int) -> Path:
+    return out / "checkpoints" / f"{step:06d}"
+
+
+def save_sampler_state(generator: torch.Generator, rank: int, step: int, out: Path) -> None:
+    """Each rank keeps its own sampler position, so a resumed run draws what the uninterrupted one would."""
+    target = checkpoint_dir(out, step)
+    target.mkdir(parents=True, exist_ok=True)
+    torch.save(generator.get_state(), target / f"sampler-rank{rank}.pt.tmp")
+    os.replace(target / f"sampler-rank{rank}.pt.tmp", target / f"sampler-rank{rank}.pt")
+
+
 def save_checkpoint(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int, out: Path, extra_seconds: float
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    step: int,
+    out: Path,
+    extra_seconds: float,
 ) -> None:
     started = time.monotonic()
-    target = out / "checkpoints" / f"{step:06d}"
+    target = checkpoint_dir(out, step)
     log(f"Saving checkpoint at step {step} -> {target}")
     target.mkdir(parents=True, exist_ok=True)
     tmp = target / "model.pt.tmp"
-    torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+    state = {
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+    }
+    torch.save(state, tmp)
     if extra_seconds:
         time.sleep(extra_seconds)
     os.replace(tmp, target / "model.pt")
@@ -132,6 +161,30 @@ def save_checkpoint(
         last.unlink()
     last.symlink_to(target.name)
     log(f"Checkpoint saved in {time.monotonic() - started:.2f} s")
+
+
+def resume_state(
+    out: Path,
+    rank: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    generator: torch.Generator,
+) -> int:
+    """Load checkpoints/last into the model, optimizer, schedule and this rank's sampler; returns its step."""
+    last = (out / "checkpoints" / "last").resolve()
+    state = torch.load(last / "model.pt", map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    sampler = last / f"sampler-rank{rank}.pt"
+    if sampler.exists():
+        generator.set_state(torch.load(sampler, weights_only=True))
+    else:  # another world size: a fresh but distinct stream per rank
+        generator.manual_seed(rank * 100_003 + state["step"])
+    if rank == 0:
+        log(f"Resuming from step {state['step']} ({last})")
+    return int(state["step"])
 
 
 @record
@@ -177,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     generator = torch.Generator().manual_seed(rank)
     effective = args.batch_size * world * args.grad_accum
     out = Path(args.output_dir)
+    start = resume_state(out, rank, model, optimizer, scheduler, generator) if args.resume else 0
     params = sum(p.numel() for p in model.parameters())
     if rank == 0:
         log(f"dataset {root}: {frames} frames, camera {CAMERA}")
@@ -185,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             f"({'DDP ' + dist.get_backend() if distributed else 'single process'})"
         )
         log(f"Effective batch size: {args.batch_size} x {world} workers x {args.grad_accum} grad accum = {effective}")
-    bar = ProgressBar(args.steps) if rank == 0 else None
+    bar = ProgressBar(args.steps, initial=start) if rank == 0 else None
 
     window_start, window_steps, loss_sum = time.monotonic(), 0, torch.zeros(1, device=device)
-    for step in range(1, args.steps + 1):
+    for step in range(start + 1, args.steps + 1):
         if args.inject_crash and args.inject_crash == (rank, step):
             raise RuntimeError(f"injected crash at step {step} on rank {rank}")
         if args.inject_hang and args.inject_hang == (rank, step):
@@ -229,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
             window_start, window_steps = time.monotonic(), 0
             loss_sum.zero_()
         if (args.save_every and step % args.save_every == 0) or step == args.steps:
+            save_sampler_state(generator, rank, step, out)
+            if distributed:
+                dist.barrier()  # every rank's sampler file is in place before `last` moves
             if rank == 0:
-                save_checkpoint(model, optimizer, step, out, args.checkpoint_time)
+                save_checkpoint(model, optimizer, scheduler, step, out, args.checkpoint_time)
             if distributed:
                 dist.barrier()
     if bar:

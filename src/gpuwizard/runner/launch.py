@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
@@ -17,8 +18,8 @@ from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
-from gpuwizard.runner.records import Expectations, Job, Status
-from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir, publish
+from gpuwizard.runner.records import Expectations, Job, RecordError, Status
+from gpuwizard.runner.rundir import RunDir, baseline_green, find_run, list_runs, new_run_dir, publish
 from gpuwizard.schema import updated
 from gpuwizard.secrets import REDACTED, redacted, split_secrets
 from gpuwizard.trainers import get_trainer
@@ -38,6 +39,10 @@ class PreparedRun:
     smoke: bool
     baseline_green: bool
     warnings: list[Problem] = field(default_factory=list)
+    resumed_from: str | None = None
+    """The run a resumed run continues (None when it is not one of ours)."""
+    checkpoint: Path | None = None
+    """The checkpoint a resumed run continues from."""
 
 
 def smoke_variant(preset: Preset) -> Preset:
@@ -132,20 +137,94 @@ def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:
     return []
 
 
+def resume_source(preset: Preset, ctx: BuildContext, run_id: str | None) -> tuple[str | None, list[Problem]]:
+    """The earlier run a resumed run continues: the one named, or the newest of this preset on the same output
+    folder; and the checkpoint it continues from must exist."""
+    out = str(ctx.output_path.resolve())
+    found: list[Problem] = []
+    linked = None
+    if run_id is not None:
+        run = find_run(run_id)
+        if run is None:
+            return None, [problem("--resume", "no such run", "pick a run id from `gpuwizard runs`", value=run_id)]
+        try:
+            status, job = run.status(), run.job()
+        except RecordError as exc:
+            return None, [problem("--resume", f"run {run.run_id} cannot be read: {exc}", "pick another run")]
+        if job.output_dir != out:
+            found.append(
+                problem(
+                    "--resume",
+                    f"run {run.run_id} wrote to {job.output_dir}, but {preset.name} writes to {out}",
+                    f"resume it with the preset it ran ({status.preset}), or set output_dir to {job.output_dir}",
+                    value=run_id,
+                )
+            )
+        elif not status.final:
+            found.append(
+                problem(
+                    "--resume",
+                    f"run {run.run_id} is still {status.state}",
+                    f"stop it first (`gpuwizard stop {run.run_id}`) or let it end",
+                    value=run_id,
+                )
+            )
+        linked = run.run_id
+    else:
+        for entry in list_runs():
+            status = entry.status
+            if status is None or status.preset != preset.name or status.smoke:
+                continue
+            try:
+                if entry.run.job().output_dir == out:
+                    linked = entry.run.run_id
+                    break
+            except RecordError:
+                continue
+    if not found and get_trainer(preset.trainer).last_checkpoint(ctx) is None:
+        found.append(
+            problem(
+                "--resume",
+                f"there is no {preset.trainer} checkpoint in {out} to continue from",
+                "run without --resume to start fresh (the trainer saves a checkpoint at its save interval and at the "
+                "end)",
+                **({"value": run_id} if run_id else {}),
+            )
+        )
+    return linked, found
+
+
 def prepare_run(
-    preset: Preset, gpus: int | None = None, smoke: bool = False, env: list[str] | None = None, inventory: Any = None
+    preset: Preset,
+    gpus: int | None = None,
+    smoke: bool = False,
+    env: list[str] | None = None,
+    inventory: Any = None,
+    resume: bool = False,
+    resume_run: str | None = None,
 ) -> PreparedRun:
-    """Plan and check everything that can be checked before a process starts; UserError on any error."""
+    """Plan and check everything that can be checked before a process starts; UserError on any error.
+
+    `resume` continues from the last checkpoint in the output folder, linked to `resume_run` (or the newest run of
+    this preset there)."""
     from gpuwizard.gpus.inventory import read_inventory
 
+    if resume and smoke:
+        raise UserError(
+            problem("--smoke", "a smoke run is a fresh 50-step repro and cannot resume", "use one of them", value=True)
+        )
     preset = with_gpus(preset, gpus)
     if env:
         preset = with_env(preset, env)
     if smoke:
         preset = smoke_variant(preset)
     inventory = inventory if inventory is not None else read_inventory()
-    plan, ctx = plan_here(preset, inventory)
+    plan, ctx = plan_here(preset, inventory, resume=resume)
     errors = list(plan.errors)
+    resumed_from = None
+    if resume and not errors:
+        resumed_from, resume_errors = resume_source(preset, ctx, resume_run)
+        errors += resume_errors
     if not errors:
         trainer = get_trainer(preset.trainer)
         errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
@@ -199,7 +278,8 @@ def prepare_run(
                 level="warning",
             )
         )
-    return PreparedRun(preset, plan, ctx, smoke, green, warnings)
+    checkpoint = get_trainer(preset.trainer).last_checkpoint(ctx) if resume else None
+    return PreparedRun(preset, plan, ctx, smoke, green, warnings, resumed_from, checkpoint)
 
 
 def expectations(prepared: PreparedRun) -> Expectations:
@@ -260,7 +340,8 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 world_size=plan.world_size,
                 device=plan.device,
                 smoke=prepared.smoke,
-                steps=plan.steps,
+                steps=plan.trainer_steps,
+                resumed_from=prepared.resumed_from,
                 created=time.time(),
                 state=RunState.STARTING,
                 command=spec.shell(),

@@ -152,6 +152,9 @@ class Status(Record):
     device: Literal["cpu", "cuda"]
     smoke: bool = False
     steps: int
+    """In the trainer's own steps, the unit its log counts (plan.trainer_steps)."""
+    resumed_from: str | None = None
+    """The run this one continues (`run --resume`)."""
     created: float
     state: RunState = Field(strict=False)  # a plain string names the state too
     command: str

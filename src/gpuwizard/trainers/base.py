@@ -82,6 +82,10 @@ class Trainer:
     def build(self, ctx: BuildContext) -> LaunchSpec:
         raise NotImplementedError
 
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """The checkpoint a resumed run continues from (None: nothing to resume)."""
+        return None
+
     def parse_line(self, line: str) -> LineInfo | None:
         """Progress, lr or banner facts in one log line."""
         return None
@@ -189,6 +193,19 @@ def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:
                 )
             )
     return found
+
+
+def newest_step_dir(folder: Path, prefix: str = "") -> Path | None:
+    """The sub-folder named prefix + the highest step number (checkpoint-1500, 000200), or None."""
+    try:
+        steps = [
+            (int(child.name.removeprefix(prefix)), child)
+            for child in folder.iterdir()
+            if child.name.startswith(prefix) and child.name.removeprefix(prefix).isdigit() and child.is_dir()
+        ]
+    except OSError:
+        return None
+    return max(steps)[1] if steps else None
 
 
 def current_python() -> str:

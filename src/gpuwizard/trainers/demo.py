@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from pydantic import Field
 
@@ -81,6 +82,7 @@ class DemoTrainer(Trainer):
             "--output-dir",
             "--dataset-root",
             "--device",
+            "--resume",
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
@@ -121,6 +123,8 @@ class DemoTrainer(Trainer):
         ]
         if opts.save_every:
             args.append(f"--save-every={opts.save_every}")
+        if ctx.resume:
+            args.append("--resume")
         if opts.step_time_s:
             args.append(f"--step-time={opts.step_time_s:g}")
         if opts.checkpoint_time_s:
@@ -135,6 +139,11 @@ class DemoTrainer(Trainer):
             args.append("--ignore-lr-flag")
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
+
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """checkpoints/last, once its weights are complete (they are written aside, then renamed)."""
+        last = ctx.output_path / "checkpoints" / "last"
+        return last.resolve() if (last / "model.pt").is_file() else None
 
     def parse_line(self, line: str) -> LineInfo | None:
         if match := DEMO_LINE.search(line):

@@ -11,7 +11,14 @@ from pydantic import Field
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.trainers.base import Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    Trainer,
+    TrainerOptions,
+    device_env,
+    global_layout,
+    newest_step_dir,
+    torchrun_prefix,
+)
 
 
 class GrootOptions(TrainerOptions):
@@ -20,11 +27,12 @@ class GrootOptions(TrainerOptions):
     base_model_path: str | None = Field(
         None, description="--base-model-path: the GR00T checkpoint to fine-tune (hub id or folder)."
     )
-    embodiment_tag: str | None = Field(None, description="--embodiment-tag, e.g. NEW_EMBODIMENT.")
+    embodiment_tag: str | None = Field(
+        None, description="--embodiment-tag, e.g. NEW_EMBODIMENT (with modality_config_path) for a new robot."
+    )
     modality_config_path: str | None = Field(
         None, description="--modality-config-path: the modality config of a new embodiment."
     )
-    dataset_path: str | None = Field(None, description="--dataset-path; null: dataset.root.")
     script: str = Field(
         "gr00t/experiment/launch_finetune.py", description="The fine-tuning script, relative to launch.workdir."
     )
@@ -68,13 +76,15 @@ class GrootTrainer(Trainer):
             "--base-model-path",
             "--dataset-path",
             "--embodiment-tag",
+            "--resume-from-checkpoint",
             "--nproc-per-node",
             "--nproc_per_node",
         )
 
     def dataset_path(self, ctx: BuildContext) -> str | None:
-        path = ctx.preset.options.dataset_path or ctx.preset.dataset.root
-        return os.path.expanduser(path) if path else None
+        """dataset.root: launch_finetune.py takes a folder, relative to launch.workdir; no repo id is used."""
+        root = ctx.preset.dataset.root
+        return os.path.expanduser(root) if root else None
 
     def check(self, ctx: BuildContext) -> list[Problem]:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
@@ -110,9 +120,20 @@ class GrootTrainer(Trainer):
             found.append(
                 problem(
                     "dataset.root",
-                    "GR00T reads a local dataset folder (LeRobot v2 layout with meta/modality.json)",
-                    "set dataset.root or trainer_options.dataset_path",
+                    "GR00T reads a local dataset folder (LeRobot v2 layout with meta/modality.json), given as "
+                    "--dataset-path",
+                    "set dataset.root to it (relative to launch.workdir, or absolute); dataset.repo_id is not used",
                     value=None,
+                )
+            )
+        if preset.hardware.nodes > 1:
+            found.append(
+                problem(
+                    "hardware.nodes",
+                    "launch_finetune.py is documented for one node only (Isaac-GR00T README, fine-tuning: "
+                    "--num-gpus GPUs of one machine)",
+                    "train on one node (hardware.nodes: 1) with up to 8 GPUs",
+                    value=preset.hardware.nodes,
                 )
             )
         if preset.mixed_precision != "bf16":
@@ -150,29 +171,45 @@ class GrootTrainer(Trainer):
                 )
             )
         out = ctx.output_path
-        if out.is_dir() and any(out.glob("checkpoint-*")):
+        if not ctx.resume and out.is_dir() and any(out.glob("checkpoint-*")):
             found.append(
                 warning(
                     "output_dir",
-                    "holds checkpoint-* folders: launch_finetune.py resumes from the newest automatically",
-                    "use a fresh output_dir for a fresh run",
+                    "holds checkpoint-* folders and a fresh run starts over next to them (launch_finetune.py's "
+                    "resume_from_checkpoint defaults to False)",
+                    f"continue the last run with `gpuwizard run {preset.name} --resume`, or use a fresh output_dir",
                     value=ctx.output_dir,
                 )
             )
         return found
 
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """The HF Trainer's newest checkpoint-<step> folder, which --resume-from-checkpoint continues from."""
+        return newest_step_dir(ctx.output_path, "checkpoint-")
+
     def preflight(self, ctx: BuildContext) -> list[Problem]:
+        found = []
         script = Path(ctx.workdir, ctx.preset.options.script)
         if not script.is_file():
-            return [
+            found.append(
                 problem(
                     "launch.workdir",
                     f"{ctx.preset.options.script} is not in {ctx.workdir}",
                     "set launch.workdir to your Isaac-GR00T checkout",
                     value=ctx.preset.launch.workdir,
                 )
-            ]
-        return []
+            )
+        dataset = self.dataset_path(ctx)
+        if dataset and not Path(ctx.workdir, dataset).is_dir():
+            found.append(
+                problem(
+                    "dataset.root",
+                    f"is not a folder under {ctx.workdir}",
+                    "point it at the GR00T dataset folder (LeRobot v2 layout with meta/modality.json)",
+                    value=ctx.preset.dataset.root,
+                )
+            )
+        return found
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
@@ -221,6 +258,8 @@ class GrootTrainer(Trainer):
             args += ["--dataloader-num-workers", str(opts.dataloader_num_workers)]
         if opts.use_wandb:
             args.append("--use-wandb")
+        if ctx.resume:
+            args.append("--resume-from-checkpoint")
         return LaunchSpec(launcher + args + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
 
     def parse_line(self, line: str) -> LineInfo | None:

@@ -10,7 +10,14 @@ from pydantic import Field
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.trainers.base import Trainer, TrainerOptions, device_env, per_worker_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    Trainer,
+    TrainerOptions,
+    device_env,
+    newest_step_dir,
+    per_worker_layout,
+    torchrun_prefix,
+)
 
 
 class HfOptions(TrainerOptions):
@@ -51,6 +58,7 @@ class HfTrainer(Trainer):
             "--fp16",
             "--fsdp",
             "--fsdp_config",
+            "--resume_from_checkpoint",
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
@@ -108,6 +116,8 @@ class HfTrainer(Trainer):
             "--report_to",
             opts.report_to,
         ]
+        if ctx.resume:
+            args += ["--resume_from_checkpoint", str(self.last_checkpoint(ctx) or ctx.output_path)]
         if plan.device == "cpu":
             args.append("--use_cpu")
         elif preset.mixed_precision != "no":
@@ -123,6 +133,11 @@ class HfTrainer(Trainer):
             args += ["--fsdp", "full_shard auto_wrap", "--fsdp_config", json.dumps(wrap)]
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
+
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """Trainer.save_model's checkpoint-<step> folders; the script must pass
+        training_args.resume_from_checkpoint to trainer.train() (the HF examples do)."""
+        return newest_step_dir(ctx.output_path, "checkpoint-")
 
     def parse_line(self, line: str) -> LineInfo | None:
         return parse_hf(line)

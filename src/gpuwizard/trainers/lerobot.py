@@ -35,6 +35,7 @@ MAIN_REFUSED_ENV = (
     "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
 )
 """lerobot/distributed/factory.py (main at 7427f31), guard_against_env_interference: the variables it refuses."""
+RESUME_CONFIG = Path("checkpoints", "last", "pretrained_model", "train_config.json")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
 
 _PROBE = r"""
@@ -67,7 +68,6 @@ class LeRobotOptions(TrainerOptions):
         None, description="--policy.pretrained_path for a policy type that starts from pretrained weights."
     )
     repo_id: str | None = Field(None, description="--policy.repo_id to push the trained policy to.")
-    resume: bool = Field(False, description="Continue the run in output_dir (--resume=true).")
     num_workers: int | None = Field(None, ge=0, description="--num_workers: dataloader workers per process.")
     log_freq: int | None = Field(
         None, gt=0, description="--log_freq: optimizer updates between log lines (x grad_accum on main)."
@@ -218,6 +218,8 @@ class LeRobotTrainer(Trainer):
             "--accelerator.mixed_precision",
             "--parallelism.dp_shard",
             "--policy.push_to_hub",
+            "--config_path",
+            "--resume",
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
@@ -301,6 +303,15 @@ class LeRobotTrainer(Trainer):
                 )
             )
         found += self._group_lr_notes(ctx)
+        if preset.dataset.repo_id is None:
+            found.append(
+                problem(
+                    "dataset.repo_id",
+                    "lerobot-train needs a dataset repo id (--dataset.repo_id), even for a local dataset.root",
+                    "set dataset.repo_id, e.g. local/my_dataset next to dataset.root",
+                    value=None,
+                )
+            )
         if not preset.options.repo_id:
             found.append(
                 problem(
@@ -311,12 +322,13 @@ class LeRobotTrainer(Trainer):
                 )
             )
         out = ctx.output_path
-        if out.exists() and not preset.options.resume:
+        if out.exists() and not ctx.resume:
             found.append(
                 warning(
                     "output_dir",
                     "already exists; lerobot-train refuses to start in an existing output dir unless resuming",
-                    "choose a new output_dir, delete the folder, or set trainer_options.resume: true",
+                    f"continue it with `gpuwizard run {preset.name} --resume`, choose a new output_dir, or delete the "
+                    "folder",
                     value=ctx.output_dir,
                 )
             )
@@ -394,22 +406,39 @@ class LeRobotTrainer(Trainer):
                     value=ctx.preset.launch.python,
                 )
             )
-        out = ctx.output_path
-        if out.exists() and not ctx.preset.options.resume:
+        out, preset = ctx.output_path, ctx.preset
+        if out.exists() and not ctx.resume:
             found.append(
                 problem(
                     "output_dir",
                     "already exists and lerobot-train refuses to start in it unless resuming",
-                    "choose a new output_dir, delete the folder, or set trainer_options.resume: true",
+                    f"continue it with `gpuwizard run {preset.name} --resume`, choose a new output_dir, or delete the "
+                    "folder",
                     value=ctx.output_dir,
                 )
             )
         return found
 
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """checkpoints/last/pretrained_model/train_config.json: what --config_path takes to resume (0.6.1 and main)."""
+        config = ctx.output_path / RESUME_CONFIG
+        return config if config.is_file() else None
+
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, policy, opts = ctx.preset, ctx.plan, ctx.policy, ctx.preset.options
         install = self.install(ctx)
-        args = [install.train_path or "lerobot-train", f"--dataset.repo_id={preset.dataset.repo_id}"]
+        env = device_env(ctx) | dict(preset.launch.env)
+        unset = sorted(n for n in set(os.environ) | set(env) if n.startswith(ACCELERATE_PREFIXES))
+        for name in unset:
+            env.pop(name, None)
+        prefix = torchrun_prefix(ctx, self.processes_per_node(preset))
+        train = install.train_path or "lerobot-train"
+        if ctx.resume:
+            # the saved config holds the whole run; --resume=true alone raises "A config_path is expected when
+            # resuming a run", and --policy.type/--policy.path must not be given (lerobot/configs/train.py)
+            resume = [f"--config_path={ctx.output_path / RESUME_CONFIG}", "--resume=true"]
+            return LaunchSpec(prefix + [train, *resume, *preset.launch.extra_args], env, unset, ctx.workdir)
+        args = [train, f"--dataset.repo_id={preset.dataset.repo_id}"]
         if preset.dataset.root:
             args.append(f"--dataset.root={os.path.expanduser(preset.dataset.root)}")
         if opts.policy_path:
@@ -434,8 +463,6 @@ class LeRobotTrainer(Trainer):
                 args.append(f"--accelerator.fsdp.wrap_modules={json.dumps(wrap)}")
             args.append("--env_eval_freq=0")
         args += [f"--output_dir={os.path.expanduser(ctx.output_dir)}", f"--job_name={preset.name}"]
-        if opts.resume:
-            args.append("--resume=true")
         for flag, value in (
             ("num_workers", opts.num_workers),
             ("log_freq", opts.log_freq and opts.log_freq * plan.trainer_steps_per_update),
@@ -446,11 +473,7 @@ class LeRobotTrainer(Trainer):
                 args.append(f"--{flag}={value}")
         args.append(f"--wandb.enable={'true' if opts.wandb else 'false'}")
         args += preset.launch.extra_args
-        env = device_env(ctx) | dict(preset.launch.env)
-        unset = sorted(n for n in set(os.environ) | set(env) if n.startswith(ACCELERATE_PREFIXES))
-        for name in unset:
-            env.pop(name, None)
-        return LaunchSpec(torchrun_prefix(ctx, self.processes_per_node(preset)) + args, env, unset, ctx.workdir)
+        return LaunchSpec(prefix + args, env, unset, ctx.workdir)
 
     def _lr_args(self, ctx: BuildContext) -> list[str]:
         """--optimizer.lr is silently overwritten by the policy preset, so pass --policy.optimizer_lr. Schedules

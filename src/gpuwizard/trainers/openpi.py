@@ -11,7 +11,14 @@ from gpuwizard.catalog import OpenpiSchedule
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
-from gpuwizard.trainers.base import Trainer, TrainerOptions, device_env, global_layout, torchrun_prefix
+from gpuwizard.trainers.base import (
+    Trainer,
+    TrainerOptions,
+    device_env,
+    global_layout,
+    newest_step_dir,
+    torchrun_prefix,
+)
 
 
 class OpenpiOptions(TrainerOptions):
@@ -28,7 +35,6 @@ class OpenpiOptions(TrainerOptions):
     uv: bool = Field(True, description="Start it with `uv run`.")
     mem_fraction: float = Field(0.9, gt=0, le=1, description="XLA_PYTHON_CLIENT_MEM_FRACTION (JAX).")
     overwrite: bool = Field(False, description="--overwrite an existing checkpoint folder.")
-    resume: bool = Field(False, description="--resume from the checkpoint folder.")
     wandb: bool = Field(False, description="--wandb-enabled.")
 
 
@@ -117,12 +123,12 @@ class OpenpiTrainer(Trainer):
                 )
             )
         found += self._schedule_notes(ctx)
-        if opts.overwrite and opts.resume:
+        if opts.overwrite and ctx.resume:
             found.append(
                 problem(
-                    "trainer_options.resume",
-                    "openpi refuses --overwrite together with --resume",
-                    "choose one",
+                    "trainer_options.overwrite",
+                    "openpi refuses --overwrite together with --resume (it would wipe the checkpoints to resume from)",
+                    "set trainer_options.overwrite: false to resume",
                     value=True,
                 )
             )
@@ -219,7 +225,7 @@ class OpenpiTrainer(Trainer):
         ]
         if opts.overwrite:
             common.append("--overwrite")
-        if opts.resume:
+        if ctx.resume:
             common.append("--resume")
         common.append("--wandb-enabled" if opts.wandb else "--no-wandb-enabled")
         env = device_env(ctx)
@@ -236,6 +242,13 @@ class OpenpiTrainer(Trainer):
                 + common
             )
         return LaunchSpec(argv + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
+
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """<checkpoint-base-dir>/<config>/<exp-name>/<step>/ (src/openpi/training/checkpoints.py)."""
+        opts = ctx.preset.options
+        if not opts.config_name:
+            return None
+        return newest_step_dir(ctx.output_path / opts.config_name / (opts.exp_name or ctx.preset.name))
 
     def _schedule_args(self, ctx: BuildContext) -> list[str]:
         """Only what differs from the TrainConfig's own schedule: its lr and warmup belong to the config name."""

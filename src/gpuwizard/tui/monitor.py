@@ -63,6 +63,7 @@ class MonitorScreen(Screen[None]):
         Binding("m", "smoke", "Smoke"),
         Binding("p", "retry_p2p", "P2P"),
         Binding("d", "dump", "Stack"),
+        Binding("r", "resume", "Resume"),
         Binding("slash", "search", "Find"),
         Binding("n", "next_match", "Next match", show=False),
         Binding("f", "follow", "Follow"),
@@ -239,8 +240,10 @@ class MonitorScreen(Screen[None]):
             banner.set_class(True, "-error")
         elif self.status is not None and self.status.final:
             why = f": {self.status.error}" if self.status.error else ""
+            resume = "" if self.status.state == "finished" else " Press r to resume from its last checkpoint."
             text = Content.styled(
-                f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}", "bold"
+                f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}.{resume}",
+                "bold",
             )
         else:
             return
@@ -267,19 +270,23 @@ class MonitorScreen(Screen[None]):
         else:
             self.notify("The run's supervisor is not running.", severity="warning")
 
-    def restart(self, smoke: bool, env: list[str]) -> None:
+    def restart(self, smoke: bool, env: list[str], resume: bool = False) -> None:
         from gpuwizard.preset import load_preset_file
 
         preset = load_preset_file(self.run.path / "preset.yaml")
         if not self.final:
             request_stop(self.run)
-        self.notify(
-            ("Starting a smoke repro (50 steps, batch 2)" if smoke else "Restarting with " + " ".join(env)) + "..."
-        )
-        self.relaunch(preset, smoke, env)
+        if resume:
+            message = "Resuming from the last checkpoint"
+        elif smoke:
+            message = "Starting a smoke repro (50 steps, batch 2)"
+        else:
+            message = "Restarting with " + " ".join(env)
+        self.notify(message + "...")
+        self.relaunch(preset, smoke, env, resume)
 
     @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
-    def relaunch(self, preset: Any, smoke: bool, env: list[str]) -> None:
+    def relaunch(self, preset: Any, smoke: bool, env: list[str], resume: bool) -> None:
         from gpuwizard.errors import UserError
         from gpuwizard.runner.launch import prepare_run, restore_secrets, start_run
 
@@ -290,7 +297,14 @@ class MonitorScreen(Screen[None]):
                 return
             time.sleep(0.2)
         try:
-            run = start_run(prepare_run(restore_secrets(preset), smoke=smoke, env=env), on_hang="report")
+            prepared = prepare_run(
+                restore_secrets(preset),
+                smoke=smoke,
+                env=env,
+                resume=resume,
+                resume_run=self.run.run_id if resume else None,
+            )
+            run = start_run(prepared, on_hang="report")
         except UserError as exc:
             self.post_message(RunStarted(None, exc.paragraph(), []))
             return
@@ -302,6 +316,15 @@ class MonitorScreen(Screen[None]):
             self.notify(message.error, severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
             self.app.open_monitor(RunDir(message.run_path), replace=True)
+
+    def action_resume(self) -> None:
+        if self.status is None or not self.final:
+            self.notify("The run is still going: stop it first (s), then resume it.", severity="warning")
+            return
+        if self.status.smoke:
+            self.notify("A smoke run cannot be resumed; start the full run from the wizard.", severity="warning")
+            return
+        self.restart(smoke=False, env=[], resume=True)
 
     def action_smoke(self) -> None:
         self.restart(smoke=True, env=[])

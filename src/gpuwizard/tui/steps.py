@@ -176,11 +176,17 @@ class DatasetBox(Vertical):
 
     def compose(self) -> ComposeResult:
         preset = self.preset
-        yield row("dataset id", FieldInput("dataset.repo_id", "str", preset.dataset.repo_id))
+        yield row(
+            "dataset id",
+            FieldInput("dataset.repo_id", "optional_str", preset.dataset.repo_id, placeholder="e.g. myuser/so100_pick"),
+        )
         yield row(
             "local folder",
             FieldInput(
-                "dataset.root", "optional_str", preset.dataset.root, placeholder="optional: a LeRobot dataset folder"
+                "dataset.root",
+                "optional_str",
+                preset.dataset.root,
+                placeholder="a dataset folder (GR00T takes only this)",
             ),
         )
         yield Static("", id="dataset-info")
@@ -188,7 +194,7 @@ class DatasetBox(Vertical):
     def show(self, preset: Preset, plan: Plan) -> None:
         """From the plan, which read the metadata off the UI thread."""
         info = self.query_one("#dataset-info", Static)
-        unreadable = next((p for p in plan.errors if p.field == "dataset.root"), None)
+        unreadable = next((p for p in plan.problems if p.field == "dataset.root" and p.level != "note"), None)
         if not preset.dataset.root:
             info.update("No local folder: the trainer loads the dataset by id (cache or Hub).")
         elif plan.dataset is not None:
