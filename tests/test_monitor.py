@@ -14,6 +14,12 @@ from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 
 LEROBOT_LOG = DATA / "logs" / "lerobot061_act_2proc_cpu.log"
+LEROBOT_MAIN_ACCUM_LOG = DATA / "logs" / "lerobot_main7427f31_act_2proc_accum2.log"
+"""Real lerobot-train at main 7427f31 (shared/vendor), ACT on 2 CPU processes, batch 2, accumulation 2, 8 updates:
+--steps=16 loop steps, ending at `step:16 smpl:64`."""
+LEROBOT_MAIN_RESUMED_LOG = DATA / "logs" / "lerobot_main7427f31_act_resumed_at_8.log"
+"""The same run to 60 loop steps, stopped after its step-8 checkpoint and resumed with --config_path --resume=true:
+its tqdm bar counts 0..52 (tqdm(total=cfg.steps - step) in lerobot_train.py) while its step lines go 10..60."""
 CRASH_LOG = DATA / "logs" / "demo_crash_rank1.log"
 
 
@@ -381,3 +387,22 @@ def test_collapse_keeps_the_last_carriage_return_state_of_each_line():
 
     assert collapse("a\rb\rc\nplain\nx\r\r\ny\r") == "c\nplain\nx\n"  # a trailing return: the line is being rewritten
     assert collapse("no returns\n") == "no returns\n"
+
+
+def test_lerobot_main_counts_loop_steps_and_samples():
+    monitor = JobMonitor(expect(steps=16, lr=1e-5, effective_batch=8), get_trainer("lerobot"))
+    events = feed_file(monitor, LEROBOT_MAIN_ACCUM_LOG)
+    assert [e.kind for e in events] == [], "banner, lr and batch agree with the plan"
+    p = monitor.progress
+    assert (p.step, p.total, p.samples) == (16, 16, 64), "8 updates x effective batch 8 = 64 samples"
+
+
+def test_a_resumed_lerobot_run_counts_from_its_checkpoint_step():
+    monitor = JobMonitor(expect(steps=60, lr=1e-5, effective_batch=8), get_trainer("lerobot"))
+    seen = []
+    for line in LogTail(LEROBOT_MAIN_RESUMED_LOG).read().lines:
+        monitor.feed(line, now=1000.0 + len(seen))
+        seen.append((monitor.progress.step, monitor.progress.total))
+    steps = [step for step, _ in seen if step is not None]
+    assert steps[0] == 8 and steps == sorted(steps), "the relative bar never pulls the step back below the checkpoint"
+    assert {total for _, total in seen} == {60} and monitor.progress.step == 60

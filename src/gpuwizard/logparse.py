@@ -19,6 +19,9 @@ class LineInfo:
     step: int | None = None
     step_is_exact: bool = True
     total: int | None = None
+    bar_total: int | None = None
+    """A progress bar's own total where the bar counts from the step a run resumed at (LeRobot's bar is
+    tqdm(total=cfg.steps - step)): `step` is then relative, and total - bar_total is the offset."""
     loss: float | None = None
     lr: float | None = None
     samples_per_s: float | None = None
@@ -93,7 +96,10 @@ def parse_lerobot(line: str) -> LineInfo | None:
         return LineInfo(checkpoint=True)
     if line.endswith("End of training"):
         return LineInfo(finished=True)
-    return parse_tqdm(line)
+    bar = parse_tqdm(line)
+    if bar is None:
+        return None
+    return LineInfo(step=bar.step, bar_total=bar.total)  # lerobot_train.py, 0.6.1 and main: counts from the resume
 
 
 HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime)'.*\}\s*$")

@@ -6,6 +6,7 @@ import math
 import re
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from gpuwizard.logparse import LineInfo, clean
@@ -198,6 +199,8 @@ class JobMonitor:
 
     def _apply(self, info: LineInfo, now: float) -> list[Event]:
         p, new = self.progress, []
+        if info.bar_total is not None and info.step is not None and p.total is not None:
+            info = replace(info, step=info.step + max(0, p.total - info.bar_total))
         if info.total and info.total != p.total and info.step is not None:
             p.total = info.total
         if info.step is not None and info.step_is_exact:
