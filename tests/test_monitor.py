@@ -406,3 +406,16 @@ def test_a_resumed_lerobot_run_counts_from_its_checkpoint_step():
     steps = [step for step, _ in seen if step is not None]
     assert steps[0] == 8 and steps == sorted(steps), "the relative bar never pulls the step back below the checkpoint"
     assert {total for _, total in seen} == {60} and monitor.progress.step == 60
+
+
+def test_a_wrapped_failure_names_its_cause():
+    """Real lerobot-train at main 7427f31 started with --accelerator.mixed_precision=no: draccus wraps the ValueError
+    from AcceleratorConfig.__post_init__ (lerobot/configs/accelerator.py) in a ParsingError; earlier torchcodec
+    tracebacks in the same log are caught warnings, not the failure."""
+    monitor = JobMonitor(expect(steps=4, lr=1e-5, effective_batch=2, world_size=1), get_trainer("lerobot"))
+    events = feed_file(monitor, DATA / "logs" / "lerobot_main7427f31_mixed_precision_no.log")
+    failed = next(e for e in events if e.kind == "rank_failed")
+    assert failed.title == (
+        "rank 0 failed (exit code 1): ValueError: mixed_precision must be one of 'no', 'fp16', 'bf16', got 'False'."
+    )
+    assert "It surfaced as draccus.utils.ParsingError: Couldn't instantiate class AcceleratorConfig" in failed.detail

@@ -77,6 +77,7 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
 SIGNAL_WORDS = (
     "rror",
     "xception",
+    "Traceback",
     "NCCL",
     "atchdog",
     "imed out",
@@ -106,6 +107,40 @@ def lines_containing(text: str, words: tuple[str, ...]) -> list[str]:
         end = text.find("\n", start)
         found.append(text[start:] if end < 0 else text[start:end])
     return found
+
+
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*")
+
+
+class ExceptionChain:
+    """The exceptions of the newest traceback chain (`raise ... from`), so a wrapper's failure names its cause:
+    lerobot-train main fails with draccus' ParsingError while the ValueError that says why sits above it."""
+
+    CAUSE = "The above exception was the direct cause of the following exception"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.linked = False
+        self.fresh = False
+
+    def feed(self, line: str) -> None:
+        if line.startswith("Traceback (most recent call last)"):
+            self.fresh, self.linked = not self.linked, False
+        elif line.startswith(self.CAUSE):
+            self.linked = True
+        elif EXCEPTION_LINE.match(line) and not line.startswith("torch.distributed.elastic"):
+            self.lines = [line] if self.fresh or not self.lines else [*self.lines, line]
+            self.fresh = False
+
+    @property
+    def cause(self) -> str | None:
+        """The first exception of the chain: the one that says what went wrong."""
+        return self.lines[0] if self.lines else None
+
+    @property
+    def raised_as(self) -> str | None:
+        """The exception the chain surfaced as, when it differs from its cause."""
+        return self.lines[-1] if len(self.lines) > 1 else None
 
 
 class FailureTable:
@@ -160,7 +195,7 @@ class JobMonitor:
         self.last_output_t = start
         self.rate_window: deque[tuple[float, int]] = deque(maxlen=32)
         self.failure_table = FailureTable()
-        self.last_exception: str | None = None
+        self.exceptions = ExceptionChain()
         self.lr_checked = False
         self.batch_checked = False
         self.hang_reported = False
@@ -326,7 +361,8 @@ class JobMonitor:
         for line in text[start:].split("\n"):
             failure = self.failure_table.feed(clean(line[:MAX_PARSED_CHARS]))
             if failure is not None:
-                error = failure["error"] or self.last_exception or "no error message (see the log)"
+                error = failure["error"] or self.exceptions.cause or "no error message (see the log)"
+                wrapper = f" It surfaced as {self.exceptions.raised_as}." if self.exceptions.raised_as else ""
                 rank = failure["rank"]
                 new.append(
                     self._event(
@@ -335,7 +371,7 @@ class JobMonitor:
                             severity="error",
                             title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
                             detail="torchrun's failure table names this rank as the first to fail; the others were "
-                            "stopped after it.",
+                            f"stopped after it.{wrapper}",
                             suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 "
                             "steps, batch 2).",
                             rank=rank,
@@ -347,10 +383,7 @@ class JobMonitor:
         return new
 
     def _signatures(self, line: str) -> list[Event]:
-        if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*", line) and not line.startswith(
-            "torch.distributed.elastic"
-        ):
-            self.last_exception = line
+        self.exceptions.feed(line)
         for kind, pattern, title, suggestion in SIGNATURES:
             match = pattern.search(line)
             if not match:
