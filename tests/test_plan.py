@@ -188,8 +188,7 @@ trainer_options: {config_name: pi0_libero, backend: pytorch, uv: false}
     assert "scripts/train_pytorch.py" in spec["argv"] and flag(spec["argv"], "--nproc-per-node") == "2"
 
 
-def test_hf_trainer_flags(gw, write_preset):
-    text = """\
+HF_JOB = """\
 version: 1
 name: hf-job
 trainer: hf
@@ -201,7 +200,10 @@ optim: {lr: 2.0e-5, steps: 500, warmup_ratio: 0.1}
 mixed_precision: bf16
 trainer_options: {script: train.py}
 """
-    spec = preview_json(gw, write_preset(text))
+
+
+def test_hf_trainer_flags(gw, write_preset):
+    spec = preview_json(gw, write_preset(HF_JOB))
     argv = spec["argv"]
     assert flag(argv, "--per_device_train_batch_size") == "4" and flag(argv, "--gradient_accumulation_steps") == "4"
     assert (
@@ -668,18 +670,7 @@ def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
     assert "--resume-from-checkpoint" in preview_json(gw, write_preset(groot), "--resume")["argv"]
     assert "--resume-from-checkpoint" not in preview_json(gw, write_preset(groot))["argv"]
 
-    hf = f"""\
-version: 1
-name: hf-job
-trainer: hf
-policy: smolvla
-dataset: {{repo_id: me/data}}
-hardware: {{gpus: 2}}
-batch: {{size: 4}}
-optim: {{lr: 2.0e-5, steps: 500}}
-trainer_options: {{script: train.py}}
-output_dir: {out}
-"""
+    hf = HF_JOB + f"output_dir: {out}\n"
     (out / "checkpoint-1500").mkdir()
     argv = preview_json(gw, write_preset(hf), "--resume")["argv"]
     assert flag(argv, "--resume_from_checkpoint") == str(out / "checkpoint-1500"), "the newest step, not by name"
