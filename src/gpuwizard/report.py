@@ -45,8 +45,11 @@ def plan_text(plan: Plan, name: str) -> str:
     ]
     if plan.trainer_steps != plan.steps:
         lines.append(
-            f"                the trainer counts {plan.trainer_steps_per_update} steps per update (one micro-batch "
-            f"each): it is given {plan.trainer_steps} steps, and its log and checkpoint steps count the same way"
+            wrap(
+                f"the trainer counts {plan.trainer_steps_per_update} steps per update (one micro-batch each): it is "
+                f"given {plan.trainer_steps} steps, and its log and checkpoint steps count the same way",
+                " " * 16,
+            )
         )
     fit = plan.fits
     verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
