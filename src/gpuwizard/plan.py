@@ -329,7 +329,9 @@ def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
                 value=preset.launch.master_port,
             )
         )
-    if preset.hardware.nodes > 1:
+    if preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
+        from gpuwizard.network import interface_note
+
         found.append(
             note(
                 f"the rendezvous store on node 0 ({preset.hardware.rdzv_endpoint}) listens on every interface and "
@@ -337,6 +339,9 @@ def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
                 "exchanges pickled state through it: firewall that port to the cluster's nodes"
             )
         )
+        route = interface_note(preset.hardware.rdzv_endpoint)
+        if route:
+            found.append(note(route))
     return found
 
 

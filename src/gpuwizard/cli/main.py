@@ -59,6 +59,12 @@ def build_parser() -> Parser:
     run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
     run.add_argument(
+        "--node-rank",
+        type=int,
+        metavar="K",
+        help="this node's rank in a multi-node preset (0 hosts the rendezvous); overrides hardware.node_rank",
+    )
+    run.add_argument(
         "--resume",
         nargs="?",
         const="",

@@ -39,12 +39,16 @@ def run_command(args: argparse.Namespace) -> int:
         env=args.env,
         resume=args.resume is not None,
         resume_run=args.resume or None,
+        node_rank=args.node_rank,
     )
     for warning in prepared.warnings:
         sys.stderr.write("warning: " + warning.paragraph() + "\n")
     if prepared.checkpoint is not None:
         linked = f", continuing run {prepared.resumed_from}" if prepared.resumed_from else ""
         print(f"resuming from {prepared.checkpoint}{linked}", flush=True)
+    hw = prepared.preset.hardware
+    if hw.nodes > 1 and hw.node_rank > 0 and hw.rdzv_endpoint:
+        wait_for_rendezvous(hw.rdzv_endpoint, prepared.preset.monitor.first_step_timeout_s or NODE0_WAIT_S)
     run = start_run(prepared, on_hang="stop" if args.headless else "report")
     if args.headless:
         print(
@@ -56,6 +60,28 @@ def run_command(args: argparse.Namespace) -> int:
     from gpuwizard.tui.launch import run_app
 
     return run_app(attach=run.run_id)
+
+
+NODE0_WAIT_S = 600.0
+
+
+def wait_for_rendezvous(endpoint: str, timeout_s: float) -> None:
+    """Node 1+ starts once node 0's rendezvous store answers, counting down instead of waiting silently."""
+    from gpuwizard.network import wait_for_node0
+
+    def countdown(left: float) -> None:
+        print(f"waiting for node 0 at {endpoint}: {left:.0f} s left (start node 0 with --node-rank 0)", flush=True)
+
+    if not wait_for_node0(endpoint, timeout_s, countdown):
+        raise UserError(
+            problem(
+                "hardware.rdzv_endpoint",
+                f"node 0 did not answer at {endpoint} within {timeout_s:.0f} s",
+                "start node 0 first (`gpuwizard run PRESET --node-rank 0`), check that this node reaches that "
+                "address and port (firewall), or raise monitor.first_step_timeout_s",
+                value=endpoint,
+            )
+        )
 
 
 def chosen_run(run_id: str | None) -> RunDir:

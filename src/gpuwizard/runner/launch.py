@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
-from gpuwizard.runner.records import Expectations, Job, RecordError, Status
+from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, find_run, list_runs, new_run_dir, publish
 from gpuwizard.schema import updated
 from gpuwizard.secrets import REDACTED, redacted, split_secrets
@@ -43,6 +44,8 @@ class PreparedRun:
     """The run a resumed run continues (None when it is not one of ours)."""
     checkpoint: Path | None = None
     """The checkpoint a resumed run continues from."""
+    driver: tuple[str | None, str | None] = (None, None)
+    """The NVIDIA driver and CUDA versions seen here."""
 
 
 def smoke_variant(preset: Preset) -> Preset:
@@ -53,6 +56,16 @@ def smoke_variant(preset: Preset) -> Preset:
     return updated(
         preset, batch=updated(preset.batch, size=size, grad_accum=1), optim=updated(preset.optim, steps=SMOKE_STEPS)
     )
+
+
+def with_node_rank(preset: Preset, node_rank: int) -> Preset:
+    """`run --node-rank K`: this node's rank, checked against hardware.nodes like the preset's own."""
+    from gpuwizard.preset import with_field
+
+    try:
+        return with_field(preset, "hardware.node_rank", node_rank)
+    except UserError as exc:
+        raise UserError([replace(p, field="--node-rank") for p in exc.problems]) from None
 
 
 def with_env(preset: Preset, assignments: list[str]) -> Preset:
@@ -202,6 +215,7 @@ def prepare_run(
     inventory: Any = None,
     resume: bool = False,
     resume_run: str | None = None,
+    node_rank: int | None = None,
 ) -> PreparedRun:
     """Plan and check everything that can be checked before a process starts; UserError on any error.
 
@@ -214,6 +228,8 @@ def prepare_run(
             problem("--smoke", "a smoke run is a fresh 50-step repro and cannot resume", "use one of them", value=True)
         )
     preset = with_gpus(preset, gpus)
+    if node_rank is not None:
+        preset = with_node_rank(preset, node_rank)
     if env:
         preset = with_env(preset, env)
     if smoke:
@@ -252,8 +268,12 @@ def prepare_run(
                     value=preset.hardware.gpus,
                 )
             )
+    if not errors and preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
+        from gpuwizard.network import preflight
+
+        errors += preflight(preset.hardware.rdzv_endpoint, preset.hardware.node_rank)
     if not errors and not smoke:
-        holder = output_holder(ctx.output_path)
+        holder = output_holder(ctx.output_path, preset.hardware.node_rank)
         if holder is not None:
             errors.append(
                 problem(
@@ -279,7 +299,8 @@ def prepare_run(
             )
         )
     checkpoint = get_trainer(preset.trainer).last_checkpoint(ctx) if resume else None
-    return PreparedRun(preset, plan, ctx, smoke, green, warnings, resumed_from, checkpoint)
+    driver = (inventory.driver_version, inventory.cuda_version)
+    return PreparedRun(preset, plan, ctx, smoke, green, warnings, resumed_from, checkpoint, driver)
 
 
 def expectations(prepared: PreparedRun) -> Expectations:
@@ -294,6 +315,46 @@ def expectations(prepared: PreparedRun) -> Expectations:
         first_step_timeout_s=preset.monitor.first_step_timeout_s,
         multi_node=preset.hardware.nodes > 1,
         baseline_green=prepared.baseline_green,
+    )
+
+
+VERSIONS_PROBE = r"""
+import importlib.metadata as md, json, sys
+def version(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+print(json.dumps({"python": sys.version.split()[0], "torch": version("torch"), "trainer": version(sys.argv[1])}))
+"""
+
+
+def environment(prepared: PreparedRun) -> Environment:
+    """Versions in the training environment, read from package metadata (nothing heavy is imported)."""
+    trainer = get_trainer(prepared.preset.trainer)
+    found: dict[str, Any] = {}
+    try:
+        out = subprocess.run(
+            [prepared.ctx.python, "-c", VERSIONS_PROBE, trainer.package],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    hw = prepared.preset.hardware
+    return Environment(
+        hostname=socket.gethostname(),
+        node_rank=hw.node_rank,
+        nodes=hw.nodes,
+        python=str(found.get("python") or prepared.ctx.python),
+        torch=found.get("torch"),
+        trainer_package=trainer.package,
+        trainer_version=found.get("trainer"),
+        driver=prepared.driver[0],
+        cuda=prepared.driver[1],
     )
 
 
@@ -328,8 +389,10 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 on_hang=on_hang,
                 expect=expectations(prepared),
                 output_dir=str(ctx.output_path.resolve()),
+                node_rank=preset.hardware.node_rank,
             ),
         )
+        stage.write("environment.json", environment(prepared))
         stage.write(
             "status.json",
             Status(

@@ -14,16 +14,18 @@ from pathlib import Path
 from gpuwizard import paths
 
 
-def lock_file(output_dir: Path) -> Path:
-    digest = hashlib.sha256(str(output_dir.resolve()).encode()).hexdigest()[:24]  # one lock however the path is written
+def lock_file(output_dir: Path, node_rank: int = 0) -> Path:
+    """One lock per output folder and node: the nodes of one multi-node job share the folder (on one machine too)."""
+    key = str(output_dir.resolve()) + (f"#node{node_rank}" if node_rank else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]  # one lock however the path is written
     return paths.data_dir() / "locks" / f"output-{digest}.lock"
 
 
 class OutputLock:
     """An exclusive lock on one output folder, naming the run that holds it."""
 
-    def __init__(self, output_dir: Path):
-        self.path = lock_file(output_dir)
+    def __init__(self, output_dir: Path, node_rank: int = 0):
+        self.path = lock_file(output_dir, node_rank)
         self.fd: int | None = None
 
     def acquire(self, run_id: str) -> str | None:
@@ -47,10 +49,10 @@ class OutputLock:
             self.fd = None
 
 
-def output_holder(output_dir: Path) -> str | None:
+def output_holder(output_dir: Path, node_rank: int = 0) -> str | None:
     """The run that holds an output folder now, or None (a probe: the lock is released at once). A data folder that
     cannot be written is not this check's to report: creating the run folder says so in its own words."""
-    lock = OutputLock(output_dir)
+    lock = OutputLock(output_dir, node_rank)
     try:
         holder = lock.acquire("probe")
     except OSError:

@@ -15,6 +15,8 @@ from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
 BUSY_CPU_PERCENT = 50.0
+WORKING_CPU_PERCENT = 5.0
+"""A rank using at least this much CPU is doing something: a rank blocked on a dead peer uses next to none."""
 FIRST_STEP_MIN_S = 600.0
 STOPPED_STATUSES = ("stopped", "tracing-stop")
 """psutil's names for a process that is not running at all (kill -STOP, a debugger)."""
@@ -203,6 +205,7 @@ class JobMonitor:
         self.slow_extension_until: float | None = None
         self.last_ranks: list[RankState] = []
         self.exact_steps_seen = False
+        self.last_alive_t: float | None = None
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self._seen_signatures: set[str] = set()
 
@@ -436,7 +439,10 @@ class JobMonitor:
         self.last_ranks = ranks
         if self.progress.finished or self.hang_reported:
             return []
-        since = self.progress.last_progress_t or self.progress.started_t
+        if self.expect.multi_node and self.progress.step is None and ranks_working(ranks, gpus):
+            # rank 0 logs the steps, and it may live on another node: here the ranks' own activity is the progress
+            self.last_alive_t = now
+        since = max(self.progress.last_progress_t or self.progress.started_t, self.last_alive_t or 0.0)
         stale = now - since
         limit, why = self.threshold(now)
         if self.slow_extension_until is not None:
@@ -509,6 +515,15 @@ class JobMonitor:
     def _event(self, event: Event) -> Event:
         self.events.append(event)
         return event
+
+
+def ranks_working(ranks: list[RankState], gpus: list[GpuSample] | None) -> bool:
+    """Every rank alive and running, some using CPU, and the GPUs not spin-waiting in a collective."""
+    if not ranks or any(not r.alive or r.status in STOPPED_STATUSES for r in ranks):
+        return False
+    if not any((r.cpu or 0) >= WORKING_CPU_PERCENT for r in ranks):
+        return False
+    return not classify_ranks(ranks, gpus)["spinning"]
 
 
 def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict[str, Any]:

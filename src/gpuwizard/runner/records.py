@@ -126,6 +126,20 @@ class Expectations(Record):
     baseline_green: bool = True
 
 
+class Environment(Record):
+    """environment.json: what this node ran with, so a difference between nodes (or between two runs) shows."""
+
+    hostname: str
+    node_rank: int = 0
+    nodes: int = 1
+    python: str
+    torch: str | None = None
+    trainer_package: str
+    trainer_version: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+
+
 class Job(Record):
     """job.json: what the supervisor starts and how it watches it."""
 
@@ -139,6 +153,8 @@ class Job(Record):
     stop_grace_s: float = 10.0
     expect: Expectations
     output_dir: str | None = None
+    node_rank: int = 0
+    """This node's rank in a multi-node job (each node has its own run folder and supervisor)."""
 
 
 class Status(Record):

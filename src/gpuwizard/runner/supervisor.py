@@ -113,7 +113,7 @@ class Supervisor:
         """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
         if self.job_cfg.output_dir is None:
             return True
-        self.output_lock = OutputLock(Path(self.job_cfg.output_dir))
+        self.output_lock = OutputLock(Path(self.job_cfg.output_dir), self.job_cfg.node_rank)
         try:
             holder = self.output_lock.acquire(self.run.run_id)
         except OSError as exc:

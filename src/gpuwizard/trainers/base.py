@@ -25,6 +25,8 @@ class Trainer:
     """One trainer: its batch semantics, checks, command builder and log parser."""
 
     name: ClassVar[str]
+    package: ClassVar[str]
+    """The distribution whose version is recorded with each run (importlib.metadata name)."""
     title: ClassVar[str]
     batch_flag: ClassVar[str]
     batch_meaning: ClassVar[str]

@@ -57,6 +57,7 @@ def demo_dataset_root(repo_id: str) -> str:
 
 class DemoTrainer(Trainer):
     name = "demo"
+    package = "gpuwizard"
     title = "Built-in demo trainer"
     batch_flag = "--batch-size"
     progress_markers = ("[demo]", "%|")

@@ -46,6 +46,7 @@ class GrootOptions(TrainerOptions):
 
 class GrootTrainer(Trainer):
     name = "groot"
+    package = "gr00t"
     title = "Isaac-GR00T N1.7 (launch_finetune.py)"
     batch_flag = "--global-batch-size"
     progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")

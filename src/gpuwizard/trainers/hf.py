@@ -32,6 +32,7 @@ class HfOptions(TrainerOptions):
 
 class HfTrainer(Trainer):
     name = "hf"
+    package = "transformers"
     title = "Hugging Face Trainer script"
     batch_flag = "--per_device_train_batch_size"
     progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")

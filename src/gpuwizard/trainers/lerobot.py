@@ -167,6 +167,7 @@ def find_install(python: str, api: str) -> LeRobotInstall:
 
 class LeRobotTrainer(Trainer):
     name = "lerobot"
+    package = "lerobot"
     title = "LeRobot (lerobot-train)"
     batch_flag = "--batch_size"
     progress_markers = ("step:", "Effective batch size", "cfg.steps=", "Checkpoint policy", "End of training", "%|")

@@ -40,6 +40,7 @@ class OpenpiOptions(TrainerOptions):
 
 class OpenpiTrainer(Trainer):
     name = "openpi"
+    package = "openpi"
     title = "openpi (pi0 / pi0.5, JAX or PyTorch)"
     batch_flag = "--batch-size"
     progress_markers = (
