@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test bench gpu-check lerobot-env clean
+.PHONY: demo test bench gpu-check lerobot-env slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,11 +20,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/gpuwizard --preset demo-cpu
 
+LOCAL_SLURM := $(wildcard /tmp/gpuwizard-slurm/slurm.conf)
+
+# the `slurm` tests run when a cluster answers: $SLURM_CONF, or the local one `make slurm-up` starts
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	$(if $(SLURM_CONF),,$(if $(LOCAL_SLURM),SLURM_CONF=$(LOCAL_SLURM))) $(PY) -m pytest -n 2 -q
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+slurm-up:
+	bash scripts/slurm-local.sh
+
+slurm-down:
+	bash scripts/slurm-local.sh stop
 
 gpu-check: $(STAMP)
 	bash scripts/gpu_check.sh

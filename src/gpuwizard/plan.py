@@ -329,7 +329,16 @@ def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
                 value=preset.launch.master_port,
             )
         )
-    if preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
+    if preset.hardware.nodes > 1 and not preset.hardware.rdzv_endpoint and preset.launch.scheduler == "local":
+        found.append(
+            problem(
+                "hardware.rdzv_endpoint",
+                "(host:port of node 0) is required when hardware.nodes > 1 and the nodes are started by hand",
+                "add it, e.g. 10.0.0.1:29500, or submit with SLURM (`run --slurm`), which finds the head node itself",
+                value=None,
+            )
+        )
+    if preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint and preset.launch.scheduler == "local":
         from gpuwizard.network import interface_note
 
         found.append(

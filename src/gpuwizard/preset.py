@@ -55,7 +55,11 @@ class Hardware(Strict):
     node_rank: int = Field(
         0, ge=0, description="This node's rank; `run --node-rank K` overrides it. Node 0 hosts the rendezvous."
     )
-    rdzv_endpoint: str | None = Field(None, description="host:port of node 0, required when nodes > 1.")
+    rdzv_endpoint: str | None = Field(
+        None,
+        description="host:port of node 0, required when nodes > 1 (with SLURM only the port is used: the head node "
+        "is found at run time; null: port 29500).",
+    )
     gpu_memory_gb: float | None = Field(
         None, gt=0, le=100_000, description="Device memory to plan against where none is detected, in GB."
     )
@@ -83,12 +87,6 @@ class Hardware(Strict):
             match = ENDPOINT.fullmatch(self.rdzv_endpoint)
             if not match or not 0 < int(match["port"]) < 65536:
                 rules.add("rdzv_endpoint", "must be host:port", "write it like 10.0.0.1:29500", self.rdzv_endpoint)
-        if self.nodes > 1 and not self.rdzv_endpoint:
-            rules.add(
-                "rdzv_endpoint",
-                "hardware.rdzv_endpoint (host:port of node 0) is required when hardware.nodes > 1",
-                "add it, e.g. 10.0.0.1:29500",
-            )
         if self.node_rank >= self.nodes:
             rules.add(
                 "node_rank",
@@ -187,6 +185,9 @@ class Launch(Strict):
         {}, description="Extra environment variables for the job; numbers may be written unquoted."
     )
     extra_args: list[str] = Field([], description="Appended verbatim to the trainer's arguments.")
+    scheduler: Literal["local", "slurm"] = Field(
+        "local", description="local (this machine; --node-rank per node) | slurm (sbatch; `run --slurm`)."
+    )
 
     @model_validator(mode="after")
     def _env(self) -> Launch:
@@ -217,6 +218,42 @@ class Launch(Strict):
                 rules.add(field_name, "contains a NUL byte", "remove it", getattr(self, field_name))
         rules.raise_any()
         self.env = {name: str(value) for name, value in self.env.items()}
+        return self
+
+
+SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{2}){0,2}")
+
+
+class Slurm(Strict):
+    """The batch job `run --slurm` submits; any #SBATCH option not named here goes in sbatch_args."""
+
+    partition: str | None = Field(None, min_length=1, description="#SBATCH --partition.")
+    time: str | None = Field(None, description='#SBATCH --time, e.g. "04:00:00" or "1-00:00:00".')
+    account: str | None = Field(None, min_length=1, description="#SBATCH --account.")
+    sbatch_args: list[str] = Field([], description='More #SBATCH options, e.g. ["--constraint=h100", "--qos=high"].')
+    setup: list[str] = Field(
+        [],
+        description="Shell lines run on the batch host before the launcher (module load ..., conda activate ...): "
+        "user-authored, shown in the preview.",
+    )
+
+    @model_validator(mode="after")
+    def _options(self) -> Slurm:
+        rules = Rules("slurm")
+        if self.time is not None and not SLURM_TIME.fullmatch(self.time):
+            rules.add("time", "is not a SLURM time", 'write minutes, "HH:MM:SS" or "D-HH:MM:SS"', self.time)
+        for index, arg in enumerate(self.sbatch_args):
+            if not arg.startswith("--") or "\n" in arg or "\0" in arg:
+                rules.add(
+                    f"sbatch_args.{index}",
+                    "must be one long sbatch option on one line",
+                    'write it like "--qos=high"',
+                    arg,
+                )
+        for index, line in enumerate(self.setup):
+            if "\n" in line or "\0" in line:
+                rules.add(f"setup.{index}", "must be one shell line", "split it into several entries", line)
+        rules.raise_any()
         return self
 
 
@@ -256,6 +293,7 @@ class Preset(Strict):
     mixed_precision: Literal["no", "bf16", "fp16"] = Field("bf16", description="no | bf16 | fp16")
     fsdp: Fsdp = Field(default_factory=Fsdp, description="How FSDP wraps the model (strategy fsdp).")
     launch: Launch = Field(default_factory=Launch, description="How the job is started.")
+    slurm: Slurm = Field(default_factory=Slurm, description="The SLURM batch job (launch.scheduler: slurm).")
     trainer_options: dict[str, Any] = Field(
         {}, description="Typed per trainer (see the trainer's options); defaults are left out when saved."
     )

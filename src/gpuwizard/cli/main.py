@@ -50,7 +50,12 @@ def build_parser() -> Parser:
         if name == "plan":
             p.add_argument("--json", action="store_true")
         else:
-            p.add_argument("--format", choices=["shell", "json", "script"], default="shell")
+            p.add_argument(
+                "--format",
+                choices=["shell", "json", "script", "sbatch"],
+                default="shell",
+                help="sbatch: the SLURM batch script `run --slurm` submits",
+            )
             p.add_argument("--resume", action="store_true", help="the command that continues from the last checkpoint")
 
     run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
@@ -58,6 +63,9 @@ def build_parser() -> Parser:
     run.add_argument("--gpus", type=positive_int, metavar="N")
     run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
+    run.add_argument(
+        "--slurm", action="store_true", help="submit with sbatch and follow the SLURM job (launch.scheduler: slurm)"
+    )
     run.add_argument(
         "--node-rank",
         type=int,
@@ -130,13 +138,15 @@ def dispatch(args: argparse.Namespace) -> int:
     return handler(args)
 
 
-def resolve(preset_arg: str, gpus: int | None, resume: bool = False) -> tuple[Any, Any, Any]:
+def resolve(preset_arg: str, gpus: int | None, resume: bool = False, slurm: bool = False) -> tuple[Any, Any, Any]:
     """Load a preset and plan it against the GPUs detected here."""
     from gpuwizard.gpus.inventory import read_inventory
     from gpuwizard.plan import plan_here, with_gpus
-    from gpuwizard.preset import load_preset
+    from gpuwizard.preset import load_preset, with_field
 
     preset = with_gpus(load_preset(preset_arg), gpus)
+    if slurm:
+        preset = with_field(preset, "launch.scheduler", "slurm")
     plan, ctx = plan_here(preset, read_inventory(), resume=resume)
     return preset, plan, ctx
 
@@ -164,7 +174,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from gpuwizard.plan import build_command
     from gpuwizard.trainers import get_trainer
 
-    preset, plan, ctx = resolve(args.preset, args.gpus, resume=args.resume)
+    preset, plan, ctx = resolve(args.preset, args.gpus, resume=args.resume, slurm=args.format == "sbatch")
     if plan.errors:
         return report_problems(plan, preset.name)
     if args.resume and get_trainer(preset.trainer).last_checkpoint(ctx) is None:
@@ -180,6 +190,12 @@ def cmd_preview(args: argparse.Namespace) -> int:
         print(json.dumps(spec.to_json() | {"warnings": [p.paragraph() for p in plan.warnings]}, indent=2))
     elif args.format == "script":
         print(spec.script(), end="")
+    elif args.format == "sbatch":
+        from gpuwizard.slurm import batch_script
+
+        for p in plan.warnings:
+            sys.stderr.write("warning: " + p.paragraph() + "\n")
+        print(batch_script(ctx, spec), end="")
     else:
         for p in plan.warnings:
             sys.stderr.write("warning: " + p.paragraph() + "\n")

@@ -40,6 +40,7 @@ def run_command(args: argparse.Namespace) -> int:
         resume=args.resume is not None,
         resume_run=args.resume or None,
         node_rank=args.node_rank,
+        slurm=args.slurm,
     )
     for warning in prepared.warnings:
         sys.stderr.write("warning: " + warning.paragraph() + "\n")
@@ -47,7 +48,7 @@ def run_command(args: argparse.Namespace) -> int:
         linked = f", continuing run {prepared.resumed_from}" if prepared.resumed_from else ""
         print(f"resuming from {prepared.checkpoint}{linked}", flush=True)
     hw = prepared.preset.hardware
-    if hw.nodes > 1 and hw.node_rank > 0 and hw.rdzv_endpoint:
+    if prepared.preset.launch.scheduler == "local" and hw.nodes > 1 and hw.node_rank > 0 and hw.rdzv_endpoint:
         wait_for_rendezvous(hw.rdzv_endpoint, prepared.preset.monitor.first_step_timeout_s or NODE0_WAIT_S)
     run = start_run(prepared, on_hang="stop" if args.headless else "report")
     if args.headless:

@@ -100,6 +100,10 @@ def request_stop(run: RunDir) -> None:
     if status.supervisor is not None and status.supervisor.alive():
         os.kill(status.supervisor.pid, signal.SIGTERM)
         return
+    if status.slurm_job_id and not status.final:
+        from gpuwizard.slurm import cancel
+
+        cancel(status.slurm_job_id)  # the job runs on the cluster: scancel it even without its supervisor
     if status.job is not None and status.job.alive():
         JobProcesses(status.job.pid).stop()
     stop_processes([ref for ref in run_processes(run, status) if ref.alive()])  # ranks orphaned by a dead launcher
@@ -163,7 +167,10 @@ def status_line(progress: Progress | None, status: Status, now: float | None = N
     p = progress or Progress()
     step, total = p.step, p.total or status.steps
     parts = [f"[{clock(status.elapsed_s(now))}]", str(status.state)]
-    if step is not None:
+    if status.slurm_job_id and status.slurm_state in ("PENDING", "CONFIGURING", "REQUEUED", "SUSPENDED"):
+        reason = f": {status.slurm_reason}" if status.slurm_reason else ""
+        parts.append(f"SLURM job {status.slurm_job_id} {status.slurm_state.lower()}{reason}")
+    elif step is not None:
         pct = f" ({100 * step / total:.0f}%)" if total else ""
         parts.append(f"step {step}/{total or '?'}{pct}")
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -216,6 +217,7 @@ def prepare_run(
     resume: bool = False,
     resume_run: str | None = None,
     node_rank: int | None = None,
+    slurm: bool = False,
 ) -> PreparedRun:
     """Plan and check everything that can be checked before a process starts; UserError on any error.
 
@@ -228,7 +230,16 @@ def prepare_run(
             problem("--smoke", "a smoke run is a fresh 50-step repro and cannot resume", "use one of them", value=True)
         )
     preset = with_gpus(preset, gpus)
+    if slurm:
+        from gpuwizard.preset import with_field
+
+        preset = with_field(preset, "launch.scheduler", "slurm")
+    on_slurm = preset.launch.scheduler == "slurm"
     if node_rank is not None:
+        if on_slurm:
+            raise UserError(
+                problem("--node-rank", "SLURM starts every node itself", "leave --node-rank out", value=node_rank)
+            )
         preset = with_node_rank(preset, node_rank)
     if env:
         preset = with_env(preset, env)
@@ -246,7 +257,11 @@ def prepare_run(
         errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
-        if plan.device == "cuda":
+        if on_slurm:
+            from gpuwizard.slurm import cluster_problems
+
+            errors += cluster_problems()  # the nodes' GPUs and cores are SLURM's to check, not this machine's
+        elif plan.device == "cuda":
             visible = len(inventory.visible())
             if visible < preset.hardware.gpus:
                 errors.append(
@@ -259,7 +274,7 @@ def prepare_run(
                     )
                 )
         cores = os.cpu_count() or 1
-        if plan.device == "cpu" and plan.processes_per_node > cores:
+        if not on_slurm and plan.device == "cpu" and plan.processes_per_node > cores:
             errors.append(
                 problem(
                     "hardware.gpus",
@@ -268,11 +283,11 @@ def prepare_run(
                     value=preset.hardware.gpus,
                 )
             )
-    if not errors and preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
+    if not errors and not on_slurm and preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
         from gpuwizard.network import preflight
 
         errors += preflight(preset.hardware.rdzv_endpoint, preset.hardware.node_rank)
-    if not errors and not smoke:
+    if not errors and not smoke and not on_slurm:
         holder = output_holder(ctx.output_path, preset.hardware.node_rank)
         if holder is not None:
             errors.append(
@@ -390,8 +405,13 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 expect=expectations(prepared),
                 output_dir=str(ctx.output_path.resolve()),
                 node_rank=preset.hardware.node_rank,
+                scheduler=preset.launch.scheduler,
             ),
         )
+        if preset.launch.scheduler == "slurm":
+            from gpuwizard.slurm import batch_script
+
+            atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, output=str(run.path / "log.txt")))
         stage.write("environment.json", environment(prepared))
         stage.write(
             "status.json",
@@ -407,7 +427,11 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 resumed_from=prepared.resumed_from,
                 created=time.time(),
                 state=RunState.STARTING,
-                command=spec.shell(),
+                command=(
+                    shlex.join(["sbatch", str(run.path / SBATCH_SCRIPT)])
+                    if preset.launch.scheduler == "slurm"
+                    else spec.shell()
+                ),
                 on_hang=on_hang,
             ),
         )
@@ -423,6 +447,8 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
             )
         ) from None
 
+    if preset.launch.scheduler == "slurm":
+        submit_to_slurm(run)
     with open(os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
@@ -441,10 +467,32 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
     return run
 
 
+SBATCH_SCRIPT = "job.sbatch"
+
+
+def submit_to_slurm(run: RunDir) -> None:
+    """sbatch the run's script from here (the submitting host, with the user's environment); a refusal is sbatch's
+    own message in one paragraph, and the run folder goes away with it."""
+    from gpuwizard.slurm import submit
+
+    job_id, message = submit(str(run.path / SBATCH_SCRIPT))
+    if job_id is None:
+        shutil.rmtree(run.path, ignore_errors=True)
+        field = "slurm.partition" if "partition" in message.lower() else "--slurm"
+        raise UserError(
+            problem(
+                field,
+                f"sbatch refused the job: {message}",
+                "fix the slurm section of the preset (`sinfo` lists the partitions), then run again",
+            )
+        )
+    run.update_status(slurm_job_id=job_id, slurm_state="PENDING")
+
+
 def wait_until_launched(run: RunDir, supervisor: subprocess.Popen[bytes], wait_s: float) -> None:
     """Watch the supervisor process itself until it has launched the job (or ended); a slow start is not a lost one."""
     deadline = time.monotonic() + wait_s
-    while run.status().state == RunState.STARTING:
+    while (status := run.status()).state == RunState.STARTING and status.slurm_state is None:
         if supervisor.poll() is not None:
             if run.status().state == RunState.STARTING:  # it died before it could say so itself
                 run.update_status(

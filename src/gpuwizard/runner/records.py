@@ -155,6 +155,8 @@ class Job(Record):
     output_dir: str | None = None
     node_rank: int = 0
     """This node's rank in a multi-node job (each node has its own run folder and supervisor)."""
+    scheduler: Literal["local", "slurm"] = "local"
+    """slurm: the supervisor submits job.sbatch and follows the SLURM job instead of starting argv itself."""
 
 
 class Status(Record):
@@ -185,6 +187,11 @@ class Status(Record):
     survivors: list[int] = []
     error: str | None = None
     gpu_memory_held_mb: dict[str, float] = {}
+    slurm_job_id: str | None = None
+    """Set for a run submitted with sbatch: its SLURM job id."""
+    slurm_state: str | None = None
+    """SLURM's state of that job (PENDING, RUNNING, ...), with squeue's reason while it waits."""
+    slurm_reason: str | None = None
 
     @property
     def final(self) -> bool:

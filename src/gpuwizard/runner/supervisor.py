@@ -27,6 +27,10 @@ from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 
 POLL_S = 0.1
+SLURM_RUNNING_POLL_S = 5.0
+"""squeue once in this many seconds while the job trains (the log carries the progress); every second while it is
+queued or once its log says training finished."""
+
 TICK_S = 1.0
 GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 PROGRESS_EVERY_S = 0.5
@@ -101,11 +105,11 @@ class Supervisor:
         self.run.update_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
         return True
 
-    def persist(self, write: Callable[..., None], *args: Any) -> None:
+    def persist(self, write: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         """A write to the run folder that must not kill the supervisor (a full disk): the job stays watched, and the
         first failure is kept as the reason shown when the run ends."""
         try:
-            write(*args)
+            write(*args, **kwargs)
         except OSError as exc:
             self.write_error = self.write_error or f"could not write the run folder: {exc.strerror or exc}"
 
@@ -189,6 +193,8 @@ class Supervisor:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, self.request_dump)
         self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
+        if self.job_cfg.scheduler == "slurm":
+            return self.follow_slurm()
         if not self.hold_output_dir() or not self.start_job():
             return int(ExitCode.NOT_STARTED)
         assert self.job is not None
@@ -282,6 +288,85 @@ class Supervisor:
                 )
         return self.finish(rc, survivors)
 
+    def follow_slurm(self) -> int:
+        """Follow the SLURM job `run` submitted: queued (with squeue's reason), running (the log streams into the run
+        folder from sbatch --output), ended (state and exit code from scontrol). Stop is scancel."""
+        from gpuwizard import slurm
+
+        job_id = self.run.status().slurm_job_id
+        if job_id is None:
+            self.run.update_status(
+                state=RunState.FAILED,
+                exit_code=int(ExitCode.NOT_STARTED),
+                ended=time.time(),
+                error="no SLURM job id was recorded for this run",
+            )
+            return int(ExitCode.NOT_STARTED)
+        monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
+        tail = LogTail(self.run.log)
+        submitted = time.time()
+        queue_limit = self.job_cfg.expect.first_step_timeout_s or self.job_cfg.expect.hang_timeout_s
+        shown: tuple[str, str | None] | None = None
+        long_wait_reported = running = False
+        state: Any = None
+        last_poll = last_progress = 0.0
+        while True:
+            now = time.time()
+            slow = running and not monitor.progress.finished
+            if now - last_poll >= (SLURM_RUNNING_POLL_S if slow else TICK_S):
+                last_poll = now
+                state = slurm.job_state(job_id) or state
+                if state is not None and (state.state, state.reason) != shown:
+                    shown = (state.state, state.reason)
+                    self.persist(self.run.update_status, slurm_state=state.state, slurm_reason=state.reason)
+                    if state.queued and state.reason:
+                        self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=False)])
+                if state is not None and state.queued and not long_wait_reported and now - submitted > queue_limit:
+                    long_wait_reported = True
+                    self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=True)])
+                if state is not None and not state.queued and not running:
+                    running = True
+                    monitor.progress.started_t = monitor.last_output_t = now  # the clocks start when it runs
+                    self.run.update_status(state=RunState.RUNNING, started=now)
+                if state is not None and state.ended:
+                    break
+            chunk = tail.read()
+            if chunk:
+                self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+            if running:
+                for event in monitor.tick(now, [], None):
+                    self.record([event])
+                    if event.kind == "hang_suspected" and self.job_cfg.on_hang == "stop":
+                        self.stop_reason = self.stop_reason or "hang"
+            if now - last_progress >= PROGRESS_EVERY_S:
+                last_progress = now
+                self.persist(self.run.write, "progress.json", monitor.progress)
+            if self.stop_reason:
+                self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
+                slurm.cancel(job_id)
+                deadline = time.monotonic() + self.job_cfg.stop_grace_s + 60
+                while time.monotonic() < deadline:
+                    state = slurm.job_state(job_id) or state
+                    if state is None or state.ended:
+                        break
+                    time.sleep(0.5)
+                break
+            time.sleep(POLL_S)
+        time.sleep(POLL_S)
+        while chunk := tail.read():
+            self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+        self.persist(self.run.write, "progress.json", monitor.progress)
+        final = slurm.job_state(job_id) or state
+        if final is not None and final.state == "CANCELLED":
+            self.stop_reason = self.stop_reason or "user"  # scancel from outside is a stop too
+        if final is not None:
+            self.persist(self.run.update_status, slurm_state=final.state, slurm_reason=final.reason)
+        rc = final.exit_code if final is not None and final.exit_code is not None else 1
+        if final is not None and final.state not in ("COMPLETED", "CANCELLED") and not self.failure:
+            self.failure = f"SLURM job {job_id} ended {final.state}" + (f" ({final.reason})" if final.reason else "")
+            rc = rc or 1
+        return self.finish(rc, [])
+
     def finish(self, rc: int, survivors: list[int]) -> int:
         job_exit = rc if rc >= 0 else 128 - rc
         if self.stop_reason == "hang":
@@ -304,6 +389,29 @@ class Supervisor:
         return int(code)
 
 
+def slurm_queued_event(job_id: str, reason: str | None, waited_s: float, long_wait: bool) -> Event:
+    from gpuwizard.slurm import pending_advice
+
+    why = reason or "no reason given yet"
+    if long_wait:
+        return Event(
+            kind="slurm_pending_long",
+            severity="warning",
+            title=f"SLURM job {job_id} still queued after {waited_s:.0f} s: {why}",
+            detail=f"{why}: {pending_advice(reason)}.",
+            suggestion="Wait, ask for fewer nodes or GPUs or a shorter time, or pick another partition "
+            "(slurm.partition); `s` (or `gpuwizard stop`) cancels it.",
+            data={"job_id": job_id, "reason": reason, "waited_s": round(waited_s, 1)},
+        )
+    return Event(
+        kind="slurm_pending",
+        severity="info",
+        title=f"SLURM job {job_id} queued: {why}",
+        detail=f"{why}: {pending_advice(reason)}.",
+        data={"job_id": job_id, "reason": reason},
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     run = RunDir(Path(args[0]))
@@ -314,6 +422,11 @@ def main(argv: list[str] | None = None) -> int:
 
         traceback.print_exc()
         try:
+            job_id = run.status().slurm_job_id
+            if job_id:
+                from gpuwizard.slurm import cancel
+
+                cancel(job_id)  # nothing left in the queue without anyone following it
             run.update_status(
                 state=RunState.FAILED,
                 exit_code=int(ExitCode.FAILED),

@@ -153,6 +153,10 @@ def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str
         launcher = [torchrun] if torchrun else [ctx.python, "-m", "torch.distributed.run"]
     if hw.nodes == 1:
         rdzv = ["--standalone"]
+    elif ctx.preset.launch.scheduler == "slurm":
+        from gpuwizard.slurm import rendezvous_args
+
+        return launcher + [f"--nproc-per-node={nproc}", *rendezvous_args(ctx), "--max-restarts=0"]
     else:
         rdzv = [
             "--rdzv-backend=c10d",

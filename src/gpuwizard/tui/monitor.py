@@ -197,7 +197,13 @@ class MonitorScreen(Screen[None]):
             Content.assemble(
                 (f" {s.state} ", f"reverse {style}"),
                 f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
-                + (" · smoke" if s.smoke else ""),
+                + (" · smoke" if s.smoke else "")
+                + (
+                    f" · SLURM {s.slurm_job_id} {(s.slurm_state or '').lower()}"
+                    + (f" ({s.slurm_reason})" if s.slurm_reason else "")
+                    if s.slurm_job_id
+                    else ""
+                ),
             )
         )
 

@@ -1,0 +1,243 @@
+"""SLURM: the batch script, and real jobs on the two-node local cluster (scripts/slurm-local.sh,
+shared/reference/slurm.md). Tests marked `slurm` run when a cluster answers (`sinfo` with $SLURM_CONF) and are
+skipped otherwise; GPUWIZARD_REQUIRE_SLURM=1 (set by .ci/run) turns the skip into a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import gw_subprocess
+from gpuwizard.runner.rundir import RunDir, list_runs
+
+GPU_2NODE = """\
+version: 1
+name: act-2node
+trainer: lerobot
+policy: act
+dataset: {repo_id: me/so100_pick}
+hardware: {gpus: 4, nodes: 2}
+batch: {size: 8}
+optim: {lr: 1.0e-5, steps: 20000}
+scaling: {rule: sqrt_lr, reference_gpus: 1}
+launch:
+  env: {HF_TOKEN: hf_secret_value_123, NCCL_DEBUG: WARN}
+trainer_options: {api: main}
+slurm:
+  partition: gpu
+  time: "04:00:00"
+  account: robotics
+  sbatch_args: ["--constraint=h100", "--qos=high"]
+  setup: ["module load cuda/12.4", "source ~/venvs/lerobot/bin/activate"]
+"""
+
+DEMO = """\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: 1, device: cpu, nodes: {nodes}}}
+batch: {{size: 4}}
+optim: {{steps: {steps}}}
+mixed_precision: "no"
+output_dir: {root}/out-{name}
+trainer_options: {{log_every: 5, step_time_s: 0.05}}
+monitor: {{hang_timeout_s: 120}}
+{extra}"""
+
+
+def test_the_sbatch_preview_is_a_script_a_cluster_user_recognises(gw, write_preset):
+    result = gw("preview", write_preset(GPU_2NODE), "--format", "sbatch")
+    assert result.code == 0, result.err
+    script = result.out
+    directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    assert directives == [
+        "#SBATCH --job-name=act-2node",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --cpus-per-task=32",
+        "#SBATCH --time=04:00:00",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=robotics",
+        "#SBATCH --output=%x-%j.out",
+        "#SBATCH --constraint=h100",
+        "#SBATCH --qos=high",
+    ]
+    lines = script.splitlines()
+    setup = lines.index("module load cuda/12.4")
+    assert lines[setup + 1] == "source ~/venvs/lerobot/bin/activate"
+    head = lines.index('head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)')
+    srun = next(i for i, line in enumerate(lines) if line.startswith("srun "))
+    assert setup < head < srun, "setup, then the head node, then the launcher"
+    launch = " ".join(line.rstrip("\\").strip() for line in lines[srun:])
+    for word in ('"--nnodes=$SLURM_NNODES"', '"--rdzv-id=$SLURM_JOB_ID"', '"--rdzv-endpoint=$head_addr:29500"'):
+        assert word in launch
+    assert "--nproc-per-node=4" in launch and "--rdzv-backend=c10d" in launch and "--node-rank" not in launch
+    assert "export NCCL_DEBUG=WARN" in lines and "# export NCCL_SOCKET_IFNAME=..." in lines
+    assert 'export HF_TOKEN="${HF_TOKEN:?set HF_TOKEN in the environment you submit from}"' in lines
+    assert "hf_secret_value_123" not in script
+    check = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_slurm_bad_input_is_one_paragraph(gw, write_preset, tmp_path):
+    text = DEMO.format(name="demo-bad", root=tmp_path, nodes=2, steps=10, extra="")
+    no_slurm = {"PATH": str(Path(sys.executable).parent)}  # the venv's tools only: no SLURM client
+    missing = gw_subprocess("run", write_preset(text), "--slurm", "--headless", env=no_slurm)
+    assert missing.returncode == 2 and "--slurm: sbatch is not installed on this machine" in missing.stderr
+    assert missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+    local = gw("plan", write_preset(text))
+    assert local.code == 2 and "hardware.rdzv_endpoint" in local.err and "run --slurm" in local.err, (
+        "a local multi-node run needs node 0's endpoint; SLURM finds the head itself"
+    )
+    groot = (
+        GPU_2NODE.replace("trainer: lerobot", "trainer: groot")
+        .replace("policy: act", "policy: groot")
+        .replace("dataset: {repo_id: me/so100_pick}", "dataset: {root: /data/so100}")
+        .replace(
+            "trainer_options: {api: main}",
+            "trainer_options: {base_model_path: nvidia/GR00T-N1.7-3B, embodiment_tag: NEW_EMBODIMENT, "
+            "modality_config_path: so100_config.py}",
+        )
+    )
+    assert (
+        "launch_finetune.py is documented for one node only"
+        in gw("preview", write_preset(groot), "--format", "sbatch").err
+    )
+
+
+def cluster_answers() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.fixture
+def cluster():
+    if not cluster_answers():
+        reason = "no SLURM cluster answers: start one with scripts/slurm-local.sh and export its SLURM_CONF"
+        if os.environ.get("GPUWIZARD_REQUIRE_SLURM"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def demo_on_slurm(tmp_path, cluster):
+    from gpuwizard.demo.dataset import ensure_dataset
+
+    ensure_dataset(tmp_path / "dataset", 20)  # the nodes share this disk: written once, up front
+
+    def make(name: str, nodes: int = 2, steps: int = 60, extra: str = "") -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(DEMO.format(name=name, root=tmp_path, nodes=nodes, steps=steps, extra=extra))
+        return path
+
+    return make
+
+
+def queued(job_id: str) -> bool:
+    out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=30)
+    return bool(out.stdout.strip())
+
+
+def newest() -> RunDir:
+    return list_runs()[0].run
+
+
+def wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+@pytest.mark.slurm
+def test_the_demo_on_two_slurm_nodes_finishes_green(demo_on_slurm):
+    result = gw_subprocess("run", demo_on_slurm("demo-slurm"), "--slurm", "--headless", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = newest()
+    status = run.status()
+    assert (status.state, status.exit_code, status.slurm_state) == ("finished", 0, "COMPLETED")
+    assert "Effective batch size: 4 x 2 workers x 1 grad accum = 8" in run.log.read_text(), "world size 2"
+    assert run.progress().step == 60 and not queued(status.slurm_job_id)
+    assert status.command.startswith("sbatch ") and (run.path / "job.sbatch").is_file()
+    rows = json.loads(gw_subprocess("runs", "--json").stdout)
+    assert rows[0]["state"] == "finished" and rows[0]["world_size"] == 2
+
+
+@pytest.mark.slurm
+def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_path):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuwizard",
+            "run",
+            str(demo_on_slurm("demo-long", steps=20000)),
+            "--slurm",
+            "--headless",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert wait_for(lambda: list_runs() and (newest().progress() or None) and (newest().progress().step or 0) >= 5, 300)
+    run = newest()
+    job_id = run.status().slurm_job_id
+    stop = gw_subprocess("stop", run.run_id, timeout=180)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 4, out
+    assert run.status().state == "stopped" and run.status().exit_code == 4
+    assert not queued(job_id), "scancel left nothing in the queue"
+    out_dir = str(tmp_path / "out-demo-long")
+    assert wait_for(lambda: not subprocess.run(["pgrep", "-f", out_dir], capture_output=True).stdout.strip(), 60), (
+        "no process of the job is left"
+    )
+
+
+@pytest.mark.slurm
+def test_a_job_that_cannot_start_shows_its_pending_reason_and_is_cancelled(demo_on_slurm):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", str(demo_on_slurm("demo-three", nodes=3)), "--slurm", "--headless"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert wait_for(lambda: list_runs() and newest().status().slurm_reason is not None, 120)
+    run = newest()
+    status = run.status()
+    assert status.slurm_state == "PENDING" and status.slurm_reason == "PartitionConfig"
+    assert wait_for(lambda: any(e.kind == "slurm_pending" for e in run.events()[0]), 30)
+    event = next(e for e in run.events()[0] if e.kind == "slurm_pending")
+    assert "PartitionConfig: the partition can never run it as asked" in event.detail
+    assert gw_subprocess("stop", run.run_id, timeout=120).returncode == 0
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 4 and f"SLURM job {status.slurm_job_id} queued: PartitionConfig" in out
+    assert not queued(status.slurm_job_id) and run.status().state == "stopped"
+
+
+@pytest.mark.slurm
+def test_sbatch_refusals_and_a_silent_cluster_are_one_paragraph(demo_on_slurm, tmp_path):
+    nowhere = demo_on_slurm("demo-nopart", extra="slurm: {partition: no-such-partition}\n")
+    refused = gw_subprocess("run", nowhere, "--slurm", "--headless")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "slurm.partition: sbatch refused the job: invalid partition specified: no-such-partition" in refused.stderr
+    assert list_runs() == [], "the refused run leaves no folder"
+    conf = tmp_path / "missing" / "slurm.conf"
+    silent = gw_subprocess("run", demo_on_slurm("demo-silent"), "--slurm", "--headless", env={"SLURM_CONF": str(conf)})
+    assert silent.returncode == 2 and f"the configuration used is {conf}" in silent.stderr
