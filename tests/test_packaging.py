@@ -3,9 +3,11 @@ an editable install and a plain checkout."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -24,13 +26,27 @@ def shipped(kind: str) -> list[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # setuptools builds in the checkout's build/ folder: two xdist workers building at once would collide there
+    with open(Path(tempfile.gettempdir()) / "gpuwizard-wheel-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                str(REPO),
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     return next(out.glob("gpuwizard-*.whl"))
 
 
