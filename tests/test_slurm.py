@@ -241,3 +241,43 @@ def test_sbatch_refusals_and_a_silent_cluster_are_one_paragraph(demo_on_slurm, t
     conf = tmp_path / "missing" / "slurm.conf"
     silent = gw_subprocess("run", demo_on_slurm("demo-silent"), "--slurm", "--headless", env={"SLURM_CONF": str(conf)})
     assert silent.returncode == 2 and f"the configuration used is {conf}" in silent.stderr
+
+
+def test_a_submitted_gpu_job_samples_every_node_into_the_run_folder(tmp_path):
+    """The script gpuwizard submits (not the preview) starts the node sampler on every node beside the job."""
+    from gpuwizard.plan import build_command, make_plan
+    from gpuwizard.preset import load_preset_file, with_field
+    from gpuwizard.slurm import batch_script
+
+    path = tmp_path / "act-2node.yaml"
+    path.write_text(GPU_2NODE)
+    _, ctx = make_plan(with_field(load_preset_file(path), "launch.scheduler", "slurm"))
+    run_dir = tmp_path / "runs" / "r1"
+    script = batch_script(ctx, build_command(ctx), run_dir=run_dir)
+    assert f"#SBATCH --output={run_dir / 'log.txt'}" in script.splitlines()
+    sampler = next(line for line in script.splitlines() if "gpuwizard.gpus.node_sampler" in line)
+    assert sampler.startswith('srun --overlap --nodes="$SLURM_NNODES" --ntasks-per-node=1 ') and sampler.endswith(
+        f"{run_dir} &"
+    )
+    assert subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True).returncode == 0
+
+
+@pytest.mark.slurm
+def test_the_node_sampler_writes_one_file_per_node(cluster, tmp_path):
+    """srun on both nodes of the local cluster, NVML replayed from a recorded 2x4090 workstation."""
+    recording = Path(__file__).parent / "data" / "nvml" / "workstation_2x4090.json"
+    result = subprocess.run(
+        ["srun", "--nodes=2", "--ntasks-per-node=1", sys.executable, "-m", "gpuwizard.gpus.node_sampler", str(tmp_path)]
+        + ["--samples=2", "--interval=0.2"],
+        env={**os.environ, "GPUWIZARD_NVML_REPLAY": str(recording)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    from gpuwizard.runner.records import GpuSample, parse_lines
+
+    for node in ("n1", "n2"):
+        samples, bad = parse_lines((tmp_path / f"gpu-{node}.jsonl").read_text(), GpuSample)
+        assert bad == 0 and {s.node for s in samples} == {node} and {s.index for s in samples} == {0, 1}
+        assert len(samples) == 4, "2 rounds x 2 GPUs"

@@ -511,6 +511,34 @@ def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp
     assert snap_compare(GpuWizardApp(run=RunDir(run_dir)), terminal_size=size, run_before=before)
 
 
+async def test_monitor_shows_a_row_per_node_and_gpu_or_says_telemetry_is_local_only(tmp_path, monkeypatch):
+    """A SLURM job's GPU samples arrive as gpu-<node>.jsonl in the run folder; when none arrive, the folder is not
+    shared with the nodes and the monitor says so."""
+    import shutil
+    import time as clock
+
+    from gpuwizard.runner.records import GpuSample
+    from gpuwizard.runner.rundir import RunDir
+
+    run_dir = tmp_path / "runs" / "20261129-120000-demo-cpu"
+    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir)
+    run = RunDir(run_dir)
+    run.update_status(slurm_job_id="41", slurm_state="RUNNING", device="cuda", started=clock.time() - 120)
+    app = GpuWizardApp(run=run)
+    async with app.run_test(size=SIZE) as pilot:
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 30)
+        note = app.screen.query_one("#telemetry-note")
+        assert await wait_until(pilot, lambda: note.display, 30)
+        assert "telemetry is local only" in str(note.render())
+        for node in ("n1", "n2"):
+            sample = GpuSample(t=clock.time(), index=0, utilization=87.0, memory_used_mb=20000, node=node)
+            run.append_line(run_dir / f"gpu-{node}.jsonl", sample)
+        assert await wait_until(
+            pilot, lambda: {"gpu-n1-0", "gpu-n2-0"} <= {row.key for row in app.screen.query("TelemetryRow")}, 30
+        )
+        assert await wait_until(pilot, lambda: not note.display, 30)
+
+
 @pytest.mark.slow
 def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
     """An SSH drop without SIGHUP (own session): the TUI exits, the job runs on and finishes."""

@@ -9,7 +9,9 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuwizard.contracts import BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, problem
@@ -54,9 +56,11 @@ def _word(arg: str, ours: set[str]) -> str:
     return f'"{arg}"' if arg in ours and "$" in arg else shlex.quote(arg)
 
 
-def batch_script(ctx: BuildContext, spec: LaunchSpec, output: str | None = None) -> str:
+def batch_script(ctx: BuildContext, spec: LaunchSpec, run_dir: Path | None = None) -> str:
     """The sbatch script: #SBATCH lines, the preset's setup, the head node's address, the environment, then one
-    torchrun agent per node through srun. `output` is the log file (the run folder's, when gpuwizard submits)."""
+    torchrun agent per node through srun. With `run_dir` (gpuwizard submits) the output goes into the run folder
+    and every node samples its GPUs there."""
+    output = str(run_dir / "log.txt") if run_dir is not None else None
     preset, plan = ctx.preset, ctx.plan
     slurm = preset.slurm
     given = {arg.split("=", 1)[0] for arg in slurm.sbatch_args}
@@ -100,6 +104,14 @@ def batch_script(ctx: BuildContext, spec: LaunchSpec, output: str | None = None)
             "# NCCL across nodes: name the interface between the nodes if NCCL picks another one (names can differ",
             "# between nodes), and turn InfiniBand off where there is none (set them in the preset's launch.env)",
             *(f"# export {name}=..." for name in ("NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE") if name not in named),
+        ]
+    if run_dir is not None and plan.device == "cuda":
+        sampler = [sys.executable, "-m", "gpuwizard.gpus.node_sampler", str(run_dir)]
+        lines += [
+            "# GPU samples from every node into the run folder (read by the monitor where the nodes share it)",
+            'srun --overlap --nodes="$SLURM_NNODES" --ntasks-per-node=1 ' + shlex.join(sampler) + " &",
+            "sampler=$!",
+            "trap 'kill $sampler 2>/dev/null' EXIT",
         ]
     ours = set(rendezvous_args(ctx))
     words = ["srun", "--kill-on-bad-exit=1", *(_word(arg, ours) for arg in spec.argv)]

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.procs import JobProcesses
@@ -66,6 +67,7 @@ class RunFollower:
         self.events = LinesTail(run.events_file, Event)
         self.gpu = LinesTail(run.gpu_file, GpuSample)
         self.ranks = LinesTail(run.ranks_file, RanksSample)
+        self.node_gpu: dict[Path, LinesTail] = {}
         self._progress_mtime = 0.0
 
     def poll(self) -> RunUpdate:
@@ -75,6 +77,11 @@ class RunFollower:
             update.lines, update.bar = chunk.lines, chunk.bar
         update.events = self.events.read()
         update.gpu = self.gpu.read()
+        for path in sorted(self.run.path.glob("gpu-*.jsonl")):  # the nodes of a SLURM job, one file each
+            if path not in self.node_gpu:
+                self.node_gpu[path] = LinesTail(path, GpuSample)
+        for tail in self.node_gpu.values():
+            update.gpu += tail.read()
         update.ranks = self.ranks.read()
         try:
             mtime = (self.run.path / "progress.json").stat().st_mtime
@@ -90,7 +97,13 @@ class RunFollower:
         return update
 
     def close(self) -> None:
-        for tail in (self.log, self.events.tail, self.gpu.tail, self.ranks.tail):
+        for tail in (
+            self.log,
+            self.events.tail,
+            self.gpu.tail,
+            self.ranks.tail,
+            *(t.tail for t in self.node_gpu.values()),
+        ):
             tail.close()
 
 

@@ -411,7 +411,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
         if preset.launch.scheduler == "slurm":
             from gpuwizard.slurm import batch_script
 
-            atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, output=str(run.path / "log.txt")))
+            atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, run_dir=run.path))
         stage.write("environment.json", environment(prepared))
         stage.write(
             "status.json",

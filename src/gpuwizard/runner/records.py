@@ -255,6 +255,8 @@ class GpuSample(Record):
     run_memory_mb: float | None = None
     run_utilization: float | None = None
     lost: bool = False
+    node: str | None = None
+    """The node it was read on, for samples from the nodes of a SLURM job (gpu-<node>.jsonl)."""
 
 
 class RankState(Record):

@@ -26,6 +26,8 @@ from gpuwizard.tui.messages import RunPolled, RunStarted, SearchDone
 from gpuwizard.tui.widgets import KeyBar
 
 HISTORY = 60
+NODE_TELEMETRY_GRACE_S = 30.0
+"""How long a running SLURM job may go without GPU samples from its nodes before the monitor says why."""
 STATE_STYLES = {
     RunState.FINISHED: "bold $success",
     RunState.FAILED: "bold $error",
@@ -83,6 +85,7 @@ class MonitorScreen(Screen[None]):
         self.search_text = ""
         self.search_from = 0
         self.shown_stats = ""
+        self.node_samples_seen = False
 
     @property
     def final(self) -> bool:
@@ -96,12 +99,14 @@ class MonitorScreen(Screen[None]):
         yield Static("", id="banner")
         yield LogView(self.index, id="log")
         yield Input(placeholder="search the log (enter: find, n: next, esc: close)", id="search")
+        yield Static("", id="telemetry-note")
         yield Vertical(id="telemetry")
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
         self.query_one("#banner", Static).display = False
+        self.query_one("#telemetry-note", Static).display = False
         self.query_one("#log", LogView).focus()
         self.refresh_title()
         self.follow()
@@ -162,18 +167,43 @@ class MonitorScreen(Screen[None]):
     def apply_telemetry(self, update: RunUpdate) -> None:
         box = self.query_one("#telemetry", Vertical)
         for sample in update.gpu:
-            row = self._row(box, f"gpu{sample.index}", f"GPU{sample.index}")
+            if sample.node:
+                self.node_samples_seen = True
+                row = self._row(box, f"gpu-{sample.node}-{sample.index}", f"{sample.node} GPU{sample.index}")
+            else:
+                row = self._row(box, f"gpu{sample.index}", f"GPU{sample.index}")
             if sample.lost:
                 row.push(0, "LOST")
                 continue
             util = sample.utilization or 0.0
             mem = f"{(sample.memory_used_mb or 0) / 1024:.1f}/{(sample.memory_total_mb or 0) / 1024:.0f}G"
             row.push(util, f"{util:3.0f}% {mem} {sample.temperature_c or 0:.0f}C {sample.power_w or 0:.0f}W")
+        self.show_telemetry_note()
         if self.status is not None and self.status.device == "cpu":
             for sample in update.ranks[-HISTORY:]:
                 for rank in sample.ranks:
                     cpu = rank.cpu or 0.0
                     self._row(box, f"rank{rank.rank}", f"rank {rank.rank}").push(cpu, f"CPU {cpu:4.0f}% pid {rank.pid}")
+
+    def show_telemetry_note(self) -> None:
+        """A SLURM job's GPUs are sampled on its nodes into the run folder; none arriving means the folder is not on
+        a filesystem the nodes share, and then the monitor has only what this machine sees."""
+        s = self.status
+        waiting = (
+            s is not None
+            and s.slurm_job_id is not None
+            and s.device == "cuda"
+            and s.started is not None
+            and not self.node_samples_seen
+            and time.time() - s.started > NODE_TELEMETRY_GRACE_S
+        )
+        note = self.query_one("#telemetry-note", Static)
+        if waiting != note.display:
+            note.update(
+                "No GPU samples from the nodes: the run folder is not on a filesystem they share, so telemetry is "
+                "local only."
+            )
+            note.display = waiting
 
     def _row(self, box: Vertical, key: str, title: str) -> TelemetryRow:
         for row in box.query(TelemetryRow):
