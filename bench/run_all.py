@@ -18,6 +18,7 @@ import history
 import ingest
 import overhead
 import scaling
+import slurm
 import startup
 from common import RESULTS, ROOT, machine, save
 
@@ -29,6 +30,7 @@ SECTIONS = {
     "scaling": scaling.run,
     "history": history.run,
     "biglog": biglog.run,
+    "slurm": slurm.run,
 }
 
 
