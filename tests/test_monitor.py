@@ -419,3 +419,26 @@ def test_a_wrapped_failure_names_its_cause():
         "rank 0 failed (exit code 1): ValueError: mixed_precision must be one of 'no', 'fp16', 'bf16', got 'False'."
     )
     assert "It surfaced as draccus.utils.ParsingError: Couldn't instantiate class AcceleratorConfig" in failed.detail
+
+
+def test_the_store_closing_after_a_green_multi_node_run_is_no_failure():
+    """shared/reference/slurm.md: after a green run a non-head agent may print c10d's recvVector warning with a C++
+    stack (the store's host exited first). The message text is torch's own (libtorch_cpu: "recvVector failed on {}:
+    {}", c10d/Utils.hpp: "Failed to recv, got 0 bytes. Connection was likely closed. ...")."""
+    monitor = JobMonitor(expect(steps=60, multi_node=True), get_trainer("demo"))
+    teardown = [
+        "[demo] Training finished: 60 steps, checkpoint in /tmp/out/checkpoints/last",
+        "[W1201 00:33:25.123000 4242 torch/csrc/distributed/c10d/TCPStore.cpp:125] [c10d] recvVector failed on "
+        "SocketImpl(fd=5, addr=[localhost]:45678, remote=[localhost]:29511): Failed to recv, got 0 bytes. Connection "
+        "was likely closed. Did the remote server shutdown or crash?",
+        "Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:682 (most recent call "
+        "first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f00 in libc10.so)",
+        "frame #1: <unknown function> + 0x5e1a3b1 (0x7f01 in libtorch_cpu.so)",
+        "W1201 00:33:25.130000 4242 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:1382] The node "
+        "'n2_4242_0' has failed to shutdown the rendezvous '12' due to an error of type RendezvousConnectionError.",
+    ]
+    events = []
+    for t, line in enumerate(teardown):
+        events += monitor.feed(line, now=1000.0 + t)
+    assert [e for e in events if e.severity == "error"] == []
