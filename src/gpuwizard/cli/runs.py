@@ -160,6 +160,7 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     out.write(line + "\n")
                     out.write(final_summary(run, status) + "\n")
                     out.flush()
+                    wait_for_exit(run, status)
                     return status.exit_code if status.exit_code is not None else ExitCode.FAILED
                 if supervisor_lost(status):
                     out.write("the run's supervisor is gone; stopping every process of the run\n")
@@ -183,6 +184,17 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     stopping = True
     finally:
         follower.close()
+
+
+EXIT_WAIT_S = 10.0
+
+
+def wait_for_exit(run: RunDir, status: Status) -> None:
+    """The final status is written just before the supervisor exits: when `run` returns, nothing of the run is left
+    (survivors the supervisor could not kill are already named in the summary)."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while time.monotonic() < deadline and set(alive_processes(run, status)) - set(status.survivors):
+        time.sleep(0.05)
 
 
 def final_summary(run: RunDir, s: Status) -> str:
