@@ -257,6 +257,14 @@ class Slurm(Strict):
         return self
 
 
+class Costs(Strict):
+    """Prices for the time and cost estimates and `compare`."""
+
+    gpu_hour: float | None = Field(
+        None, gt=0, le=100_000, description="Price of one GPU-hour in your currency; null: costs are not shown."
+    )
+
+
 class Monitor(Strict):
     """Hang detection."""
 
@@ -294,6 +302,7 @@ class Preset(Strict):
     fsdp: Fsdp = Field(default_factory=Fsdp, description="How FSDP wraps the model (strategy fsdp).")
     launch: Launch = Field(default_factory=Launch, description="How the job is started.")
     slurm: Slurm = Field(default_factory=Slurm, description="The SLURM batch job (launch.scheduler: slurm).")
+    costs: Costs = Field(default_factory=Costs, description="Prices for the estimates and `compare`.")
     trainer_options: dict[str, Any] = Field(
         {}, description="Typed per trainer (see the trainer's options); defaults are left out when saved."
     )

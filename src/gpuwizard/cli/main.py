@@ -101,6 +101,15 @@ def build_parser() -> Parser:
     stop = sub.add_parser("stop", help="stop a run and every process of it (default: the newest active run)")
     stop.add_argument("run_id", nargs="?", metavar="RUN_ID")
 
+    compare = sub.add_parser(
+        "compare", help="did more GPUs pay? throughput, efficiency, loss per sample and per hour, GPU-hours, cost"
+    )
+    compare.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    compare.add_argument("--json", action="store_true")
+    compare.add_argument(
+        "--gpu-hour", type=float, metavar="PRICE", help="price of a GPU-hour (default: each run's costs.gpu_hour)"
+    )
+
     presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME, schema")
     presets.add_argument("action", nargs="?", choices=["list", "show", "delete", "schema"], default="list")
     presets.add_argument("name", nargs="?", metavar="NAME")
@@ -133,6 +142,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "attach": cmd_attach,
         "runs": cmd_runs,
         "stop": cmd_stop,
+        "compare": cmd_compare,
         "presets": cmd_presets,
     }[args.command]
     return handler(args)
@@ -297,3 +307,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     from gpuwizard.cli.runs import stop_command
 
     return stop_command(args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from gpuwizard.cli.runs import compare_command
+
+    return compare_command(args)

@@ -303,3 +303,27 @@ def stop_command(args: argparse.Namespace) -> int:
         time.sleep(0.2)
     print(f"run {run.run_id}: processes {alive_processes(run, status)} are still there after 30 s", file=sys.stderr)
     return ExitCode.FAILED
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """`gpuwizard compare RUN RUN...`: the table and the verdict, or --json."""
+    from gpuwizard.compare import CompareError, compare, compare_text
+
+    runs = [chosen_run(run_id) for run_id in args.run_ids]
+    if len({run.run_id for run in runs}) < 2:
+        raise UserError(
+            problem(
+                "RUN_ID",
+                "compare needs at least two different runs",
+                "give two or more run ids from `gpuwizard runs` (e.g. the 1-GPU and the 2-GPU run of a preset)",
+                value=" ".join(args.run_ids),
+            )
+        )
+    if args.gpu_hour is not None and not 0 < args.gpu_hour < 100_000:
+        raise UserError(problem("--gpu-hour", "must be a positive price", "e.g. --gpu-hour 2.5", value=args.gpu_hour))
+    try:
+        result = compare(runs, gpu_hour=args.gpu_hour)
+    except CompareError as exc:
+        raise UserError(problem("RUN_ID", str(exc), "pick runs `gpuwizard runs` lists as readable")) from None
+    print(json.dumps(result.to_json(), indent=2) if args.json else compare_text(result))
+    return ExitCode.OK

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuwizard.logparse import LineInfo, clean
-from gpuwizard.runner.records import Event, Expectations, GpuSample, Progress, RankState
+from gpuwizard.runner.records import Event, Expectations, GpuSample, Metric, Progress, RankState
 from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
@@ -206,6 +206,7 @@ class JobMonitor:
         self.last_ranks: list[RankState] = []
         self.exact_steps_seen = False
         self.last_alive_t: float | None = None
+        self.metrics: list[Metric] = []
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self._seen_signatures: set[str] = set()
 
@@ -235,6 +236,11 @@ class JobMonitor:
                 new += self._apply(info, now)
         return new
 
+    def take_metrics(self) -> list[Metric]:
+        """The losses read since the last call (the supervisor appends them to metrics.jsonl)."""
+        taken, self.metrics = self.metrics, []
+        return taken
+
     def _apply(self, info: LineInfo, now: float) -> list[Event]:
         p, new = self.progress, []
         if info.bar_total is not None and info.step is not None and p.total is not None:
@@ -257,6 +263,15 @@ class JobMonitor:
             self._update_rate()
         if info.loss is not None:
             p.loss = info.loss
+            self.metrics.append(
+                Metric(
+                    t=now,
+                    step=p.step,
+                    loss=info.loss,
+                    lr=info.lr if info.lr is not None else p.lr,
+                    samples_per_s=info.samples_per_s if info.samples_per_s is not None else p.samples_per_s,
+                )
+            )
             if not math.isfinite(info.loss) and not self.diverged:
                 self.diverged = True
                 new.append(

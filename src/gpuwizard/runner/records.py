@@ -241,6 +241,29 @@ class Event(Record):
     data: dict[str, Any] = {}
 
 
+class PlanSummary(BaseModel):
+    """The plan.json keys a run's readers need (the file holds the whole plan, SPEC §4)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    world_size: int
+    nodes: int = 1
+    device: str
+    effective_batch: int | None = None
+    trainer_steps_per_update: int = 1
+    steps: int
+
+
+class Metric(Record):
+    """One line of metrics.jsonl: a loss the log reported, with its step and time (the curves and `compare`)."""
+
+    t: float
+    step: int | None = None
+    loss: float
+    lr: float | None = None
+    samples_per_s: float | None = None
+
+
 class GpuSample(Record):
     """One line of gpu.jsonl: one device at one moment (run_* are this run's share)."""
 

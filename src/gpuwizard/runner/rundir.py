@@ -9,11 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from gpuwizard import paths
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.records import (
     Event,
     Job,
+    Metric,
+    PlanSummary,
     ProcessRef,
     Progress,
     RanksSample,
@@ -51,6 +55,10 @@ class RunDir:
         return self.path / "gpu.jsonl"
 
     @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
     def ranks_file(self) -> Path:
         return self.path / "ranks.jsonl"
 
@@ -71,6 +79,21 @@ class RunDir:
     def job(self) -> Job:
         return self.read("job.json", Job)
 
+    def plan(self) -> PlanSummary:
+        """What plan.json says about batch and steps; RecordError when it cannot be read."""
+        try:
+            return PlanSummary.model_validate_json(read_small_file(self.path / "plan.json"))
+        except ValidationError:
+            raise RecordError("plan.json does not hold a plan") from None
+
+    def metrics(self) -> list[Metric]:
+        """Every loss the supervisor read, oldest first (lines that are not a record are skipped)."""
+        try:
+            text = read_small_file(self.metrics_file).decode("utf-8", errors="replace")
+        except RecordError:
+            return []
+        return parse_lines(text, Metric)[0]
+
     def progress(self) -> Progress | None:
         """The newest progress, or None before the first write (or when it cannot be read)."""
         try:
@@ -85,8 +108,11 @@ class RunDir:
         return status
 
     def append_line(self, path: Path, record: Record) -> None:
+        self.append_lines(path, [record])
+
+    def append_lines(self, path: Path, records: list[Record]) -> None:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(record.to_json_text() + "\n")
+            fh.write("".join(record.to_json_text() + "\n" for record in records))
 
     def events(self) -> tuple[list[Event], int]:
         """Every event, and how many lines could not be read as one."""

@@ -131,6 +131,13 @@ class Supervisor:
         )
         return False
 
+    def ingest(self, monitor: JobMonitor, chunk: Any) -> None:
+        """New log text into the monitor: its events, and the losses it read as metrics.jsonl lines."""
+        self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+        metrics = monitor.take_metrics()
+        if metrics:
+            self.persist(self.run.append_lines, self.run.metrics_file, metrics)
+
     def record(self, events: list[Event]) -> None:
         for event in events:
             self.persist(self.run.append_line, self.run.events_file, event)
@@ -219,7 +226,7 @@ class Supervisor:
         while True:
             chunk = tail.read()
             if chunk:
-                self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+                self.ingest(monitor, chunk)
             now = time.time()
             if now - last_tick >= TICK_S:
                 last_tick = now
@@ -261,7 +268,7 @@ class Supervisor:
             if rc is not None:
                 time.sleep(POLL_S)
                 while chunk := tail.read():
-                    self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+                    self.ingest(monitor, chunk)
                 survivors = procs.stop(grace_s=2) if procs.alive() else []
                 break
             time.sleep(POLL_S)
@@ -332,7 +339,7 @@ class Supervisor:
                     break
             chunk = tail.read()
             if chunk:
-                self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+                self.ingest(monitor, chunk)
             if running:
                 for event in monitor.tick(now, [], None):
                     self.record([event])
@@ -354,7 +361,7 @@ class Supervisor:
             time.sleep(POLL_S)
         time.sleep(POLL_S)
         while chunk := tail.read():
-            self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+            self.ingest(monitor, chunk)
         self.persist(self.run.write, "progress.json", monitor.progress)
         final = slurm.job_state(job_id) or state
         if final is not None and final.state == "CANCELLED":

@@ -1,0 +1,236 @@
+"""`gpuwizard compare RUN RUN...`: did the run on more GPUs pay? Throughput, scaling efficiency, loss per sample and
+per hour, GPU-hours and cost, from the runs' own folders, and a verdict in plain words."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuwizard.runner.records import Metric, RecordError
+from gpuwizard.runner.rundir import RunDir
+
+SMOOTHING = 0.3
+"""Weight of each new loss in the exponential average the comparisons read (single losses are noisy)."""
+SAME = 0.05
+"""Ratios within this of 1 count as the same (time, GPU-hours, loss)."""
+
+
+@dataclass
+class CurvePoint:
+    samples: float
+    wall_s: float
+    loss: float
+
+
+@dataclass
+class RunFacts:
+    run_id: str
+    preset: str
+    gpus: int
+    device: str
+    state: str
+    duration_s: float
+    samples_per_s: float | None
+    samples_seen: float | None
+    gpu_hours: float
+    cost: float | None
+    final_loss: float | None
+    curve: list[CurvePoint] = field(default_factory=list)
+    speedup: float | None = None
+    efficiency: float | None = None
+    loss_at_equal_samples: float | None = None
+    time_to_target_s: float | None = None
+    gpu_hours_to_target: float | None = None
+
+
+@dataclass
+class Comparison:
+    runs: list[RunFacts]
+    base: str
+    equal_samples: float | None
+    target_loss: float | None
+    verdicts: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for run in data["runs"]:
+            run["curve"] = [[p["samples"], p["wall_s"], p["loss"]] for p in run["curve"]]
+        return data
+
+
+class CompareError(Exception):
+    """A run that cannot be compared, with the reason in one line."""
+
+
+def smoothed(metrics: list[Metric]) -> list[tuple[Metric, float]]:
+    out, average = [], None
+    for m in metrics:
+        if m.loss != m.loss or m.loss in (float("inf"), float("-inf")):
+            continue
+        average = m.loss if average is None else SMOOTHING * m.loss + (1 - SMOOTHING) * average
+        out.append((m, average))
+    return out
+
+
+def run_facts(run: RunDir, gpu_hour: float | None) -> RunFacts:
+    try:
+        status, plan = run.status(), run.plan()
+    except RecordError as exc:
+        raise CompareError(f"run {run.run_id} cannot be read: {exc}") from None
+    progress = run.progress()
+    started = status.started or status.created
+    duration = status.elapsed_s()
+    per_step = (plan.effective_batch or 0) / max(1, plan.trainer_steps_per_update)
+    curve = [
+        CurvePoint(m.step * per_step, max(0.0, m.t - started), loss)
+        for m, loss in smoothed(run.metrics())
+        if m.step is not None and per_step
+    ]
+    samples_seen = progress.step * per_step if progress and progress.step is not None and per_step else None
+    if progress and progress.samples_per_s_mean:
+        rate = progress.samples_per_s_mean
+    else:
+        rate = samples_seen / duration if samples_seen and duration else None
+    gpu_hours = plan.world_size * duration / 3600
+    return RunFacts(
+        run_id=run.run_id,
+        preset=status.preset,
+        gpus=plan.world_size,
+        device=status.device,
+        state=str(status.state),
+        duration_s=round(duration, 1),
+        samples_per_s=rate,
+        samples_seen=samples_seen,
+        gpu_hours=gpu_hours,
+        cost=gpu_hours * gpu_hour if gpu_hour else None,
+        final_loss=curve[-1].loss if curve else None,
+        curve=curve,
+    )
+
+
+def at_samples(curve: list[CurvePoint], samples: float) -> float | None:
+    """The smoothed loss at a number of samples, interpolated between logged points."""
+    xs = [p.samples for p in curve]
+    i = bisect.bisect_left(xs, samples)
+    if not curve or samples > xs[-1]:
+        return None
+    if i == 0:
+        return curve[0].loss
+    a, b = curve[i - 1], curve[i]
+    share = (samples - a.samples) / (b.samples - a.samples) if b.samples != a.samples else 1.0
+    return a.loss + share * (b.loss - a.loss)
+
+
+def time_to(curve: list[CurvePoint], loss: float) -> float | None:
+    """Wall seconds until the smoothed loss first reached `loss`."""
+    for prev, point in zip([None, *curve], curve, strict=False):
+        if point.loss <= loss:
+            if prev is None or prev.loss == point.loss:
+                return point.wall_s
+            share = (prev.loss - loss) / (prev.loss - point.loss)
+            return prev.wall_s + share * (point.wall_s - prev.wall_s)
+    return None
+
+
+def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
+    facts = [run_facts(run, gpu_hour if gpu_hour is not None else preset_gpu_hour(run)) for run in runs]
+    base = min(facts, key=lambda f: (f.gpus, f.run_id))
+    for f in facts:
+        if f.samples_per_s and base.samples_per_s:
+            f.speedup = f.samples_per_s / base.samples_per_s
+            f.efficiency = f.speedup / (f.gpus / base.gpus)
+    with_curves = [f for f in facts if f.curve]
+    equal = min(f.curve[-1].samples for f in with_curves) if len(with_curves) == len(facts) else None
+    target = max(f.final_loss for f in with_curves) if len(with_curves) == len(facts) else None
+    for f in with_curves:
+        if equal is not None:
+            f.loss_at_equal_samples = at_samples(f.curve, equal)
+        if target is not None:
+            f.time_to_target_s = time_to(f.curve, target)
+            if f.time_to_target_s is not None:
+                f.gpu_hours_to_target = f.gpus * f.time_to_target_s / 3600
+    verdicts = [verdict(base, f, target) for f in facts if f is not base]
+    return Comparison(facts, base.run_id, equal, target, verdicts)
+
+
+def preset_gpu_hour(run: RunDir) -> float | None:
+    """costs.gpu_hour of the preset the run was started with (preset.yaml in its folder)."""
+    from gpuwizard.errors import UserError
+    from gpuwizard.preset import load_preset_file
+
+    try:
+        return load_preset_file(run.path / "preset.yaml").costs.gpu_hour
+    except UserError:
+        return None
+
+
+def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
+    """One paragraph: did `other` (more GPUs) pay against `base`, in wall-clock and in compute?"""
+    who = (
+        f"{other.gpus} GPUs ({other.run_id})" if other.device == "cuda" else f"{other.gpus} processes ({other.run_id})"
+    )
+    than = f"{base.gpus} ({base.run_id})"
+    if other.time_to_target_s is None or base.time_to_target_s is None or target is None:
+        if other.speedup is None:
+            return f"{who}: no losses or throughput logged to compare with {than}."
+        return (
+            f"{who} processed samples {other.speedup:.2f}x as fast as {than} (scaling efficiency "
+            f"{other.efficiency:.0%}); no loss curve to say whether it learned as much."
+        )
+    time_ratio = other.time_to_target_s / base.time_to_target_s if base.time_to_target_s else None
+    hours_ratio = (
+        other.gpu_hours_to_target / base.gpu_hours_to_target
+        if other.gpu_hours_to_target and base.gpu_hours_to_target
+        else None
+    )
+    if time_ratio is None or hours_ratio is None:
+        return f"{who} and {than} both start at the target loss {target:.4g}; nothing to compare."
+    head = (
+        f"{who} reached loss {target:.4g} in {time_ratio:.2f}x the time of {than} for {hours_ratio:.2f}x the GPU-hours"
+    )
+    if time_ratio < 1 - SAME and hours_ratio > 1 + SAME:
+        judgement = "pays for wall-clock, costs more compute"
+    elif time_ratio < 1 - SAME:
+        judgement = "pays: sooner, for about the same compute or less"
+    elif time_ratio <= 1 + SAME:
+        judgement = "does not pay: no sooner" + (", and costs more compute" if hours_ratio > 1 + SAME else "")
+    else:
+        judgement = "does not pay: slower to the same loss"
+    per_sample = ""
+    if other.loss_at_equal_samples is not None and base.loss_at_equal_samples:
+        ratio = other.loss_at_equal_samples / base.loss_at_equal_samples
+        if ratio > 1 + SAME:
+            per_sample = (
+                f" Per sample it learned less (loss {ratio:.2f}x at equal samples): the larger batch needs more "
+                "samples, so rescale lr or steps."
+            )
+        elif ratio < 1 - SAME:
+            per_sample = f" Per sample it learned more (loss {ratio:.2f}x at equal samples)."
+    return f"{head}: {judgement}.{per_sample}"
+
+
+def compare_text(c: Comparison) -> str:
+    lines = [
+        f"{'run':<34} {'gpus':>4} {'samples/s':>10} {'speedup':>8} {'effic.':>7} {'loss@eq':>9} {'t->target':>10} "
+        f"{'GPU-h':>8} {'cost':>8}"
+    ]
+    for f in c.runs:
+        lines.append(
+            f"{f.run_id[:34]:<34} {f.gpus:>4} {fmt(f.samples_per_s, '.1f'):>10} {fmt(f.speedup, '.2f', 'x'):>8} "
+            f"{fmt(f.efficiency and 100 * f.efficiency, '.0f', '%'):>7} {fmt(f.loss_at_equal_samples, '.4g'):>9} "
+            f"{fmt(f.time_to_target_s, '.0f', ' s'):>10} {f.gpu_hours:>8.3f} {fmt(f.cost, '.2f'):>8}"
+        )
+    lines.append("")
+    if c.equal_samples is not None:
+        lines.append(f"loss@eq: smoothed loss at {c.equal_samples:.0f} samples, the most every run saw")
+    if c.target_loss is not None:
+        lines.append(f"t->target: wall time to the worse run's final loss, {c.target_loss:.4g}")
+    lines.append(f"against {c.base} (the fewest GPUs)")
+    lines.append("")
+    lines += c.verdicts
+    return "\n".join(lines)
+
+
+def fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
