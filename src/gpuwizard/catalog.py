@@ -71,6 +71,9 @@ class TrainingTime(Strict):
 
     hours: float = Field(gt=0, description="Wall-clock hours.")
     setting: str = Field(description="On what card, batch and steps.")
+    samples: int | None = Field(
+        None, gt=0, description="Samples trained in that time (steps x batch), to scale it to another run's length."
+    )
 
 
 class PolicyEntry(Strict):

@@ -155,6 +155,8 @@ class Plan:
     batch_table: list[dict[str, Any]]
     dataset: dict[str, Any] | None
     advice: list[str]
+    estimates: list[dict[str, Any]] = field(default_factory=list)
+    """Per GPU count of the batch table: wall time, GPU-hours, cost and where each figure comes from."""
     problems: list[Problem] = field(default_factory=list)
 
     @property

@@ -235,6 +235,25 @@ def advice_lines(
     return lines
 
 
+def plan_estimates(
+    preset: Preset, policy: PolicyEntry, table: list[dict[str, Any]], reference_effective: int | None, base_lr: float
+) -> list[dict[str, Any]]:
+    """Time and cost for each GPU count of the batch table, on the steps the scaling rule gives that count."""
+    from gpuwizard.estimates import estimate_rows, measured_runs
+
+    rows: list[tuple[int, int | None]] = []
+    for row in table:
+        effective = row["effective"]
+        if not effective or row["error"]:
+            rows.append((row["gpus"], None))
+            continue
+        k = effective / reference_effective if reference_effective else 1.0
+        _, steps, _, _, _ = scale(preset.scaling.rule, k, base_lr, preset.optim.steps, lambda _: None, None)
+        rows.append((row["gpus"], steps * effective))
+    estimates = estimate_rows(rows, measured_runs(preset.name), policy.single_gpu_hours, preset.costs.gpu_hour)
+    return [e.to_json() for e in estimates]
+
+
 def batch_table(trainer: Trainer, preset: Preset) -> list[dict[str, Any]]:
     counts = sorted(set(TABLE_COUNTS) | {preset.world_size})
     rows = []
@@ -457,6 +476,7 @@ def make_plan(
         )
     )
 
+    table = batch_table(trainer, preset)
     plan = Plan(
         trainer=trainer.name,
         policy=policy.key,
@@ -483,9 +503,10 @@ def make_plan(
         fits=fit,
         batch_meaning=trainer.batch_meaning,
         batch_flag=trainer.batch_flag,
-        batch_table=batch_table(trainer, preset),
+        batch_table=table,
         dataset=dataset_meta,
         advice=advice_lines(preset, policy, world, strategy, fit, k),
+        estimates=plan_estimates(preset, policy, table, reference.effective, base_lr),
     )
     output_dir = preset.output_dir or f"outputs/train/{preset.name}"
     ctx = BuildContext(preset, plan, policy, python, workdir, output_dir, resume)

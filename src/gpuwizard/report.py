@@ -51,6 +51,7 @@ def plan_text(plan: Plan, name: str) -> str:
                 " " * 16,
             )
         )
+    lines += estimate_lines(plan)
     fit = plan.fits
     verdict = {True: "yes", False: "no", None: "unknown"}[fit.fits]
     if plan.device == "cpu":
@@ -78,6 +79,23 @@ def plan_text(plan: Plan, name: str) -> str:
             lines.append(title)
             lines += [wrap(p.paragraph(), "  - ") for p in items]
     return "\n".join(lines)
+
+
+def estimate_lines(plan: Plan) -> list[str]:
+    """The estimates table: time, GPU-hours and cost per GPU count, each with its source."""
+    from gpuwizard.estimates import fmt_hours
+
+    if not plan.estimates:
+        return []
+    lines = ["", "  estimates     GPUs   wall time   GPU-hours    cost   source"]
+    for e in plan.estimates:
+        mark = "*" if e["gpus"] == plan.world_size else " "
+        hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
+        cost = f"{e['cost']:.2f}" if e["cost"] is not None else "-"
+        lines.append(
+            f"              {mark}{e['gpus']:>4}  {fmt_hours(e['wall_h']):>10}  {hours:>10}  {cost:>6}   {e['source']}"
+        )
+    return lines
 
 
 def inventory_text(inv: Any) -> str:

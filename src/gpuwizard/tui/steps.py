@@ -283,6 +283,7 @@ class ScalingStep(Step):
             FieldInput("scaling.reference_gpus", "int", preset.scaling.reference_gpus),
             "the GPU count lr and steps were tuned on",
         )
+        yield Static("", id="estimates")
         yield Static("", id="advice")
 
     def show(self, preset: Preset, plan: Plan | None) -> None:
@@ -306,11 +307,25 @@ class ScalingStep(Step):
             self.query_one(
                 f"#rule-{rule}", RadioButton
             ).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}"
+        self.query_one("#estimates", Static).update(estimates_text(plan))
         self.query_one("#advice", Static).update("\n".join(f"- {a}" for a in plan.advice))
 
     @on(RadioSet.Changed, "#rules")
     def _rule(self, event: RadioSet.Changed) -> None:
         self.post_message(Edit("scaling.rule", event.pressed.id.removeprefix("rule-")))
+
+
+def estimates_text(plan: Plan) -> str:
+    """Time, GPU-hours and cost per GPU count, each with its source (the chosen count marked)."""
+    from gpuwizard.estimates import fmt_hours
+
+    lines = ["time and cost (wall · GPU-hours · cost · basis; `gpuwizard plan` names each source):"]
+    for e in plan.estimates:
+        mark = ">" if e["gpus"] == plan.world_size else " "
+        hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
+        cost = f" · {e['cost']:.2f}" if e["cost"] is not None else ""
+        lines.append(f"{mark}{e['gpus']:>2} GPU  {fmt_hours(e['wall_h']):>7} · {hours} GPU-h{cost} · {e['basis']}")
+    return "\n".join(lines)
 
 
 class PreviewStep(Step):

@@ -1,0 +1,109 @@
+"""Time and cost per GPU count (SPEC §4 `estimates`): from this preset's measured runs, else a published
+single-GPU time in the catalog, scaled to other GPU counts with an assumed efficiency that says so."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ASSUMED_EFFICIENCY = 0.85
+"""Data-parallel scaling efficiency assumed where no run measured it (1 GPU: 1.0)."""
+
+
+@dataclass
+class Estimate:
+    gpus: int
+    samples: int | None
+    wall_h: float | None
+    gpu_hours: float | None
+    cost: float | None
+    source: str
+    basis: str
+    """measured | published | assumed (scaled with an assumed efficiency) | unknown"""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Measured:
+    """A finished run of this preset: its world size and mean throughput."""
+
+    run_id: str
+    gpus: int
+    samples_per_s: float
+
+
+def efficiency(gpus: int) -> float:
+    return 1.0 if gpus == 1 else ASSUMED_EFFICIENCY
+
+
+def estimate_rows(
+    rows: list[tuple[int, int | None]],
+    measured: list[Measured],
+    published: Any,
+    gpu_hour: float | None,
+) -> list[Estimate]:
+    """One estimate per (GPU count, samples the run would train on that count)."""
+    by_gpus = {m.gpus: m for m in measured}
+    anchor = min(measured, key=lambda m: (m.gpus, m.run_id)) if measured else None
+    out = []
+    for gpus, samples in rows:
+        rate, source = None, "unknown: no finished run of this preset and no published time (a --smoke run measures)"
+        basis = "unknown"
+        if gpus in by_gpus:
+            m = by_gpus[gpus]
+            rate, source, basis = m.samples_per_s, f"measured: run {m.run_id}", "measured"
+        elif anchor is not None:
+            basis = "assumed"
+            per_gpu = anchor.samples_per_s / (anchor.gpus * efficiency(anchor.gpus))
+            rate = per_gpu * gpus * efficiency(gpus)
+            source = f"run {anchor.run_id} on {anchor.gpus}, {ASSUMED_EFFICIENCY:.0%} scaling efficiency assumed"
+        elif published is not None and published.samples:
+            basis = "published" if gpus == 1 else "assumed"
+            rate = published.samples / (published.hours * 3600) * gpus * efficiency(gpus)
+            source = f"published 1-GPU time ({published.setting})" + (
+                f", {efficiency(gpus):.0%} scaling efficiency assumed" if gpus > 1 else ""
+            )
+        wall_h = samples / rate / 3600 if rate and samples else None
+        gpu_hours = wall_h * gpus if wall_h is not None else None
+        cost = gpu_hours * gpu_hour if gpu_hours is not None and gpu_hour else None
+        out.append(Estimate(gpus, samples, wall_h, gpu_hours, cost, source, basis if rate else "unknown"))
+    return out
+
+
+def measured_runs(preset_name: str) -> list[Measured]:
+    """The newest finished, full (not smoke) run of this preset per world size, with its mean samples/s; only this
+    preset's run folders are read (their ids end with its name)."""
+    from gpuwizard import paths
+    from gpuwizard.codes import RunState
+    from gpuwizard.runner.records import RecordError
+    from gpuwizard.runner.rundir import RunDir
+
+    base = paths.runs_dir()
+    if not base.is_dir():
+        return []
+    found: dict[int, Measured] = {}
+    for folder in sorted(base.glob(f"*-{preset_name}"), reverse=True):
+        run = RunDir(folder)
+        try:
+            status = run.status()
+        except RecordError:
+            continue
+        if status.preset != preset_name or status.smoke or status.state != RunState.FINISHED:
+            continue
+        progress = run.progress()
+        rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)
+        if not rate or status.world_size in found:
+            continue
+        found[status.world_size] = Measured(run.run_id, status.world_size, rate)
+    return list(found.values())
+
+
+def fmt_hours(hours: float | None) -> str:
+    if hours is None:
+        return "?"
+    if hours < 1:
+        return f"{math.ceil(hours * 60)} min"
+    return f"{hours:.1f} h"
