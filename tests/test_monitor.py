@@ -442,3 +442,34 @@ def test_the_store_closing_after_a_green_multi_node_run_is_no_failure():
     for t, line in enumerate(teardown):
         events += monitor.feed(line, now=1000.0 + t)
     assert [e for e in events if e.severity == "error"] == []
+
+
+def test_a_step_that_mostly_waits_for_data_is_called_input_bound():
+    """LeRobot logs data_s (waiting for the batch) beside step_s (lerobot_train.py's MetricsTracker, 0.6.1 and main)."""
+    monitor = JobMonitor(expect(steps=1000, lr=1e-5, effective_batch=8), get_trainer("lerobot"))
+    line = (
+        "INFO 2026-08-23 10:11:12 ot_train.py:769 step:{step} smpl:{smpl} ep:1 epch:0.10 loss:0.512 grdn:12.3 "
+        "lr:1.0e-05 data_s:0.620 prep_s:0.003 updt_s:0.250 step_s:0.873 smp/s:9 mem_gb:7.12"
+    )
+    events = []
+    for i in range(1, 8):
+        events += monitor.feed(line.format(step=i * 10, smpl=i * 80), now=1000.0 + i)
+    [bound] = [e for e in events if e.kind == "input_bound"]
+    assert "data loading takes 71% of every step" in bound.detail and "num_workers" in bound.suggestion
+
+
+def test_idle_gpus_beside_saturated_cpus_for_a_minute_are_input_bound():
+    monitor = JobMonitor(expect(steps=1000), get_trainer("demo"))
+    monitor.feed("[demo] step 10/1000 loss=0.5 lr=1.000e-04 samples/s=100.0", now=1000.0)
+    ranks = [rank_state(0, 0, 11, 99.0, "R"), rank_state(1, 1, 12, 97.0, "R")]
+    busy = [GpuSample(t=0, index=i, utilization=95.0, power_w=300, power_limit_w=400) for i in range(2)]
+    idle = [GpuSample(t=0, index=i, utilization=18.0, power_w=90, power_limit_w=400) for i in range(2)]
+    events = []
+    for t in range(130):  # steps keep coming: slow, not hung
+        now = 1001.0 + t
+        if t % 5 == 0:
+            monitor.feed(f"[demo] step {20 + t}/1000 loss=0.5 lr=1.000e-04 samples/s=100.0", now=now)
+        events += [(t, e) for e in monitor.tick(now, ranks, busy if t < 60 else idle) if e.kind != "slow_progress"]
+    [(t, bound)] = events
+    assert bound.kind == "input_bound" and t >= 60 + 60, "after a minute of idle GPUs, not before"
+    assert "the GPUs average 18% utilization while every rank's CPU is saturated" in bound.detail

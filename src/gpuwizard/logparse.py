@@ -25,6 +25,9 @@ class LineInfo:
     loss: float | None = None
     lr: float | None = None
     samples_per_s: float | None = None
+    data_s: float | None = None
+    """Seconds of each step spent waiting for the batch (LeRobot's data_s), against step_s."""
+    step_s: float | None = None
     samples: int | None = None
     """Samples trained on so far, as the trainer counts them (LeRobot's smpl:, rounded to K/M when large)."""
     effective_batch: int | None = None
@@ -87,6 +90,8 @@ def parse_lerobot(line: str) -> LineInfo | None:
             loss=values.get("loss"),
             lr=values.get("lr"),
             samples_per_s=values.get("smp/s"),
+            data_s=values.get("data_s"),
+            step_s=values.get("step_s") or (values.get("updt_s", 0.0) + values.get("data_s", 0.0) or None),
         )
     if (banner := LEROBOT_BANNER.search(line)) and "smpl:" not in line:
         return LineInfo(effective_batch=int(banner["eff"]))

@@ -15,6 +15,13 @@ from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
 BUSY_CPU_PERCENT = 50.0
+INPUT_BOUND_SHARE = 0.5
+"""A job whose steps spend at least this share waiting for data (or whose GPUs idle while the CPUs are saturated)
+is input bound."""
+INPUT_BOUND_WINDOW = 5
+INPUT_BOUND_CPU_PERCENT = 90.0
+INPUT_BOUND_GPU_UTIL = 40.0
+INPUT_BOUND_AFTER_S = 60.0
 WORKING_CPU_PERCENT = 5.0
 """A rank using at least this much CPU is doing something: a rank blocked on a dead peer uses next to none."""
 FIRST_STEP_MIN_S = 600.0
@@ -207,6 +214,9 @@ class JobMonitor:
         self.exact_steps_seen = False
         self.last_alive_t: float | None = None
         self.metrics: list[Metric] = []
+        self.data_shares: deque[float] = deque(maxlen=INPUT_BOUND_WINDOW)
+        self.input_bound_reported = False
+        self.starved_since: float | None = None
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self._seen_signatures: set[str] = set()
 
@@ -290,6 +300,9 @@ class JobMonitor:
                 )
         if info.samples is not None:
             p.samples = info.samples
+        if info.data_s is not None and info.step_s:
+            self.data_shares.append(info.data_s / info.step_s)
+            new += self._input_bound_by_log()
         if info.samples_per_s is not None:
             if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
                 self.rate_sum += info.samples_per_s
@@ -449,11 +462,61 @@ class JobMonitor:
                 base, why = allowance, "a checkpoint is being written"
         return base, why
 
+    def _input_bound_by_log(self) -> list[Event]:
+        if self.input_bound_reported or len(self.data_shares) < INPUT_BOUND_WINDOW:
+            return []
+        share = sum(self.data_shares) / len(self.data_shares)
+        if share < INPUT_BOUND_SHARE:
+            return []
+        return [self._input_bound(f"data loading takes {share:.0%} of every step (data_s against step_s in the log)")]
+
+    def _input_bound_by_devices(self, now: float, ranks: list[RankState], gpus: list[GpuSample] | None) -> list[Event]:
+        """GPUs mostly idle while every rank's CPU is saturated, for a minute: the ranks are busy feeding them."""
+        powered = [g for g in gpus or [] if g.utilization is not None and not g.lost]
+        live = [r for r in ranks if r.cpu is not None and r.alive]
+        starved = (
+            bool(powered)
+            and bool(live)
+            and sum(g.utilization or 0 for g in powered) / len(powered) < INPUT_BOUND_GPU_UTIL
+            and all((r.cpu or 0) >= INPUT_BOUND_CPU_PERCENT for r in live)
+        )
+        if not starved or self.progress.step is None:
+            self.starved_since = None
+            return []
+        self.starved_since = self.starved_since or now
+        if self.input_bound_reported or now - self.starved_since < INPUT_BOUND_AFTER_S:
+            return []
+        util = sum(g.utilization or 0 for g in powered) / len(powered)
+        return [
+            self._input_bound(
+                f"the GPUs average {util:.0f}% utilization while every rank's CPU is saturated, for "
+                f"{now - self.starved_since:.0f} s"
+            )
+        ]
+
+    def _input_bound(self, why: str) -> Event:
+        self.input_bound_reported = True
+        return self._event(
+            Event(
+                kind="input_bound",
+                severity="warning",
+                title="the job waits on data",
+                detail=f"{why}: more GPUs will not make it faster.",
+                suggestion="Raise the dataloader workers per process (LeRobot: trainer_options.num_workers), keep the "
+                "dataset on local disk rather than a network filesystem, and decode video on more cores; openpi #600 "
+                "and GR00T #362 turned out to be this.",
+            )
+        )
+
     def tick(self, now: float, ranks: list[RankState], gpus: list[GpuSample] | None = None) -> list[Event]:
-        """Called about once a second; returns a hang event when progress has stopped for too long."""
+        """Called about once a second; returns a hang event when progress has stopped for too long, and says when
+        the job is input bound."""
         self.last_ranks = ranks
         if self.progress.finished or self.hang_reported:
             return []
+        starved = self._input_bound_by_devices(now, ranks, gpus)
+        if starved:
+            return starved
         if self.expect.multi_node and self.progress.step is None and ranks_working(ranks, gpus):
             # rank 0 logs the steps, and it may live on another node: here the ranks' own activity is the progress
             self.last_alive_t = now
