@@ -60,6 +60,18 @@ print("GPU memory held after the run:", status.get("gpu_memory_held_mb") or "non
 assert status["state"] == "finished" and samples, "the GPU run did not finish or was not sampled"
 PY
 
+step "NCCL Flight Recorder: armed in the run's environment, and torch's analyzer runs on its dump folder"
+python3 - "$run" <<'PY' || status=1
+import json, sys, pathlib
+run = pathlib.Path(sys.argv[1])
+env = json.loads((run / "job.json").read_text())["env"]
+names = ["TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE"]
+print({n: env.get(n) for n in names})
+assert all(env.get(n) for n in names) and (run / "flight_recorder").is_dir(), "Flight Recorder not armed"
+PY
+.venv/bin/python -m torch.distributed.flight_recorder.fr_trace --help > /dev/null || status=1
+# (a collective timeout with a missing rank needs two GPUs: NCCL refuses two ranks on one device)
+
 step "stop a GPU run mid-training: no process and no GPU memory left behind"
 .venv/bin/python scripts/stop_check.py demo-gpu || status=1
 

@@ -387,6 +387,11 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
     spec = build_command(ctx)
     preset, plan = prepared.preset, prepared.plan
     try:
+        if plan.device == "cuda":
+            from gpuwizard.runner.flight import DUMP_DIR, flight_recorder_env
+
+            (stage.path / DUMP_DIR).mkdir(mode=0o700)
+            spec.env = flight_recorder_env(run.path) | spec.env  # the preset's own values win
         plain_env, secret_env = split_secrets(spec.env)
         shown = updated(preset, launch=updated(preset.launch, env=redacted(preset.launch.env)))
         atomic_write(stage.path / "preset.yaml", shown.to_yaml())
@@ -405,6 +410,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 expect=expectations(prepared),
                 output_dir=str(ctx.output_path.resolve()),
                 node_rank=preset.hardware.node_rank,
+                python=ctx.python,
                 scheduler=preset.launch.scheduler,
             ),
         )

@@ -155,6 +155,8 @@ class Job(Record):
     output_dir: str | None = None
     node_rank: int = 0
     """This node's rank in a multi-node job (each node has its own run folder and supervisor)."""
+    python: str | None = None
+    """The training environment's interpreter (it runs torch's Flight Recorder analyzer)."""
     scheduler: Literal["local", "slurm"] = "local"
     """slurm: the supervisor submits job.sbatch and follows the SLURM job instead of starting argv itself."""
 

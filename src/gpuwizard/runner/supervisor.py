@@ -273,6 +273,13 @@ class Supervisor:
                 break
             time.sleep(POLL_S)
         self.persist(self.run.write, "progress.json", monitor.progress)
+        if self.job_cfg.device == "cuda" and self.job_cfg.python:
+            from gpuwizard.runner.flight import analyze
+
+            flight = analyze(self.job_cfg.python, self.run.path)
+            if flight is not None:
+                self.record([flight])
+                self.failure = self.failure or flight.title
         if self.gpu_sampler is not None:
             from gpuwizard.gpus.sampler import run_memory_held
 
