@@ -13,6 +13,7 @@ from gpuwizard.runner.procs import JobProcesses
 from gpuwizard.runner.records import (
     Event,
     GpuSample,
+    Metric,
     ProcessRef,
     Progress,
     RanksSample,
@@ -34,6 +35,7 @@ class RunUpdate:
     events: list[Event] = field(default_factory=list)
     gpu: list[GpuSample] = field(default_factory=list)
     ranks: list[RanksSample] = field(default_factory=list)
+    metrics: list[Metric] = field(default_factory=list)
     progress: Progress | None = None
     status: Status | None = None
     problem: str | None = None
@@ -67,6 +69,7 @@ class RunFollower:
         self.events = LinesTail(run.events_file, Event)
         self.gpu = LinesTail(run.gpu_file, GpuSample)
         self.ranks = LinesTail(run.ranks_file, RanksSample)
+        self.metrics = LinesTail(run.metrics_file, Metric)
         self.node_gpu: dict[Path, LinesTail] = {}
         self._progress_mtime = 0.0
 
@@ -83,6 +86,7 @@ class RunFollower:
         for tail in self.node_gpu.values():
             update.gpu += tail.read()
         update.ranks = self.ranks.read()
+        update.metrics = self.metrics.read()
         try:
             mtime = (self.run.path / "progress.json").stat().st_mtime
         except OSError:
@@ -102,6 +106,7 @@ class RunFollower:
             self.events.tail,
             self.gpu.tail,
             self.ranks.tail,
+            self.metrics.tail,
             *(t.tail for t in self.node_gpu.values()),
         ):
             tail.close()

@@ -23,6 +23,7 @@ from gpuwizard.runner.records import Event, Progress, Status
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.messages import RunPolled, RunStarted, SearchDone
+from gpuwizard.tui.plots import MetricsPlot
 from gpuwizard.tui.widgets import KeyBar
 
 HISTORY = 60
@@ -66,6 +67,10 @@ class MonitorScreen(Screen[None]):
         Binding("p", "retry_p2p", "P2P"),
         Binding("d", "dump", "Stack"),
         Binding("r", "resume", "Resume"),
+        Binding("v", "view", "Log/plots"),
+        Binding("l", "metric", "Metric", show=False),
+        Binding("x", "x_axis", "Step/time", show=False),
+        Binding("g", "log_scale", "Log loss", show=False),
         Binding("slash", "search", "Find"),
         Binding("n", "next_match", "Next match", show=False),
         Binding("f", "follow", "Follow"),
@@ -86,6 +91,7 @@ class MonitorScreen(Screen[None]):
         self.search_from = 0
         self.shown_stats = ""
         self.node_samples_seen = False
+        self.view = "log"
 
     @property
     def final(self) -> bool:
@@ -98,6 +104,7 @@ class MonitorScreen(Screen[None]):
             yield Static("", id="stats")
         yield Static("", id="banner")
         yield LogView(self.index, id="log")
+        yield MetricsPlot(id="plots")
         yield Input(placeholder="search the log (enter: find, n: next, esc: close)", id="search")
         yield Static("", id="telemetry-note")
         yield Vertical(id="telemetry")
@@ -107,6 +114,7 @@ class MonitorScreen(Screen[None]):
         self.query_one("#search", Input).display = False
         self.query_one("#banner", Static).display = False
         self.query_one("#telemetry-note", Static).display = False
+        self.query_one("#plots", MetricsPlot).display = False
         self.query_one("#log", LogView).focus()
         self.refresh_title()
         self.follow()
@@ -156,6 +164,8 @@ class MonitorScreen(Screen[None]):
                     timeout=6,
                     markup=False,
                 )
+        if update.metrics and self.status is not None:
+            self.query_one("#plots", MetricsPlot).add(update.metrics, self.status.started or self.status.created)
         self.apply_telemetry(update)
         self.refresh_progress()
         if status_changed:
@@ -367,6 +377,25 @@ class MonitorScreen(Screen[None]):
 
     def action_retry_p2p(self) -> None:
         self.restart(smoke=False, env=["NCCL_P2P_DISABLE=1"])
+
+    def action_view(self) -> None:
+        """log -> plots -> both: the curves beside or instead of the log."""
+        log, plots = self.query_one("#log", LogView), self.query_one("#plots", MetricsPlot)
+        showing = ("log", "plots", "both")[(("log", "plots", "both").index(self.view) + 1) % 3]
+        self.view = showing
+        log.display = showing in ("log", "both")
+        plots.display = showing in ("plots", "both")
+        if plots.display:
+            plots.redraw()
+
+    def action_metric(self) -> None:
+        self.query_one("#plots", MetricsPlot).cycle_metric()
+
+    def action_x_axis(self) -> None:
+        self.query_one("#plots", MetricsPlot).toggle_x()
+
+    def action_log_scale(self) -> None:
+        self.query_one("#plots", MetricsPlot).toggle_log()
 
     def action_follow(self) -> None:
         log = self.query_one("#log", LogView)

@@ -1,0 +1,125 @@
+"""Live curves in the monitor: loss (log scale on request), lr and samples/s, against step or wall time.
+
+Drawn with textual-plot, which is imported when the curves are first shown, never on the path to the first frame
+(README: why textual-plot and not textual-plotext)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from textual.containers import Vertical
+from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from gpuwizard.runner.records import Metric
+
+METRICS = ("loss", "lr", "samples/s")
+MAX_POINTS = 400
+"""Curves are thinned to this many points: a redraw stays a few milliseconds on a week-long run."""
+REDRAW_EVERY_S = 0.5
+
+
+def thinned(points: list[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:
+    if len(points) <= limit:
+        return points
+    step = len(points) / limit
+    picked = [points[int(i * step)] for i in range(limit - 1)]
+    return [*picked, points[-1]]
+
+
+def series(metrics: list[Metric], metric: str, x_time: bool, log: bool, started: float) -> list[tuple[float, float]]:
+    """(x, y) for one metric: x is the step or the minutes since start; a log loss drops values it cannot show."""
+    out = []
+    for m in metrics:
+        y = {"loss": m.loss, "lr": m.lr, "samples/s": m.samples_per_s}[metric]
+        x = (m.t - started) / 60 if x_time else m.step
+        if x is None or y is None or not math.isfinite(y):
+            continue
+        if log and metric == "loss":
+            if y <= 0:
+                continue
+            y = math.log10(y)
+        out.append((float(x), float(y)))
+    return out
+
+
+class MetricsPlot(Vertical):
+    """One curve at a time; keys in the monitor switch the metric, the x axis and the log scale."""
+
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        self.metrics: list[Metric] = []
+        self.metric = 0
+        self.x_time = False
+        self.log_loss = False
+        self.started = 0.0
+        self.plot: Any = None
+        self.ready = False
+        self.drawn_at = 0.0
+        self.pending = False
+
+    def compose(self) -> Any:
+        yield Static("", id="plot-title")
+
+    def add(self, metrics: list[Metric], started: float) -> None:
+        self.metrics += metrics
+        self.started = started
+        if metrics and self.display:
+            self.schedule()
+
+    def schedule(self) -> None:
+        """Redraw now, or once the last redraw is REDRAW_EVERY_S old (a flood of log lines draws a few frames)."""
+        wait = self.drawn_at + REDRAW_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self.redraw()
+        elif not self.pending:
+            self.pending = True
+            self.set_timer(wait, self.redraw)
+
+    def cycle_metric(self) -> None:
+        self.metric = (self.metric + 1) % len(METRICS)
+        self.redraw()
+
+    def toggle_x(self) -> None:
+        self.x_time = not self.x_time
+        self.redraw()
+
+    def toggle_log(self) -> None:
+        self.log_loss = not self.log_loss
+        self.redraw()
+
+    async def mount_plot(self) -> None:
+        """Draw once the plot's own canvas is composed; the title line names the curve, so the plot's top margin
+        goes to the curve (readable at 80x24)."""
+        await self.mount(self.plot)
+        self.plot.margin_top = 0
+        self.plot.margin_bottom = 2
+        self.ready = True
+        self.redraw()
+
+    def redraw(self) -> None:
+        self.pending = False
+        self.drawn_at = time.monotonic()
+        if not self.display:
+            return
+        if self.plot is None:
+            from textual_plot import PlotWidget
+
+            self.plot = PlotWidget(id="curve")
+            self.call_later(self.mount_plot)
+            return
+        if not self.ready:
+            return
+        name = METRICS[self.metric]
+        points = thinned(series(self.metrics, name, self.x_time, self.log_loss, self.started))
+        axis = "minutes" if self.x_time else "step"
+        shown = f"log10 {name}" if self.log_loss and name == "loss" else name
+        self.query_one("#plot-title", Static).update(
+            f"{shown} against {axis} · {len(points)} points · keys: l metric · x step/time · g log loss · v view"
+        )
+        self.plot.clear()
+        if len(points) >= 2:
+            self.plot.plot([p[0] for p in points], [p[1] for p in points])
+        self.plot.set_xlabel(axis)
