@@ -288,6 +288,40 @@ async def test_monitor_resumes_a_stopped_run_with_r(tmp_path):
         assert await wait_until(pilot, lambda: second.final, 90)
 
 
+@pytest.mark.slow
+async def test_monitor_plots_follow_a_running_demo(tmp_path):
+    """v shows the curves, they grow with the run; l, x and g switch the metric, the x axis and the log scale; v
+    again shows the log and the curves together."""
+    from gpuwizard.tui.plots import MetricsPlot
+
+    quick_demo(tmp_path, "tui-plots", "trainer_options: {step_time_s: 0.03, log_every: 2}", steps=3000)
+    app = GpuWizardApp(preset=load_preset("tui-plots"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+r")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 90)
+        monitor = app.screen
+        plots = monitor.query_one("#plots", MetricsPlot)
+        assert not plots.display
+        await pilot.press("v")
+        assert await wait_until(pilot, lambda: plots.ready and len(plots.metrics) >= 3, 90)
+        title = monitor.query_one("#plot-title")
+        first = len(plots.metrics)
+        assert await wait_until(pilot, lambda: len(plots.metrics) > first, 60), "the curve grows with the run"
+        assert str(title.render()).startswith("loss against step")
+        await pilot.press("g")
+        assert await wait_until(pilot, lambda: str(title.render()).startswith("log10 loss against step"), 10)
+        await pilot.press("l", "x")
+        assert await wait_until(pilot, lambda: str(title.render()).startswith("lr against minutes"), 10)
+        await pilot.press("v")
+        await pilot.pause()
+        assert plots.display and monitor.query_one("#log").display, "both"
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        assert await wait_until(pilot, lambda: monitor.final, 90)
+
+
 async def test_presets_save_duplicate_delete_open(gpus):
     app = GpuWizardApp()
     async with app.run_test(size=SIZE) as pilot:
