@@ -92,6 +92,6 @@ costs: {{gpu_hour: 2.0}}
     [paragraph] = report["verdicts"]
     assert paragraph.startswith(f"2 processes ({two.run_id}) reached loss") and "the GPU-hours" in paragraph
     text = gw_subprocess("compare", two.run_id[:15], one.run_id).stdout
-    assert "samples/s" in text and paragraph in text
+    assert "smp/s" in text and paragraph in text
     alone = gw_subprocess("compare", one.run_id)
     assert alone.returncode == 2 and "compare needs at least two different runs" in alone.stderr

@@ -322,6 +322,65 @@ async def test_monitor_plots_follow_a_running_demo(tmp_path):
         assert await wait_until(pilot, lambda: monitor.final, 90)
 
 
+def copy_runs(data: Path, *names: str) -> None:
+    """Real finished runs (tests/data/runs) into a data folder: a 1-process and a 2-process demo of one preset."""
+    import shutil
+
+    for name in names:
+        shutil.copytree(DATA / "runs" / name, data / "runs" / name, dirs_exist_ok=True)
+
+
+CMP_RUNS = ("20261201-005642-demo-cmp", "20261201-005700-demo-cmp")
+
+
+async def test_runs_screen_marks_two_runs_and_compares_them(monkeypatch, tmp_path):
+    from gpuwizard.tui.runs import CompareScreen, RunsScreen
+
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(tmp_path / "data"))
+    copy_runs(tmp_path / "data", *CMP_RUNS)
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+l")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, RunsScreen) and len(app.screen.rows) == 2, 30)
+        runs = app.screen
+        assert [r["run_id"] for r in runs.rows] == list(reversed(CMP_RUNS)), "newest first"
+        await pilot.press("c")
+        assert isinstance(app.screen, RunsScreen), "compare needs two marked runs"
+        await pilot.press("space", "down", "space", "c")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.plot, 30)
+        text = str(app.screen.query_one("#compare-text").render())
+        assert "2 processes (20261201-005700-demo-cmp) reached loss" in text and "1.64x" in text
+        await pilot.press("escape")
+        await pilot.press("enter")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 30)
+        assert app.screen.run.run_id == CMP_RUNS[0], "enter opens the selected run in the monitor"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size):
+    data = Path("/tmp/gpuwizard-snapshot-cmp")
+    copy_runs(data, *CMP_RUNS)
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
+
+    async def before(pilot):
+        from gpuwizard.tui.runs import CompareScreen
+
+        await pilot.press("ctrl+l")
+        for _ in range(200):
+            if len(getattr(pilot.app.screen, "rows", [])) == 2:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("space", "down", "space", "c")
+        for _ in range(200):
+            if isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.plot is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+
+    assert snap_compare(GpuWizardApp(), terminal_size=size, run_before=before)
+
+
 async def test_presets_save_duplicate_delete_open(gpus):
     app = GpuWizardApp()
     async with app.run_test(size=SIZE) as pilot:
@@ -436,7 +495,7 @@ async def test_the_key_bar_shows_every_active_key(gpus):
             ("^p", "palette"),
         ):
             assert f"{key} {what}" in text, text
-        assert text.count("Run") == 1, "each action once"
+        assert text.count("^r Run") == 1 and "^l Runs" in text, "each action once"
 
 
 async def test_a_wizard_edit_that_validation_rejects_is_shown_and_not_applied(gpus):

@@ -211,15 +211,15 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
 
 
 def compare_text(c: Comparison) -> str:
-    lines = [
-        f"{'run':<34} {'gpus':>4} {'samples/s':>10} {'speedup':>8} {'effic.':>7} {'loss@eq':>9} {'t->target':>10} "
-        f"{'GPU-h':>8} {'cost':>8}"
+    lines = [  # 80 columns: run ids keep their end (time and preset), the part that tells them apart
+        f"{'run':<22} {'gpus':>4} {'smp/s':>7} {'speed':>6} {'eff':>4} {'loss@eq':>8} {'t->tgt':>7} {'GPU-h':>6} "
+        f"{'cost':>6}"
     ]
     for f in c.runs:
         lines.append(
-            f"{f.run_id[:34]:<34} {f.gpus:>4} {fmt(f.samples_per_s, '.1f'):>10} {fmt(f.speedup, '.2f', 'x'):>8} "
-            f"{fmt(f.efficiency and 100 * f.efficiency, '.0f', '%'):>7} {fmt(f.loss_at_equal_samples, '.4g'):>9} "
-            f"{fmt(f.time_to_target_s, '.0f', ' s'):>10} {f.gpu_hours:>8.3f} {fmt(f.cost, '.2f'):>8}"
+            f"{f.run_id[-22:]:<22} {f.gpus:>4} {fmt(f.samples_per_s, '.1f'):>7} {fmt(f.speedup, '.2f', 'x'):>6} "
+            f"{fmt(f.efficiency and 100 * f.efficiency, '.0f', '%'):>4} {fmt(f.loss_at_equal_samples, '.4g'):>8} "
+            f"{fmt(f.time_to_target_s, '.0f', ' s'):>7} {f.gpu_hours:>6.3f} {fmt(f.cost, '.2f'):>6}"
         )
     lines.append("")
     if c.equal_samples is not None:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.errors import UserError, problem
@@ -14,14 +14,13 @@ from gpuwizard.runner.follow import RunFollower, event_text, request_stop, statu
 from gpuwizard.runner.records import RecordError, Status
 from gpuwizard.runner.rundir import (
     RunDir,
-    RunEntry,
     alive_processes,
     find_run,
     green_baselines,
+    history_row,
     list_runs,
     scaling_report,
     scaling_text,
-    status_active,
     supervisor_lost,
 )
 
@@ -214,37 +213,11 @@ def final_summary(run: RunDir, s: Status) -> str:
     return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
 
 
-def run_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
-    """One history row; a folder that cannot be read is a row saying so."""
-    s = entry.status
-    if s is None:
-        return {"run_id": entry.run.run_id, "state": "corrupt", "problem": entry.problem, "path": str(entry.run.path)}
-    progress = entry.run.progress()
-    state = str(s.state)
-    if s.claims_active and not status_active(s):
-        state = "lost"
-    return {
-        "run_id": entry.run.run_id,
-        "preset": s.preset,
-        "state": state,
-        "exit_code": s.exit_code,
-        "world_size": s.world_size,
-        "device": s.device,
-        "smoke": s.smoke,
-        "step": progress.step if progress else None,
-        "steps": s.steps,
-        "duration_s": round(s.elapsed_s(now), 1),
-        "baseline_green": s.preset in green,
-        "resumed_from": s.resumed_from,
-        "path": str(entry.run.path),
-    }
-
-
 def runs_command(args: argparse.Namespace) -> int:
     entries = list_runs()
     green = green_baselines(entries)
     now = time.time()
-    rows = [run_row(entry, green, now) for entry in entries]
+    rows = [history_row(entry, green, now) for entry in entries]
     if args.json:
         print(json.dumps(rows, indent=2))
         return ExitCode.OK

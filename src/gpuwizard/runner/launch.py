@@ -427,6 +427,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 trainer=preset.trainer,
                 policy=preset.policy,
                 world_size=plan.world_size,
+                nodes=plan.nodes,
                 device=plan.device,
                 smoke=prepared.smoke,
                 steps=plan.trainer_steps,
@@ -519,3 +520,13 @@ def wait_until_launched(run: RunDir, supervisor: subprocess.Popen[bytes], wait_s
                 )
             )
         time.sleep(0.05)
+
+
+def relaunch(run: RunDir, smoke: bool = False, env: list[str] | None = None, resume: bool = False) -> RunDir:
+    """Start a run again from its folder's preset (secrets restored): a smoke repro, a retry with more environment,
+    or a resume from its last checkpoint linked to it; UserError when that cannot start."""
+    from gpuwizard.preset import load_preset_file
+
+    preset = restore_secrets(load_preset_file(run.path / "preset.yaml"))
+    prepared = prepare_run(preset, smoke=smoke, env=env, resume=resume, resume_run=run.run_id if resume else None)
+    return start_run(prepared, on_hang="report")

@@ -169,6 +169,7 @@ class Status(Record):
     trainer: str
     policy: str
     world_size: int
+    nodes: int = 1
     device: Literal["cpu", "cuda"]
     smoke: bool = False
     steps: int

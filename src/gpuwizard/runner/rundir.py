@@ -239,6 +239,35 @@ def find_run(run_id: str | None) -> RunDir | None:
     return readable[0].run if readable else None
 
 
+def history_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
+    """One history row; a folder that cannot be read is a row saying so."""
+    s = entry.status
+    if s is None:
+        return {"run_id": entry.run.run_id, "state": "corrupt", "problem": entry.problem, "path": str(entry.run.path)}
+    progress = entry.run.progress()
+    state = str(s.state)
+    if s.claims_active and not status_active(s):
+        state = "lost"
+    return {
+        "run_id": entry.run.run_id,
+        "preset": s.preset,
+        "state": state,
+        "exit_code": s.exit_code,
+        "world_size": s.world_size,
+        "nodes": s.nodes,
+        "slurm_job_id": s.slurm_job_id,
+        "device": s.device,
+        "smoke": s.smoke,
+        "step": progress.step if progress else None,
+        "steps": s.steps,
+        "duration_s": round(s.elapsed_s(now), 1),
+        "samples_per_s": (progress.samples_per_s_mean or progress.samples_per_s) if progress else None,
+        "baseline_green": s.preset in green,
+        "resumed_from": s.resumed_from,
+        "path": str(entry.run.path),
+    }
+
+
 def green_baselines(entries: list[RunEntry]) -> set[str]:
     """Presets with a one-process run that finished with exit 0."""
     return {

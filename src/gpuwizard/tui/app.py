@@ -33,6 +33,7 @@ class GpuWizardApp(App[int]):
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+t", "next_theme", "Theme"),
+        Binding("ctrl+l", "runs", "Runs"),
     ]
 
     def __init__(self, preset: Preset | str | None = None, run: RunDir | None = None, exit_on_error: bool = False):
@@ -92,6 +93,13 @@ class GpuWizardApp(App[int]):
         else:
             self.push_screen(MonitorScreen(run))
 
+    def action_runs(self) -> None:
+        """The run history: open, compare, resume."""
+        from gpuwizard.tui.runs import RunsScreen
+
+        if not isinstance(self.screen, RunsScreen):
+            self.push_screen(RunsScreen())
+
     def open_wizard(self, preset: Preset) -> None:
         """Back to the wizard: the one under the monitor, or a new one on the run's preset."""
         from gpuwizard.tui.wizard import WizardScreen
@@ -139,5 +147,6 @@ class GpuWizardApp(App[int]):
             yield SystemCommand(
                 "job: Retry with NCCL_P2P_DISABLE=1", "Stop and restart without peer-to-peer", screen.action_retry_p2p
             )
+        yield SystemCommand("runs: History", "Every run: open, compare, resume (ctrl+l)", self.action_runs)
         for name in self.own_themes:
             yield SystemCommand(f"theme: {name}", "Switch theme (remembered)", partial(setattr, self, "theme", name))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from gpuwizard.compare import Comparison
     from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.preset import Preset
@@ -56,3 +57,19 @@ class SearchDone(Message):
     def __init__(self, needle: str, line: int | None):
         super().__init__()
         self.needle, self.line = needle, line
+
+
+class RunsLoaded(Message):
+    """The run history as `gpuwizard runs --json` rows, newest first."""
+
+    def __init__(self, rows: list[dict]):
+        super().__init__()
+        self.rows = rows
+
+
+class CompareReady(Message):
+    """A comparison of the marked runs and its text, or (result None) why it could not be made."""
+
+    def __init__(self, result: Comparison | None, text: str):
+        super().__init__()
+        self.result, self.text = result, text

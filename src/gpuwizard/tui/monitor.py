@@ -317,9 +317,6 @@ class MonitorScreen(Screen[None]):
             self.notify("The run's supervisor is not running.", severity="warning")
 
     def restart(self, smoke: bool, env: list[str], resume: bool = False) -> None:
-        from gpuwizard.preset import load_preset_file
-
-        preset = load_preset_file(self.run.path / "preset.yaml")
         if not self.final:
             request_stop(self.run)
         if resume:
@@ -329,12 +326,12 @@ class MonitorScreen(Screen[None]):
         else:
             message = "Restarting with " + " ".join(env)
         self.notify(message + "...")
-        self.relaunch(preset, smoke, env, resume)
+        self.relaunch(smoke, env, resume)
 
     @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
-    def relaunch(self, preset: Any, smoke: bool, env: list[str], resume: bool) -> None:
+    def relaunch(self, smoke: bool, env: list[str], resume: bool) -> None:
         from gpuwizard.errors import UserError
-        from gpuwizard.runner.launch import prepare_run, restore_secrets, start_run
+        from gpuwizard.runner.launch import relaunch
 
         deadline = time.monotonic() + self.run.job().stop_grace_s + 60  # the forced kill, then a loaded machine
         while not self.run.status().final:
@@ -343,14 +340,7 @@ class MonitorScreen(Screen[None]):
                 return
             time.sleep(0.2)
         try:
-            prepared = prepare_run(
-                restore_secrets(preset),
-                smoke=smoke,
-                env=env,
-                resume=resume,
-                resume_run=self.run.run_id if resume else None,
-            )
-            run = start_run(prepared, on_hang="report")
+            run = relaunch(self.run, smoke=smoke, env=env, resume=resume)
         except UserError as exc:
             self.post_message(RunStarted(None, exc.paragraph(), []))
             return
