@@ -381,6 +381,31 @@ def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size):
     assert snap_compare(GpuWizardApp(), terminal_size=size, run_before=before)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_snapshot_monitor_with_log_and_curves(snap_compare, monkeypatch, size):
+    """The 2-process demo run (real, finished) with the log and its loss curve both shown."""
+    from gpuwizard.runner.rundir import RunDir
+
+    data = Path("/tmp/gpuwizard-snapshot-cmp")
+    copy_runs(data, *CMP_RUNS)
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
+
+    async def before(pilot):
+        for _ in range(200):
+            screen = pilot.app.screen
+            if isinstance(screen, MonitorScreen) and len(screen.query_one("#plots").metrics) == 30:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("v", "v")
+        for _ in range(200):
+            if pilot.app.screen.query_one("#plots").ready:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+
+    assert snap_compare(GpuWizardApp(run=RunDir(data / "runs" / CMP_RUNS[1])), terminal_size=size, run_before=before)
+
+
 async def test_presets_save_duplicate_delete_open(gpus):
     app = GpuWizardApp()
     async with app.run_test(size=SIZE) as pilot:
