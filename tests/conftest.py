@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,13 @@ def replay(monkeypatch, name: str) -> Path:
     path = DATA / "nvml" / f"{name}.json"
     monkeypatch.setenv("GPUWIZARD_NVML_REPLAY", str(path))
     return path
+
+
+def wait_for(predicate, timeout: float = 60.0, every: float = 0.2) -> bool:
+    """Poll a condition until it holds or the (generous) timeout passes: tests wait on conditions, never sleeps."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess
+from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.rundir import RunDir, list_runs
 
 pytestmark = pytest.mark.slow
@@ -68,15 +68,6 @@ def run_of_node(rank: int) -> RunDir:
     runs = [e.run for e in list_runs() if e.status is not None and e.run.job().node_rank == rank]
     assert runs, f"node {rank} created its run folder"
     return runs[0]
-
-
-def wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_two_nodes_on_loopback_finish_green_with_world_size_two(two_node_preset):

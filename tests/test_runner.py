@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess
+from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.launch import launcher_problems
 from gpuwizard.runner.procs import read_environ
 from gpuwizard.runner.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
@@ -132,15 +132,6 @@ def hand_made_run(
     )
     run.write("status.json", status)
     return run
-
-
-def wait_for(predicate, timeout=60.0, every=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
 
 
 def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):

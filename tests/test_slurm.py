@@ -9,12 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess
+from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.rundir import RunDir, list_runs
 
 GPU_2NODE = """\
@@ -154,15 +153,6 @@ def queued(job_id: str) -> bool:
 
 def newest() -> RunDir:
     return list_runs()[0].run
-
-
-def wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 @pytest.mark.slurm
