@@ -35,6 +35,7 @@ def test_interpolation_between_logged_points():
     assert at_samples(curve, 50) == pytest.approx(0.75)
     assert at_samples(curve, 200) == pytest.approx(0.1)
     assert at_samples(curve, 201) is None, "never extrapolated past what the run saw"
+    assert at_samples(curve, 20, by_time=True) == pytest.approx(0.3)
     assert time_to(curve, 0.3) == pytest.approx(20.0)
     assert time_to(curve, 0.05) is None
 
@@ -89,6 +90,8 @@ costs: {{gpu_hour: 2.0}}
     assert rows[two.run_id]["cost"] == pytest.approx(rows[two.run_id]["gpu_hours"] * 2.0)
     assert len(rows[one.run_id]["curve"]) >= 10 and report["equal_samples"] == 200 * 8
     assert report["target_loss"] == pytest.approx(max(r["final_loss"] for r in rows.values()))
+    assert report["equal_time_s"] == pytest.approx(min(r["curve"][-1][1] for r in rows.values()))
+    assert all(r["loss_at_equal_time"] is not None for r in rows.values())
     [paragraph] = report["verdicts"]
     assert paragraph.startswith(f"2 processes ({two.run_id}) reached loss") and "the GPU-hours" in paragraph
     text = gw_subprocess("compare", two.run_id[:15], one.run_id).stdout

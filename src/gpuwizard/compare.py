@@ -40,6 +40,7 @@ class RunFacts:
     speedup: float | None = None
     efficiency: float | None = None
     loss_at_equal_samples: float | None = None
+    loss_at_equal_time: float | None = None
     time_to_target_s: float | None = None
     gpu_hours_to_target: float | None = None
 
@@ -49,6 +50,7 @@ class Comparison:
     runs: list[RunFacts]
     base: str
     equal_samples: float | None
+    equal_time_s: float | None
     target_loss: float | None
     verdicts: list[str]
 
@@ -109,16 +111,16 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> RunFacts:
     )
 
 
-def at_samples(curve: list[CurvePoint], samples: float) -> float | None:
-    """The smoothed loss at a number of samples, interpolated between logged points."""
-    xs = [p.samples for p in curve]
+def at_samples(curve: list[CurvePoint], samples: float, by_time: bool = False) -> float | None:
+    """The smoothed loss at a number of samples (or wall seconds), interpolated between logged points."""
+    xs = [p.wall_s if by_time else p.samples for p in curve]
     i = bisect.bisect_left(xs, samples)
     if not curve or samples > xs[-1]:
         return None
     if i == 0:
         return curve[0].loss
-    a, b = curve[i - 1], curve[i]
-    share = (samples - a.samples) / (b.samples - a.samples) if b.samples != a.samples else 1.0
+    (xa, a), (xb, b) = (xs[i - 1], curve[i - 1]), (xs[i], curve[i])
+    share = (samples - xa) / (xb - xa) if xb != xa else 1.0
     return a.loss + share * (b.loss - a.loss)
 
 
@@ -141,17 +143,21 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
             f.speedup = f.samples_per_s / base.samples_per_s
             f.efficiency = f.speedup / (f.gpus / base.gpus)
     with_curves = [f for f in facts if f.curve]
-    equal = min(f.curve[-1].samples for f in with_curves) if len(with_curves) == len(facts) else None
+    complete = len(with_curves) == len(facts)
+    equal = min(f.curve[-1].samples for f in with_curves) if complete else None
+    equal_time = min(f.curve[-1].wall_s for f in with_curves) if complete else None
     target = max(f.final_loss for f in with_curves) if len(with_curves) == len(facts) else None
     for f in with_curves:
         if equal is not None:
             f.loss_at_equal_samples = at_samples(f.curve, equal)
+        if equal_time is not None:
+            f.loss_at_equal_time = at_samples(f.curve, equal_time, by_time=True)
         if target is not None:
             f.time_to_target_s = time_to(f.curve, target)
             if f.time_to_target_s is not None:
                 f.gpu_hours_to_target = f.gpus * f.time_to_target_s / 3600
     verdicts = [verdict(base, f, target) for f in facts if f is not base]
-    return Comparison(facts, base.run_id, equal, target, verdicts)
+    return Comparison(facts, base.run_id, equal, equal_time, target, verdicts)
 
 
 def preset_gpu_hour(run: RunDir) -> float | None:
@@ -224,6 +230,9 @@ def compare_text(c: Comparison) -> str:
     lines.append("")
     if c.equal_samples is not None:
         lines.append(f"loss@eq: smoothed loss at {c.equal_samples:.0f} samples, the most every run saw")
+    if c.equal_time_s is not None:
+        at_time = ", ".join(f"{f.run_id[-22:]} {fmt(f.loss_at_equal_time, '.4g')}" for f in c.runs)
+        lines.append(f"loss at {c.equal_time_s:.0f} s of wall time, the shortest run's length: {at_time}")
     if c.target_loss is not None:
         lines.append(f"t->target: wall time to the worse run's final loss, {c.target_loss:.4g}")
     lines.append(f"against {c.base} (the fewest GPUs)")
