@@ -113,8 +113,6 @@ class MonitorScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
         self.query_one("#banner", Static).display = False
-        self.query_one("#telemetry-note", Static).display = False
-        self.query_one("#plots", MetricsPlot).display = False
         self.query_one("#log", LogView).focus()
         self.refresh_title()
         self.follow()
