@@ -71,9 +71,8 @@ class TrainingTime(Strict):
 
     hours: float = Field(gt=0, description="Wall-clock hours.")
     setting: str = Field(description="On what card, batch and steps.")
-    samples: int | None = Field(
-        None, gt=0, description="Samples trained in that time (steps x batch), to scale it to another run's length."
-    )
+    steps: int | None = Field(None, gt=0, description="Optimizer steps in that time, to scale it to another run.")
+    batch: int | None = Field(None, gt=0, description="Samples per GPU per step in that setting.")
 
 
 class PolicyEntry(Strict):

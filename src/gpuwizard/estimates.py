@@ -9,6 +9,9 @@ from typing import Any
 
 ASSUMED_EFFICIENCY = 0.85
 """Data-parallel scaling efficiency assumed where no run measured it (1 GPU: 1.0)."""
+SMALL_BATCH_FLOOR = 0.5
+"""A step at a smaller batch than a published time's costs at least this share of one at that batch (assumed: a
+GPU is not kept busy by a small batch)."""
 
 
 @dataclass
@@ -39,19 +42,29 @@ def efficiency(gpus: int) -> float:
     return 1.0 if gpus == 1 else ASSUMED_EFFICIENCY
 
 
+def published_hours(published: Any, steps: int, per_device: int, gpus: int) -> float:
+    """A published time scaled to this run: by its steps, and by its batch per GPU (proportionally above the
+    published batch, never below SMALL_BATCH_FLOOR of it), divided among the GPUs at the assumed efficiency."""
+    share = per_device / published.batch
+    step_cost = share if share >= 1 else SMALL_BATCH_FLOOR + (1 - SMALL_BATCH_FLOOR) * share
+    return published.hours * steps / published.steps * step_cost / efficiency(gpus)
+
+
 def estimate_rows(
-    rows: list[tuple[int, int | None]],
+    rows: list[tuple[int, int | None, int | None]],
     measured: list[Measured],
     published: Any,
     gpu_hour: float | None,
 ) -> list[Estimate]:
-    """One estimate per (GPU count, samples the run would train on that count)."""
+    """One estimate per (GPU count, steps, batch per GPU) row; samples are steps x batch per GPU x GPUs."""
     by_gpus = {m.gpus: m for m in measured}
     anchor = min(measured, key=lambda m: (m.gpus, m.run_id)) if measured else None
     out = []
-    for gpus, samples in rows:
+    for gpus, steps, per_device in rows:
+        samples = steps * per_device * gpus if steps and per_device else None
         rate, source = None, "unknown: no finished run of this preset and no published time (a --smoke run measures)"
         basis = "unknown"
+        wall_h = None
         if gpus in by_gpus:
             m = by_gpus[gpus]
             rate, source, basis = m.samples_per_s, f"measured: run {m.run_id}", "measured"
@@ -60,16 +73,17 @@ def estimate_rows(
             per_gpu = anchor.samples_per_s / (anchor.gpus * efficiency(anchor.gpus))
             rate = per_gpu * gpus * efficiency(gpus)
             source = f"run {anchor.run_id} on {anchor.gpus}, {ASSUMED_EFFICIENCY:.0%} scaling efficiency assumed"
-        elif published is not None and published.samples:
+        elif published is not None and published.steps and published.batch and steps and per_device:
             basis = "published" if gpus == 1 else "assumed"
-            rate = published.samples / (published.hours * 3600) * gpus * efficiency(gpus)
+            wall_h = published_hours(published, steps, per_device, gpus)
             source = f"published 1-GPU time ({published.setting})" + (
                 f", {efficiency(gpus):.0%} scaling efficiency assumed" if gpus > 1 else ""
             )
-        wall_h = samples / rate / 3600 if rate and samples else None
+        if rate and samples:
+            wall_h = samples / rate / 3600
         gpu_hours = wall_h * gpus if wall_h is not None else None
         cost = gpu_hours * gpu_hour if gpu_hours is not None and gpu_hour else None
-        out.append(Estimate(gpus, samples, wall_h, gpu_hours, cost, source, basis if rate else "unknown"))
+        out.append(Estimate(gpus, samples, wall_h, gpu_hours, cost, source, basis if wall_h is not None else "unknown"))
     return out
 
 

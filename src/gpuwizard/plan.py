@@ -241,15 +241,15 @@ def plan_estimates(
     """Time and cost for each GPU count of the batch table, on the steps the scaling rule gives that count."""
     from gpuwizard.estimates import estimate_rows, measured_runs
 
-    rows: list[tuple[int, int | None]] = []
+    rows: list[tuple[int, int | None, int | None]] = []
     for row in table:
         effective = row["effective"]
         if not effective or row["error"]:
-            rows.append((row["gpus"], None))
+            rows.append((row["gpus"], None, None))
             continue
         k = effective / reference_effective if reference_effective else 1.0
         _, steps, _, _, _ = scale(preset.scaling.rule, k, base_lr, preset.optim.steps, lambda _: None, None)
-        rows.append((row["gpus"], steps * effective))
+        rows.append((row["gpus"], steps, effective // row["gpus"]))  # samples per GPU per update
     estimates = estimate_rows(rows, measured_runs(preset.name), policy.single_gpu_hours, preset.costs.gpu_hour)
     return [e.to_json() for e in estimates]
 
