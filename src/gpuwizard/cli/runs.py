@@ -161,7 +161,8 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     out.flush()
                     wait_for_exit(run, status)
                     return status.exit_code if status.exit_code is not None else ExitCode.FAILED
-                if supervisor_lost(status):
+                if supervisor_lost(status) and not readable_status(run).final:
+                    # (read again: the supervisor writes the final status just before it exits)
                     out.write("the run's supervisor is gone; stopping every process of the run\n")
                     request_stop(run)
                     return ExitCode.FAILED
