@@ -209,3 +209,31 @@ def test_a_fifo_named_like_a_preset_never_blocks(gw, tmp_path):
     os.mkfifo(fifo)
     result = gw("plan", fifo)
     assert result.code == 2 and "not a regular file" in result.err
+
+
+def test_a_presets_runs_are_found_by_their_folder_names(tmp_path, monkeypatch):
+    """list_runs(preset) reads only that preset's folders, including a second run started in the same second
+    (new_run_dir adds -1), and not another preset whose name ends the same way."""
+    from gpuwizard.runner.rundir import list_runs, new_run_dir, publish
+
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(tmp_path))
+    made = []
+    for preset in ("cpu", "cpu", "demo-cpu"):
+        run, stage = new_run_dir(preset)
+        status = Status(
+            run_id=run.run_id,
+            preset=preset,
+            trainer="demo",
+            policy="demo",
+            world_size=1,
+            device="cpu",
+            steps=1,
+            created=float(len(made)),
+            state="finished",
+            command="x",
+        )
+        stage.write("status.json", status)
+        publish(stage, run)
+        made.append(run.run_id)
+    assert [e.run.run_id for e in list_runs("cpu")] == [made[1], made[0]]
+    assert len(list_runs()) == 3

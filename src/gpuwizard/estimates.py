@@ -88,31 +88,10 @@ def estimate_rows(
 
 
 def measured_runs(preset_name: str) -> list[Measured]:
-    """The newest finished, full (not smoke) run of this preset per world size, with its mean samples/s; only this
-    preset's run folders are read (their ids end with its name)."""
-    from gpuwizard import paths
-    from gpuwizard.codes import RunState
-    from gpuwizard.runner.records import RecordError
-    from gpuwizard.runner.rundir import RunDir
+    """The newest finished, full (not smoke) run of this preset per world size, with its samples/s."""
+    from gpuwizard.runner.rundir import scaling_report
 
-    base = paths.runs_dir()
-    if not base.is_dir():
-        return []
-    found: dict[int, Measured] = {}
-    for folder in sorted(base.glob(f"*-{preset_name}"), reverse=True):
-        run = RunDir(folder)
-        try:
-            status = run.status()
-        except RecordError:
-            continue
-        if status.preset != preset_name or status.smoke or status.state != RunState.FINISHED:
-            continue
-        progress = run.progress()
-        rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)
-        if not rate or status.world_size in found:
-            continue
-        found[status.world_size] = Measured(run.run_id, status.world_size, rate)
-    return list(found.values())
+    return [Measured(r["run_id"], r["world_size"], r["samples_per_s"]) for r in scaling_report(preset_name)]
 
 
 def fmt_hours(hours: float | None) -> str:

@@ -37,8 +37,10 @@ PENDING_REASONS = {
 
 
 def rdzv_port(ctx: BuildContext) -> int:
+    from gpuwizard.network import Endpoint
+
     endpoint = ctx.preset.hardware.rdzv_endpoint
-    return int(endpoint.rpartition(":")[2]) if endpoint else DEFAULT_PORT
+    return Endpoint.parse(endpoint).port if endpoint else DEFAULT_PORT
 
 
 def rendezvous_args(ctx: BuildContext) -> list[str]:

@@ -41,6 +41,10 @@ class RunUpdate:
     problem: str | None = None
 
 
+NODE_FILES_EVERY_S = 2.0
+"""How often a follower looks for new per-node GPU files (gpu-<node>.jsonl of a SLURM job)."""
+
+
 class LinesTail:
     """The records appended to a JSON-lines file; lines that are not a record are counted, not fatal."""
 
@@ -71,6 +75,7 @@ class RunFollower:
         self.ranks = LinesTail(run.ranks_file, RanksSample)
         self.metrics = LinesTail(run.metrics_file, Metric)
         self.node_gpu: dict[Path, LinesTail] = {}
+        self._nodes_looked = -NODE_FILES_EVERY_S
         self._progress_mtime = 0.0
 
     def poll(self) -> RunUpdate:
@@ -80,9 +85,11 @@ class RunFollower:
             update.lines, update.bar = chunk.lines, chunk.bar
         update.events = self.events.read()
         update.gpu = self.gpu.read()
-        for path in sorted(self.run.path.glob("gpu-*.jsonl")):  # the nodes of a SLURM job, one file each
-            if path not in self.node_gpu:
-                self.node_gpu[path] = LinesTail(path, GpuSample)
+        if time.monotonic() - self._nodes_looked >= NODE_FILES_EVERY_S:  # a listing, not on every 0.1 s poll
+            self._nodes_looked = time.monotonic()
+            for path in sorted(self.run.path.glob("gpu-*.jsonl")):  # the nodes of a SLURM job, one file each
+                if path not in self.node_gpu:
+                    self.node_gpu[path] = LinesTail(path, GpuSample)
         for tail in self.node_gpu.values():
             update.gpu += tail.read()
         update.ranks = self.ranks.read()

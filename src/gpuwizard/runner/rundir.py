@@ -209,13 +209,19 @@ class RunEntry:
         return (self.status.created if self.status else 0.0, self.run.run_id)
 
 
-def list_runs() -> list[RunEntry]:
-    """Every run folder, newest first, each status read once; unreadable ones are listed with the reason."""
+def list_runs(preset_name: str | None = None) -> list[RunEntry]:
+    """Every run folder, newest first, each status read once; unreadable ones are listed with the reason. With a
+    preset name only its (readable) runs: new_run_dir names their folders <stamp>-<preset>[-<n>]."""
     base = paths.runs_dir()
     if not base.is_dir():
         return []
     entries = []
-    for path in base.iterdir():
+    if preset_name:
+        name = glob.escape(preset_name)
+        folders = {*base.glob(f"*-{name}"), *base.glob(f"*-{name}-[0-9]*")}
+    else:
+        folders = set(base.iterdir())
+    for path in folders:
         if path.name.startswith(".") or not path.is_dir() or not any(path.iterdir()):
             continue  # staging folders and names reserved for a run being written
         run = RunDir(path)
@@ -223,6 +229,8 @@ def list_runs() -> list[RunEntry]:
             entries.append(RunEntry(run, run.status()))
         except RecordError as exc:
             entries.append(RunEntry(run, None, str(exc)))
+    if preset_name:  # "-cpu" also ends "demo-cpu": the status says whose run it is
+        entries = [e for e in entries if e.status is not None and e.status.preset == preset_name]
     return sorted(entries, key=lambda e: e.sort_key, reverse=True)
 
 
@@ -287,22 +295,23 @@ def baseline_green(preset_name: str) -> bool:
 
 def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> list[dict[str, Any]]:
     """Measured samples/s per process count for a preset's finished full runs, with speedup and efficiency."""
-    latest: dict[int, float] = {}
-    for entry in reversed(entries if entries is not None else list_runs()):
+    latest: dict[int, tuple[float, str]] = {}
+    for entry in reversed(entries if entries is not None else list_runs(preset_name)):
         s = entry.status
         if s is None or s.preset != preset_name or s.state != RunState.FINISHED or s.smoke:
             continue
         progress = entry.run.progress()
         rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)
         if rate:
-            latest[s.world_size] = float(rate)
-    base = latest.get(1)
+            latest[s.world_size] = (float(rate), entry.run.run_id)
+    base = latest[1][0] if 1 in latest else None
     rows = []
-    for world, rate in sorted(latest.items()):
+    for world, (rate, run_id) in sorted(latest.items()):
         speedup = rate / base if base else None
         rows.append(
             {
                 "world_size": world,
+                "run_id": run_id,
                 "samples_per_s": rate,
                 "speedup": speedup,
                 "efficiency": speedup / world if speedup else None,

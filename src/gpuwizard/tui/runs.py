@@ -13,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from gpuwizard.runner.follow import clock
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
 
@@ -22,12 +23,6 @@ COLUMNS = ("*", "state", "run", "preset", "GPUs", "step", "time", "smp/s", "base
 def short_id(run_id: str, preset: str) -> str:
     """The run id without its preset's name (the preset has its own column): 20261201-010717."""
     return run_id.removesuffix(f"-{preset}")
-
-
-def clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 class RunsScreen(Screen[None]):
@@ -95,7 +90,7 @@ class RunsScreen(Screen[None]):
             row["preset"],
             gpus,
             step,
-            clock(row["duration_s"]),
+            clock(row["duration_s"]),  # runner.follow's: the same time the headless status lines show
             rate,
             baseline,
         ]
