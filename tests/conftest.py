@@ -84,6 +84,18 @@ def replay(monkeypatch, name: str) -> Path:
     return path
 
 
+def trainer_env(variable: str, what: str) -> str:
+    """A real trainer environment named by `variable`; skipped without one, a failure where
+    GPUWIZARD_REQUIRE_TRAINERS=1 (set by .ci/run, which builds them with scripts/trainer-envs.sh)."""
+    value = os.environ.get(variable)
+    if value and Path(value).exists():
+        return value
+    reason = f"set {variable} to {what} (scripts/trainer-envs.sh builds it and prints the variables)"
+    if os.environ.get("GPUWIZARD_REQUIRE_TRAINERS"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def wait_for(predicate, timeout: float = 60.0, every: float = 0.2) -> bool:
     """Poll a condition until it holds or the (generous) timeout passes: tests wait on conditions, never sleeps."""
     deadline = time.monotonic() + timeout

@@ -92,6 +92,26 @@ class LaunchSpec:
 
 
 @dataclass
+class TrainerQuery:
+    """How to ask the installed trainer what it will do with a command, without training (`gpuwizard check`).
+
+    `argv` runs a probe script (trainers/probes/) in the training interpreter; it prints the values the trainer's
+    own parser resolved, which are compared with `expected`, the plan's values in the trainer's units, by key
+    (trainercheck.LABELS lists the shared keys)."""
+
+    argv: list[str]
+    expected: dict[str, Any]
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    """Set on top of the job's own environment."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Words after a value in the summary, e.g. lr: "on the logged group"."""
+    fixes: dict[str, str] = field(default_factory=dict)
+    """The fix for a mismatch of one key, where the trainer module knows it."""
+    timeout_s: float = 180.0
+
+
+@dataclass
 class BuildContext:
     """Everything a trainer needs to check and build its command."""
 

@@ -58,6 +58,16 @@ def build_parser() -> Parser:
             )
             p.add_argument("--resume", action="store_true", help="the command that continues from the last checkpoint")
 
+    check = sub.add_parser(
+        "check",
+        help="run the exact command through the installed trainer's own parser (no training) and compare with the plan",
+    )
+    check.add_argument("preset", metavar="PRESET")
+    check.add_argument("--gpus", type=positive_int, metavar="N", help="check the command for N GPUs")
+    check.add_argument("--resume", action="store_true", help="check the command that continues from the checkpoint")
+    check.add_argument("--json", action="store_true", help="the trainer's values, the plan's and every difference")
+    check.add_argument("--fresh", action="store_true", help="ask the trainer again instead of the remembered answer")
+
     run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
     run.add_argument("preset", metavar="PRESET")
     run.add_argument("--gpus", type=positive_int, metavar="N")
@@ -81,6 +91,11 @@ def build_parser() -> Parser:
         "(default: the newest run of this preset)",
     )
     run.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
+    run.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip asking the trainer's own parser before the launch (`gpuwizard check`)",
+    )
     run.add_argument(
         "--env",
         action="append",
@@ -138,6 +153,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "gpus": cmd_gpus,
         "plan": cmd_plan,
         "preview": cmd_preview,
+        "check": cmd_check,
         "run": cmd_run,
         "attach": cmd_attach,
         "runs": cmd_runs,
@@ -210,6 +226,27 @@ def cmd_preview(args: argparse.Namespace) -> int:
         for p in plan.warnings:
             sys.stderr.write("warning: " + p.paragraph() + "\n")
         print(spec.shell())
+    return ExitCode.OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from gpuwizard.plan import build_command
+    from gpuwizard.trainercheck import check_command
+
+    preset, plan, ctx = resolve(args.preset, args.gpus, resume=args.resume)
+    if plan.errors:
+        return report_problems(plan, preset.name)
+    result = check_command(ctx, build_command(ctx), use_cache=not args.fresh)
+    if args.json:
+        print(json.dumps(result.model_dump(), indent=2))
+    else:
+        print(f"{preset.name}: {result.summary}")
+        for text in result.notes:
+            print(f"  note: {text}")
+    if result.blocks:
+        for p in result.problems():
+            sys.stderr.write(p.paragraph(preset.name) + "\n")
+        return ExitCode.INVALID
     return ExitCode.OK
 
 

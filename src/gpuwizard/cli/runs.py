@@ -40,7 +40,10 @@ def run_command(args: argparse.Namespace) -> int:
         resume_run=args.resume or None,
         node_rank=args.node_rank,
         slurm=args.slurm,
+        check=not args.no_check,
     )
+    if prepared.trainer_check is not None and prepared.trainer_check.status == "accepted":
+        print(prepared.trainer_check.summary, flush=True)
     for warning in prepared.warnings:
         sys.stderr.write("warning: " + warning.paragraph() + "\n")
     if prepared.checkpoint is not None:

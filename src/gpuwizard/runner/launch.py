@@ -24,6 +24,7 @@ from gpuwizard.runner.records import Environment, Expectations, Job, RecordError
 from gpuwizard.runner.rundir import RunDir, baseline_green, find_run, list_runs, new_run_dir, publish
 from gpuwizard.schema import updated
 from gpuwizard.secrets import REDACTED, redacted, split_secrets
+from gpuwizard.trainercheck import TrainerCheck, check_command
 from gpuwizard.trainers import get_trainer
 from gpuwizard.yamlio import atomic_write
 
@@ -47,6 +48,8 @@ class PreparedRun:
     """The checkpoint a resumed run continues from."""
     driver: tuple[str | None, str | None] = (None, None)
     """The NVIDIA driver and CUDA versions seen here."""
+    trainer_check: TrainerCheck | None = None
+    """The installed trainer's own reading of the command (None: skipped with --no-check)."""
 
 
 def smoke_variant(preset: Preset) -> Preset:
@@ -218,11 +221,12 @@ def prepare_run(
     resume_run: str | None = None,
     node_rank: int | None = None,
     slurm: bool = False,
+    check: bool = True,
 ) -> PreparedRun:
     """Plan and check everything that can be checked before a process starts; UserError on any error.
 
     `resume` continues from the last checkpoint in the output folder, linked to `resume_run` (or the newest run of
-    this preset there)."""
+    this preset there); `check` asks the installed trainer's own parser about the command first."""
     from gpuwizard.gpus.inventory import read_inventory
 
     if resume and smoke:
@@ -248,7 +252,7 @@ def prepare_run(
     inventory = inventory if inventory is not None else read_inventory()
     plan, ctx = plan_here(preset, inventory, resume=resume)
     errors = list(plan.errors)
-    resumed_from = None
+    resumed_from, trainer_check = None, None
     if resume and not errors:
         resumed_from, resume_errors = resume_source(preset, ctx, resume_run)
         errors += resume_errors
@@ -257,6 +261,9 @@ def prepare_run(
         errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
+        if check and not errors:
+            trainer_check = check_command(ctx, spec)
+            errors += [p for p in trainer_check.problems() if p.level == "error"]
         if on_slurm:
             from gpuwizard.slurm import cluster_problems
 
@@ -302,6 +309,8 @@ def prepare_run(
     if errors:
         raise UserError(errors, preset.name)
     warnings = list(plan.warnings)
+    if trainer_check is not None and trainer_check.status == "not checked":
+        warnings += trainer_check.problems()
     green = baseline_green(preset.name)  # reads the whole run history: once per launch
     if plan.world_size > 1 and not green:
         warnings.append(
@@ -315,7 +324,7 @@ def prepare_run(
         )
     checkpoint = get_trainer(preset.trainer).last_checkpoint(ctx) if resume else None
     driver = (inventory.driver_version, inventory.cuda_version)
-    return PreparedRun(preset, plan, ctx, smoke, green, warnings, resumed_from, checkpoint, driver)
+    return PreparedRun(preset, plan, ctx, smoke, green, warnings, resumed_from, checkpoint, driver, trainer_check)
 
 
 def expectations(prepared: PreparedRun) -> Expectations:
@@ -419,6 +428,8 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
 
             atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, run_dir=run.path))
         stage.write("environment.json", environment(prepared))
+        if prepared.trainer_check is not None:
+            stage.write("trainer-check.json", prepared.trainer_check)
         stage.write(
             "status.json",
             Status(

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, problem
 from gpuwizard.schema import Strict
 
@@ -84,6 +84,11 @@ class Trainer:
     def build(self, ctx: BuildContext) -> LaunchSpec:
         raise NotImplementedError
 
+    def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
+        """How to ask the installed trainer's own parser about `spec` (trainercheck); a str says why it cannot be
+        asked here, e.g. "no training environment here"."""
+        return f"the {self.name} trainer has no parser check yet"
+
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """The checkpoint a resumed run continues from (None: nothing to resume)."""
         return None
@@ -128,6 +133,20 @@ def check_python(preset: Preset) -> list[Problem]:
             )
         ]
     return []
+
+
+def interpreter_missing(python: str) -> str | None:
+    """Why the training interpreter cannot be asked anything here (None: it exists)."""
+    import shutil
+
+    if (os.path.isfile(python) and os.access(python, os.X_OK)) or shutil.which(python):
+        return None
+    return f"no training environment here ({python} does not exist)"
+
+
+def trainer_args(argv: list[str], entry: str) -> list[str]:
+    """The arguments after the trainer's entry point in a full command (torchrun's own options dropped)."""
+    return argv[argv.index(entry) + 1 :] if entry in argv else []
 
 
 def sibling_tool(python: str, tool: str) -> str | None:

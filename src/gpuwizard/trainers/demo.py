@@ -9,16 +9,19 @@ from pathlib import Path
 from pydantic import Field
 
 from gpuwizard import paths
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
+from gpuwizard.trainercheck import probe_script
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
     current_python,
     device_env,
+    interpreter_missing,
     per_worker_layout,
     torchrun_prefix,
+    trainer_args,
 )
 
 
@@ -140,6 +143,23 @@ class DemoTrainer(Trainer):
             args.append("--ignore-lr-flag")
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
+
+    def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
+        """The demo's own argparse parser, in the interpreter that will train."""
+        if missing := interpreter_missing(ctx.python):
+            return missing
+        plan = ctx.plan
+        return TrainerQuery(
+            argv=[ctx.python, probe_script("check_demo.py"), *trainer_args(spec.argv, "gpuwizard.demo.train")],
+            expected={
+                "per_device_batch": plan.per_device_batch,
+                "grad_accum": ctx.preset.batch.grad_accum,
+                "lr": plan.lr,
+                "steps": plan.trainer_steps,
+                "warmup_steps": plan.warmup_steps or 0,
+            },
+            cwd=ctx.workdir,
+        )
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """checkpoints/last, once its weights are complete (they are written aside, then renamed)."""

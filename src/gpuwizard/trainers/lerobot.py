@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuwizard import paths
+from gpuwizard import envcache
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_lerobot
@@ -26,7 +26,6 @@ from gpuwizard.trainers.base import (
     sibling_tool,
     torchrun_prefix,
 )
-from gpuwizard.yamlio import atomic_write
 
 ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
 MAIN_REFUSED_ENV = (
@@ -91,67 +90,22 @@ class LeRobotInstall:
 
 @functools.lru_cache(maxsize=16)
 def _probe(python: str) -> dict | None:
-    """Ask the training interpreter which lerobot it has, without importing lerobot.
-
-    The answer is remembered on disk until the interpreter or a folder on its sys.path changes
-    (pip install, a branch switch in an editable checkout): starting that interpreter costs more
-    than the rest of `gpuwizard plan`.
-    """
-    exe = os.path.abspath(shutil.which(python) or python)
+    """Ask the training interpreter which lerobot it has, without importing lerobot (remembered in EnvCache)."""
+    exe = envcache.interpreter(python)
     key = f"{exe}|{os.environ.get('PYTHONPATH', '')}"
-    cache = _probe_cache()
-    remembered = cache.get(key)
-    if isinstance(remembered, dict) and remembered.get("stamp") == _stamps([exe, *remembered.get("watch", [])]):
-        return {"version": remembered.get("version"), "parallelism": bool(remembered.get("parallelism"))}
-    try:
-        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False)
-        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
-    if not isinstance(found, dict):
-        return None
-    if _is_binary(exe):  # a wrapper script (pyenv shim, sh) may pick another interpreter next time
-        cache[key] = found | {"stamp": _stamps([exe, *found.get("watch", [])])}
-        _save_probe_cache(cache)
-    return {"version": found.get("version"), "parallelism": bool(found.get("parallelism"))}
-
-
-def _probe_cache_file() -> Path:
-    return paths.data_dir() / "cache" / "lerobot-probe.json"
-
-
-def _probe_cache() -> dict:
-    try:
-        data = json.loads(_probe_cache_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _save_probe_cache(cache: dict) -> None:
-    try:
-        atomic_write(_probe_cache_file(), json.dumps(cache, indent=1))
-    except OSError:
-        pass  # only a cache: the next plan probes again
-
-
-def _stamps(watched: list[str]) -> list[int | None]:
-    """Modification times that change when the environment's packages do."""
-    found: list[int | None] = []
-    for path in watched:
+    cache = envcache.EnvCache("lerobot-probe")
+    remembered = cache.get(key, exe)
+    if remembered is None:
         try:
-            found.append(os.stat(path).st_mtime_ns)
-        except OSError:
-            found.append(None)
-    return found
-
-
-def _is_binary(exe: str) -> bool:
-    try:
-        with open(exe, "rb") as handle:
-            return handle.read(2) != b"#!"
-    except OSError:
-        return False
+            out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=30, check=False)
+            text = out.stdout.strip()
+            remembered = json.loads(text.splitlines()[-1]) if out.returncode == 0 and text else None
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
+        if not isinstance(remembered, dict):
+            return None
+        cache.put(key, exe, remembered, [str(p) for p in remembered.get("watch", [])])
+    return {"version": remembered.get("version"), "parallelism": bool(remembered.get("parallelism"))}
 
 
 def find_install(python: str, api: str) -> LeRobotInstall:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds (or reuses) the real trainer environments the trainer tests need, cached outside the checkout
+# (default $HOME/.cache/gpuwizard-*; GPUWIZARD_ENV_CACHE overrides), and prints `export` lines for them:
+#   GPUWIZARD_LEROBOT_PYTHON       LeRobot 0.6.1 (PyPI), Python 3.12, its training extra, a tiny local dataset
+#   GPUWIZARD_LEROBOT_MAIN_PYTHON  LeRobot main at 7427f31 (shared/vendor wheel)
+#   GPUWIZARD_GROOT_DIR            Isaac-GR00T 626af89 (shared/vendor) with tyro 0.9.17 and transformers 4.57.3
+#   GPUWIZARD_OPENPI_DIR           openpi 15a9616a (shared/vendor) on CPU JAX 0.5.3 and torch 2.13.0
+#   GPUWIZARD_HF_PYTHON            transformers 5.24.0 + accelerate on torch 2.13.0 (CPU), for the HF Trainer
+# The recipes are the ones checked in shared/scripts/*-env.sh (each builds into DIR and returns at once when it
+# is already built). Usage: trainer-envs.sh [lerobot lerobot-main groot openpi hf]  (default: all).
+# A new machine: about 25 minutes in all, mostly downloads; a built cache: seconds.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+shared="${GPUWIZARD_SHARED:-$here/../../shared}"
+cache="${GPUWIZARD_ENV_CACHE:-$HOME/.cache}"
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=(lerobot lerobot-main groot openpi hf)
+log="$cache/gpuwizard-env-logs"
+mkdir -p "$log"
+
+build() {  # name, command...: quiet unless it fails
+  local name=$1; shift
+  local started=$SECONDS
+  if ! "$@" >"$log/$name.log" 2>&1; then
+    echo "trainer-envs: building $name failed; the last lines of $log/$name.log:" >&2
+    tail -20 "$log/$name.log" >&2
+    exit 1
+  fi
+  echo "trainer-envs: $name ready ($((SECONDS - started)) s)" >&2
+}
+
+hf_env() {
+  local dir=$1
+  if ! "$dir/venv/bin/python" -c "import transformers, accelerate, torch" 2>/dev/null; then
+    python3 -m venv "$dir/venv"
+    "$dir/venv/bin/pip" install -q torch==2.13.0 transformers==5.24.0 accelerate==1.15.0 'numpy<2.3'
+  fi
+}
+
+for name in "${wanted[@]}"; do
+  case $name in
+    lerobot)
+      build lerobot bash "$shared/scripts/lerobot-env.sh" "$cache/gpuwizard-lerobot"
+      echo "export GPUWIZARD_LEROBOT_PYTHON=$cache/gpuwizard-lerobot/venv/bin/python" ;;
+    lerobot-main)
+      build lerobot-main bash "$shared/scripts/lerobot-env.sh" --main "$cache/gpuwizard-lerobot-main"
+      echo "export GPUWIZARD_LEROBOT_MAIN_PYTHON=$cache/gpuwizard-lerobot-main/venv/bin/python" ;;
+    groot)
+      build groot bash "$shared/scripts/groot-env.sh" "$cache/gpuwizard-groot"
+      echo "export GPUWIZARD_GROOT_DIR=$cache/gpuwizard-groot" ;;
+    openpi)
+      build openpi bash "$shared/scripts/openpi-env.sh" "$cache/gpuwizard-openpi"
+      echo "export GPUWIZARD_OPENPI_DIR=$cache/gpuwizard-openpi" ;;
+    hf)
+      mkdir -p "$cache/gpuwizard-hf"
+      build hf hf_env "$cache/gpuwizard-hf"
+      echo "export GPUWIZARD_HF_PYTHON=$cache/gpuwizard-hf/venv/bin/python" ;;
+    *)
+      echo "trainer-envs: unknown environment $name (lerobot, lerobot-main, groot, openpi, hf)" >&2
+      exit 2 ;;
+  esac
+done
