@@ -79,7 +79,9 @@ def test_a_value_that_differs_from_the_plan_names_both_values_and_the_field(tmp_
     # linear_lr adds a warmup on 2 GPUs that the 1-GPU plan does not have
     assert [(m.key, m.planned, m.trainer) for m in check.mismatches] == [("lr", 1e-3, 2e-3), ("warmup_steps", 0, 2)]
     paragraph = check.problems()[0].paragraph("demo-check")
-    assert paragraph.startswith("demo-check: optim.lr: gpuwizard.demo.train will use lr 0.002 where the plan says 0.001")
+    assert paragraph.startswith(
+        "demo-check: optim.lr: gpuwizard.demo.train will use lr 0.002 where the plan says 0.001"
+    )
     assert "Fix:" in paragraph
 
 
