@@ -258,9 +258,10 @@ def prepare_run(
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
         if on_slurm:
-            from gpuwizard.slurm import cluster_problems
+            from gpuwizard.slurm import cluster_problems, secret_problems
 
             errors += cluster_problems()  # the nodes' GPUs and cores are SLURM's to check, not this machine's
+            errors += secret_problems(preset.slurm.sbatch_args, sorted(split_secrets(spec.env)[1]), dict(os.environ))
         elif plan.device == "cuda":
             visible = len(inventory.visible())
             if visible < preset.hardware.gpus:
@@ -443,6 +444,10 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
             ),
         )
         publish(stage, run)
+    except UserError:  # the batch script cannot be written for this run folder
+        shutil.rmtree(stage.path, ignore_errors=True)
+        run.path.rmdir()
+        raise
     except OSError as exc:
         shutil.rmtree(stage.path, ignore_errors=True)
         run.path.rmdir()
@@ -455,7 +460,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
         ) from None
 
     if preset.launch.scheduler == "slurm":
-        submit_to_slurm(run)
+        submit_to_slurm(run, secret_env)
     with open(os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
@@ -477,12 +482,12 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
 SBATCH_SCRIPT = "job.sbatch"
 
 
-def submit_to_slurm(run: RunDir) -> None:
-    """sbatch the run's script from here (the submitting host, with the user's environment); a refusal is sbatch's
-    own message in one paragraph, and the run folder goes away with it."""
+def submit_to_slurm(run: RunDir, secrets: dict[str, str]) -> None:
+    """sbatch the run's script from here (the submitting host, with the user's environment and the run's secrets);
+    a refusal is sbatch's own message in one paragraph, and the run folder goes away with it."""
     from gpuwizard.slurm import submit
 
-    job_id, message = submit(str(run.path / SBATCH_SCRIPT))
+    job_id, message = submit(str(run.path / SBATCH_SCRIPT), secrets)
     if job_id is None:
         shutil.rmtree(run.path, ignore_errors=True)
         field = "slurm.partition" if "partition" in message.lower() else "--slurm"
