@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, gw_subprocess, wait_for
 from gpuwizard.runner.rundir import RunDir, list_runs
 from gpuwizard.safetext import safe_line, safe_text
 
@@ -99,9 +103,6 @@ def hostile_job(tmp_path, write_preset):
 
 
 def raw(*args: str, timeout: float = 180):
-    import os
-    import subprocess
-
     return subprocess.run(
         [sys.executable, "-m", "gpuwizard", *args], capture_output=True, timeout=timeout, env=dict(os.environ)
     )
@@ -220,3 +221,93 @@ async def test_the_tui_draws_hostile_runs_without_their_sequences(hostile_folder
         drawn = screen_text(app)
         assert "reached loss" in drawn
         assert_inert(drawn, "the compare view")
+
+
+# -- item 3: the sockets of a single-node run ------------------------------------------------------------------------
+
+LISTENER = re.compile(r"^LISTEN\s+\d+\s+\d+\s+(?P<addr>\S+):(?P<port>\d+)\s+\S+\s+users:\((?P<users>.*)\)$")
+
+
+def listeners() -> list[tuple[str, int, set[int]]]:
+    """Every listening TCP socket on this machine as `ss -ltnp` reports it: (address, port, owning pids)."""
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, timeout=30).stdout
+    found = []
+    for line in out.splitlines():
+        match = LISTENER.match(line.strip())
+        if match:
+            pids = {int(p) for p in re.findall(r"pid=(\d+)", match["users"])}
+            found.append((match["addr"].strip("[]"), int(match["port"]), pids))
+    return found
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def lan_address() -> str | None:
+    """A non-loopback address of this machine, for a host name that resolves to it (as on most servers)."""
+    if shutil.which("ip") is None:
+        return None
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True).stdout
+    found = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    return found[1] if found else None
+
+
+def as_a_lan_host(argv: list[str], tmp_path: Path) -> list[str]:
+    """argv run where this machine's name resolves to its LAN address, as on most servers (here it resolves to
+    127.0.0.1, which would hide the problem): a private /etc/hosts and host name in new mount and UTS namespaces.
+    As it is where that cannot be done (not root, no unshare)."""
+    address = lan_address()
+    if os.geteuid() != 0 or shutil.which("unshare") is None or address is None:
+        return argv
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n{address} gpuwizard-lan-host\n")
+    inner = (
+        f"mount --bind {shlex.quote(str(hosts))} /etc/hosts && hostname gpuwizard-lan-host && exec {shlex.join(argv)}"
+    )
+    return ["unshare", "--mount", "--uts", "sh", "-c", inner]
+
+
+LOOPBACK_DEMO = """\
+version: 1
+name: demo-sockets
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: 2, device: cpu}}
+batch: {{size: 4}}
+optim: {{steps: 3000}}
+mixed_precision: "no"
+output_dir: {root}/out
+trainer_options: {{log_every: 5, step_time_s: 0.05}}
+"""
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_a_single_node_run_keeps_the_ranks_sockets_on_loopback(tmp_path, write_preset):
+    """A real 2-process gloo demo run: every socket its ranks listen on is on 127.0.0.1; what listens elsewhere is
+    only torchrun's own two stores (the rendezvous store and the one it shares with the ranks), which torch 2.13
+    binds on every interface whatever it is given (README, Safety nets)."""
+    preset = write_preset(LOOPBACK_DEMO.format(root=tmp_path), "sockets.yaml")
+    argv = as_a_lan_host([sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"], tmp_path)
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    try:
+        assert wait_for(lambda: list_runs() and (list_runs()[0].run.progress() or None), 180), "the demo is training"
+        agent = list_runs()[0].run.status().job.pid
+
+        def sockets() -> tuple[list, list]:
+            found = listeners()
+            ranks = [(a, p) for a, p, pids in found if any(parent_of(pid) == agent for pid in pids)]
+            return ranks, [(a, p) for a, p, pids in found if agent in pids]
+
+        assert wait_for(lambda: len(sockets()[0]) >= 2, 60), f"each rank listens (gloo): {listeners()}"
+        ranks, stores = sockets()
+        assert {address for address, _ in ranks} == {"127.0.0.1"}, f"the ranks listen on loopback only: {ranks}"
+        assert len(stores) <= 2, f"torchrun itself listens only for its two stores: {stores}"
+    finally:
+        stop = gw_subprocess("stop", timeout=120)
+        job.communicate(timeout=120)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
