@@ -81,6 +81,14 @@ def test_a_line_break_or_control_character_in_any_field_of_the_script_is_one_par
     assert "Fix:" in result.err
 
 
+@pytest.mark.parametrize("given", ["PAYLOAD=ok\ntouch /tmp/INJECTED", "PAYLOAD"])
+def test_an_env_value_with_a_line_break_is_one_paragraph(gw, monkeypatch, given):
+    monkeypatch.setenv("PAYLOAD", "ok\ntouch /tmp/INJECTED")
+    result = gw("run", "demo-cpu", "--headless", "--env", given)
+    assert result.code == 2 and result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    assert "--env = 'PAYLOAD': the value of PAYLOAD holds control characters (U+000A)" in result.err
+
+
 @pytest.mark.parametrize(
     "field, value",
     [
@@ -259,7 +267,7 @@ def test_injection_through_every_field_runs_nothing_on_the_cluster(cluster, tmp_
 def test_a_line_break_in_a_slurm_field_never_reaches_the_cluster(cluster, tmp_path, field):
     marker = tmp_path / "INJECTED"
     preset = echo_job(tmp_path, tmp_path / "work", slurm={field: f"debug\ntouch {marker}"})
-    result = gw_subprocess("run", preset, "--slurm", "--headless", timeout=600)
+    result = gw_subprocess("run", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path)  # sbatch's default out
     assert result.returncode == 2 and f"slurm.{field} = 'debug\\ntouch" in result.stderr, result.stdout + result.stderr
     assert not marker.exists() and list_runs() == [], "nothing was submitted, nothing ran"
 

@@ -22,6 +22,7 @@ from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
 from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, find_run, list_runs, new_run_dir, publish
+from gpuwizard.safetext import control_characters
 from gpuwizard.schema import updated
 from gpuwizard.secrets import REDACTED, redacted, split_secrets
 from gpuwizard.trainers import get_trainer
@@ -75,7 +76,7 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
     env = dict(preset.launch.env)
     for item in assignments:
         name, sep, value = item.partition("=")
-        if not ENV_NAME.fullmatch(name) or "\0" in value:
+        if not ENV_NAME.fullmatch(name):
             raise UserError(
                 problem(
                     "--env",
@@ -95,6 +96,15 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
                     )
                 )
             value = os.environ[name]
+        if control_characters(value):  # like a preset's values: they reach command lines and batch scripts
+            raise UserError(
+                problem(
+                    "--env",
+                    f"the value of {name} holds control characters ({', '.join(control_characters(value))})",
+                    "give a value of one line of text",
+                    value=name,
+                )
+            )
         env[name] = value
     return updated(preset, launch=updated(preset.launch, env=env))
 
