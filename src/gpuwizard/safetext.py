@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import re
 
+C1_AS_ESC = str.maketrans({"\x90": "\x1bP", "\x98": "\x1bX", "\x9b": "\x1b[", "\x9c": "\x1b\\", "\x9d": "\x1b]"})
+C1_AS_ESC |= str.maketrans({"\x9e": "\x1b^", "\x9f": "\x1b_"})
+"""The 8-bit introducers as their ESC forms, so one pattern (starting with ESC: a fast scan) removes both."""
+C1_INTRODUCER = re.compile(r"[\x90\x98\x9b-\x9f]")
 SEQUENCE = re.compile(
-    r"(?:\x1b[P\]X^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # string: DCS OSC SOS PM APC
-    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (unfinished at the end too)
-    r"|\x1b[ -/]*[0-~]?"  # other ESC sequences, and a lone ESC
+    r"\x1b(?:"
+    r"[P\]X^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # a string: DCS, OSC, SOS, PM, APC (unfinished: to the end)
+    r"|\[[0-?]*[ -/]*[@-~]?"  # CSI (unfinished at the end too)
+    r"|[ -/]*[0-~]?"  # other ESC sequences, and a lone ESC
+    r")"
 )
 CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 """Every control character but tab; ESC and the C1 introducers start the sequences above."""
@@ -30,14 +36,16 @@ def _picture(match: re.Match[str]) -> str:
 
 def safe_line(text: str) -> str:
     """One line for a terminal or a widget: sequences removed, controls (newline included) made visible."""
-    if not CONTROL.search(text):
+    if text.isprintable():  # no control character at all (one C-level pass)
         return text
+    if C1_INTRODUCER.search(text):
+        text = text.translate(C1_AS_ESC)
     return CONTROL.sub(_picture, SEQUENCE.sub("", text))
 
 
 def safe_text(text: str) -> str:
     """Like safe_line, but newlines stay (a paragraph, an event with its detail)."""
-    if not CONTROL.search(text):
+    if text.isprintable():
         return text
     return "\n".join(safe_line(part) for part in text.split("\n"))
 
