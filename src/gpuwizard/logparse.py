@@ -6,7 +6,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+from gpuwizard.safetext import safe_line
+
 RANK_PREFIX = re.compile(r"^\[(?:default|rank)\d+\]:")
 NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 BIG_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12, "Q": 10**15}
@@ -36,11 +37,12 @@ class LineInfo:
 
 
 def clean(line: str) -> str:
-    """Strip colour codes and torchrun's rank prefix; keep the last carriage-return segment."""
+    """Strip escape sequences (colour, and any a job prints to reach the terminal: events quote these lines) and
+    torchrun's rank prefix, show other control characters; keep the last carriage-return segment."""
     if "\r" in line:
         parts = [p for p in line.split("\r") if p.strip()]
         line = parts[-1] if parts else ""
-    return RANK_PREFIX.sub("", ANSI.sub("", line)).rstrip()
+    return RANK_PREFIX.sub("", safe_line(line)).rstrip()
 
 
 def to_float(text: str) -> float | None:

@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from gpuwizard import paths, yamlio
 from gpuwizard.errors import UserError, problem
+from gpuwizard.safetext import control_characters
 from gpuwizard.schema import Rules, Strict, as_rules, problems_from, rule_error, to_data
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -222,6 +223,10 @@ class Launch(Strict):
 
 
 SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{2}){0,2}")
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+"""A partition or account name as slurm.conf and sacctmgr write them."""
+SBATCH_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9-]*(=[^\s\"'\\#]+)?")
+"""--name or --name=value on one #SBATCH line: sbatch splits it at spaces, reads quotes and starts a comment at #."""
 
 
 class Slurm(Strict):
@@ -239,19 +244,35 @@ class Slurm(Strict):
 
     @model_validator(mode="after")
     def _options(self) -> Slurm:
+        """Each value becomes a line of the batch script: only the shape sbatch reads, so none can start a line."""
         rules = Rules("slurm")
         if self.time is not None and not SLURM_TIME.fullmatch(self.time):
             rules.add("time", "is not a SLURM time", 'write minutes, "HH:MM:SS" or "D-HH:MM:SS"', self.time)
+        if self.partition is not None and not all(SLURM_NAME.fullmatch(p) for p in self.partition.split(",")):
+            rules.add(
+                "partition",
+                "is not a SLURM partition name (letters, digits, '.', '_' and '-'; several separated by commas)",
+                "write it as `sinfo -s` lists it, e.g. gpu",
+                self.partition,
+            )
+        if self.account is not None and not SLURM_NAME.fullmatch(self.account):
+            rules.add(
+                "account",
+                "is not a SLURM account name (letters, digits, '.', '_' and '-')",
+                "write it as `sacctmgr show associations user=$USER` lists it",
+                self.account,
+            )
         for index, arg in enumerate(self.sbatch_args):
-            if not arg.startswith("--") or "\n" in arg or "\0" in arg:
+            if not SBATCH_OPTION.fullmatch(arg):
                 rules.add(
                     f"sbatch_args.{index}",
-                    "must be one long sbatch option on one line",
+                    "must be one long sbatch option, --name or --name=value, without spaces, quotes, backslashes or "
+                    "'#' (sbatch reads a # as the start of a comment)",
                     'write it like "--qos=high"',
                     arg,
                 )
         for index, line in enumerate(self.setup):
-            if "\n" in line or "\0" in line:
+            if control_characters(line):
                 rules.add(f"setup.{index}", "must be one shell line", "split it into several entries", line)
         rules.raise_any()
         return self
@@ -311,6 +332,24 @@ class Preset(Strict):
     )
     monitor: Monitor = Field(default_factory=Monitor, description="Hang detection.")
 
+    @model_validator(mode="after")
+    def _printable(self) -> Preset:
+        """No value holds a control character: presets are shared, and their values reach command lines, batch
+        scripts and terminals."""
+        rules = Rules("preset")
+        for field, text in text_values(to_data(self)):
+            found = control_characters(text)
+            if found:
+                rules.add(
+                    field,
+                    f"contains control characters ({', '.join(found)}), which no command line or batch script line "
+                    "should carry",
+                    "remove them: a value is one line of text (a tab is allowed)",
+                    text,
+                )
+        rules.raise_any()
+        return self
+
     @field_validator("name")
     @classmethod
     def _name(cls, name: str) -> str:
@@ -368,6 +407,14 @@ class Preset(Strict):
 
     def to_yaml(self) -> str:
         return yamlio.dumps(to_data(self))
+
+
+def text_values(data: Any, field: str = "") -> list[tuple[str, str]]:
+    """Every string in plain preset data, with its dotted field (launch.env.X, trainer_options.script_args.0)."""
+    if isinstance(data, str):
+        return [(field, data)]
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    return [found for key, value in items for found in text_values(value, f"{field}.{key}" if field else str(key))]
 
 
 def parse_preset(data: Any, source: str) -> Preset:

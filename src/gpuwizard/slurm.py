@@ -6,6 +6,7 @@ node, and the head node's address comes from SLURM itself at run time (shared/re
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwizard.contracts import BuildContext, LaunchSpec
-from gpuwizard.errors import Problem, problem
+from gpuwizard.errors import Problem, UserError, problem
+from gpuwizard.safetext import control_characters
 from gpuwizard.secrets import is_secret
 
 DEFAULT_PORT = 29500
@@ -53,6 +55,16 @@ def rendezvous_args(ctx: BuildContext) -> list[str]:
     ]
 
 
+PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:=@%/+-]*")
+
+
+def directive(option: str, value: str) -> str:
+    """One #SBATCH line. sbatch splits it at spaces and reads # as a comment (it never expands $ or backticks):
+    a value beyond plain characters is double-quoted; the preset's values are checked to fit (preset.Slurm)."""
+    shown = value if PLAIN_VALUE.fullmatch(value) else f'"{value}"'
+    return f"#SBATCH {option}={shown}"
+
+
 def _word(arg: str, ours: set[str]) -> str:
     """Our own SLURM-variable arguments are expanded by the batch shell; everything else is quoted."""
     return f'"{arg}"' if arg in ours and "$" in arg else shlex.quote(arg)
@@ -63,10 +75,19 @@ def batch_script(ctx: BuildContext, spec: LaunchSpec, run_dir: Path | None = Non
     torchrun agent per node through srun. With `run_dir` (gpuwizard submits) the output goes into the run folder
     and every node samples its GPUs there."""
     output = str(run_dir / "log.txt") if run_dir is not None else None
+    if output is not None and ('"' in output or control_characters(output)):
+        raise UserError(
+            problem(
+                "GPUWIZARD_DATA_DIR",
+                "the run folder's path holds a quote or a control character, which an #SBATCH line cannot carry",
+                "use a data folder whose path has neither",
+                value=output,
+            )
+        )
     preset, plan = ctx.preset, ctx.plan
     slurm = preset.slurm
     given = {arg.split("=", 1)[0] for arg in slurm.sbatch_args}
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={preset.name}", f"#SBATCH --nodes={preset.hardware.nodes}"]
+    lines = ["#!/bin/bash", directive("--job-name", preset.name), f"#SBATCH --nodes={preset.hardware.nodes}"]
     lines.append("#SBATCH --ntasks-per-node=1")
     if plan.device == "cuda":
         lines.append(f"#SBATCH --gpus-per-node={plan.processes_per_node}")
@@ -75,13 +96,13 @@ def batch_script(ctx: BuildContext, spec: LaunchSpec, run_dir: Path | None = Non
         lines.append(f"#SBATCH --cpus-per-task={plan.processes_per_node * per}")
     for flag, value in (("--time", slurm.time), ("--partition", slurm.partition), ("--account", slurm.account)):
         if value:
-            lines.append(f"#SBATCH {flag}={value}")
+            lines.append(directive(flag, value))
     if output is None:
         lines.append("#SBATCH --output=%x-%j.out")
         lines.append("# (gpuwizard run --slurm writes the output into the run folder instead)")
     else:
-        lines.append(f"#SBATCH --output={output}")
-    lines += [f"#SBATCH {arg}" for arg in slurm.sbatch_args]
+        lines.append(directive("--output", output))
+    lines += [directive(*arg.split("=", 1)) if "=" in arg else f"#SBATCH {arg}" for arg in slurm.sbatch_args]
     lines += ["", "set -e"]
     if slurm.setup:
         lines += ["# setup (from the preset)", *slurm.setup]
@@ -94,7 +115,7 @@ def batch_script(ctx: BuildContext, spec: LaunchSpec, run_dir: Path | None = Non
     if spec.workdir:
         lines.append(f"cd {shlex.quote(spec.workdir)}")
     for name in spec.unset:
-        lines.append(f"unset {name}")
+        lines.append(f"unset {shlex.quote(name)}")
     for name, value in spec.env.items():
         if is_secret(name):
             lines.append(f'export {name}="${{{name}:?set {name} in the environment you submit from}}"')
@@ -150,16 +171,43 @@ def cluster_problems() -> list[Problem]:
     return []
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+def secret_problems(sbatch_args: list[str], secrets: list[str], environ: dict[str, str]) -> list[Problem]:
+    """A secret reaches a SLURM job only in the environment sbatch exports from here (never through the run
+    folder): an --export that leaves the submitting environment behind would lose it, so it is refused."""
+    if not secrets:
+        return []
+    given = [
+        (f"slurm.sbatch_args.{i}", a.split("=", 1)[1]) for i, a in enumerate(sbatch_args) if a.startswith("--export=")
+    ]
+    if "SBATCH_EXPORT" in environ:
+        given.append(("SBATCH_EXPORT", environ["SBATCH_EXPORT"]))  # sbatch's environment variable beats #SBATCH
+    if not given or given[-1][1].split(",")[0].upper() == "ALL":
+        return []
+    field, value = given[-1]
+    names = ", ".join(secrets)
+    return [
+        problem(
+            field,
+            f"--export={value} keeps {names} from the job: gpuwizard hands a secret of launch.env (or --env) to sbatch "
+            "in its environment only, never through the run folder, and the job then needs sbatch to export that "
+            "environment",
+            "use --export=ALL (add your own variables after it: --export=ALL,NAME=VALUE), or leave --export out",
+            value=value,
+        )
+    ]
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str] | None:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def submit(script: str) -> tuple[str | None, str]:
-    """sbatch the script file: (job id, "") or (None, sbatch's own message)."""
-    result = _run(["sbatch", "--parsable", script])
+def submit(script: str, secrets: dict[str, str]) -> tuple[str | None, str]:
+    """sbatch the script file, with the secrets in sbatch's environment (it exports them to the job; the script
+    reads them from there): (job id, "") or (None, sbatch's own message)."""
+    result = _run(["sbatch", "--parsable", script], env={**os.environ, **secrets})
     if result is None:
         return None, "sbatch did not answer"
     if result.returncode != 0:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from gpuwizard.codes import ExitCode
 from gpuwizard.errors import UserError, problem
+from gpuwizard.safetext import safe_text
 
 
 def positive_int(text: str) -> int:
@@ -131,7 +132,30 @@ def build_parser() -> Parser:
     return parser
 
 
+class SafeStream:
+    """stdout or stderr of a command: what it prints passes safe_text, so a job's error line, a log line or a run
+    folder's name reaches the terminal without its escape sequences (the TUI writes to the terminal itself)."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(safe_text(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)  # type: ignore[assignment]
+    try:
+        return run_command_line(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def run_command_line(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return dispatch(args)

@@ -22,6 +22,7 @@ from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
 from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status
 from gpuwizard.runner.rundir import RunDir, baseline_green, find_run, list_runs, new_run_dir, publish
+from gpuwizard.safetext import control_characters
 from gpuwizard.schema import updated
 from gpuwizard.secrets import REDACTED, redacted, split_secrets
 from gpuwizard.trainercheck import TrainerCheck, check_command
@@ -78,7 +79,7 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
     env = dict(preset.launch.env)
     for item in assignments:
         name, sep, value = item.partition("=")
-        if not ENV_NAME.fullmatch(name) or "\0" in value:
+        if not ENV_NAME.fullmatch(name):
             raise UserError(
                 problem(
                     "--env",
@@ -98,6 +99,15 @@ def with_env(preset: Preset, assignments: list[str]) -> Preset:
                     )
                 )
             value = os.environ[name]
+        if control_characters(value):  # like a preset's values: they reach command lines and batch scripts
+            raise UserError(
+                problem(
+                    "--env",
+                    f"the value of {name} holds control characters ({', '.join(control_characters(value))})",
+                    "give a value of one line of text",
+                    value=name,
+                )
+            )
         env[name] = value
     return updated(preset, launch=updated(preset.launch, env=env))
 
@@ -265,9 +275,10 @@ def prepare_run(
             trainer_check = check_command(ctx, spec)
             errors += [p for p in trainer_check.problems() if p.level == "error"]
         if on_slurm:
-            from gpuwizard.slurm import cluster_problems
+            from gpuwizard.slurm import cluster_problems, secret_problems
 
             errors += cluster_problems()  # the nodes' GPUs and cores are SLURM's to check, not this machine's
+            errors += secret_problems(preset.slurm.sbatch_args, sorted(split_secrets(spec.env)[1]), dict(os.environ))
         elif plan.device == "cuda":
             visible = len(inventory.visible())
             if visible < preset.hardware.gpus:
@@ -454,6 +465,10 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
             ),
         )
         publish(stage, run)
+    except UserError:  # the batch script cannot be written for this run folder
+        shutil.rmtree(stage.path, ignore_errors=True)
+        run.path.rmdir()
+        raise
     except OSError as exc:
         shutil.rmtree(stage.path, ignore_errors=True)
         run.path.rmdir()
@@ -466,7 +481,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
         ) from None
 
     if preset.launch.scheduler == "slurm":
-        submit_to_slurm(run)
+        submit_to_slurm(run, secret_env)
     with open(os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
@@ -488,12 +503,12 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
 SBATCH_SCRIPT = "job.sbatch"
 
 
-def submit_to_slurm(run: RunDir) -> None:
-    """sbatch the run's script from here (the submitting host, with the user's environment); a refusal is sbatch's
-    own message in one paragraph, and the run folder goes away with it."""
+def submit_to_slurm(run: RunDir, secrets: dict[str, str]) -> None:
+    """sbatch the run's script from here (the submitting host, with the user's environment and the run's secrets);
+    a refusal is sbatch's own message in one paragraph, and the run folder goes away with it."""
     from gpuwizard.slurm import submit
 
-    job_id, message = submit(str(run.path / SBATCH_SCRIPT))
+    job_id, message = submit(str(run.path / SBATCH_SCRIPT), secrets)
     if job_id is None:
         shutil.rmtree(run.path, ignore_errors=True)
         field = "slurm.partition" if "partition" in message.lower() else "--slurm"

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
+from gpuwizard.safetext import safe_line
+
 BLOCK_BYTES = 1 << 20
 READ_BYTES = 8 << 20
 CACHED_BLOCKS = 8
 NEWLINE = 10
-CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def newline_counter(data: bytearray, length: int) -> Callable[[int, int], int]:
@@ -38,13 +38,11 @@ def newline_counter(data: bytearray, length: int) -> Callable[[int, int], int]:
 
 
 def display_line(raw: bytes) -> str:
-    """One stored line as shown: the last carriage-return state (tqdm redraws), no escape sequences, tabs expanded."""
+    """One stored line as shown: the last carriage-return state (tqdm redraws), tabs expanded, no escape
+    sequences and other controls made visible (safetext)."""
     if b"\r" in raw:
         raw = raw.rstrip(b"\r").rsplit(b"\r", 1)[-1]
-    text = raw.decode("utf-8", errors="replace")
-    if "\x1b" in text or "\t" in text or any(c < " " for c in text):
-        text = CONTROL.sub("", text.expandtabs(8))
-    return text
+    return safe_line(raw.decode("utf-8", errors="replace").expandtabs(8))
 
 
 class LogIndex:

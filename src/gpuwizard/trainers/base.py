@@ -187,13 +187,23 @@ def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str
 
 
 def device_env(ctx: BuildContext) -> dict[str, str]:
-    """CUDA_VISIBLE_DEVICES for the chosen devices, hidden entirely on CPU runs."""
+    """CUDA_VISIBLE_DEVICES for the chosen devices, hidden entirely on CPU runs; on one node the ranks' own sockets
+    on loopback."""
     env = {"PYTHONUNBUFFERED": "1"}
     if ctx.plan.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     elif ctx.preset.hardware.devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in ctx.preset.hardware.devices)
+    if ctx.preset.hardware.nodes == 1:
+        env |= loopback_env(ctx.plan.device)
     return env
+
+
+def loopback_env(device: str) -> dict[str, str]:
+    """One node: gloo's and NCCL's sockets on the loopback interface. Without them gloo listens on the address the
+    host name resolves to (usually the LAN's) and NCCL on the first non-loopback interface, reachable from the
+    network; torchrun's own stores bind every interface whatever they are given (README, Safety nets)."""
+    return {"GLOO_SOCKET_IFNAME": "lo"} | ({"NCCL_SOCKET_IFNAME": "lo"} if device == "cuda" else {})
 
 
 def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:

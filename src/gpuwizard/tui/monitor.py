@@ -21,6 +21,7 @@ from gpuwizard.runner.follow import RunFollower, RunUpdate, progress_parts, requ
 from gpuwizard.runner.logindex import LogIndex
 from gpuwizard.runner.records import Event, Progress, Status
 from gpuwizard.runner.rundir import RunDir
+from gpuwizard.safetext import safe_line, safe_text
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.messages import RunPolled, RunStarted, SearchDone
 from gpuwizard.tui.plots import MetricsPlot
@@ -45,7 +46,7 @@ class TelemetryRow(Horizontal):
         super().__init__(classes="telemetry-row")
         self.key = key
         self.history: deque[float] = deque(maxlen=HISTORY)
-        self.title_label = Label(title, classes="telemetry-title")
+        self.title_label = Label(Content(safe_line(title)), classes="telemetry-title")  # a node's name, as written
         self.spark = Sparkline([], summary_function=max, classes="telemetry-spark")
         self.value = Label("", classes="telemetry-value")
 
@@ -157,7 +158,7 @@ class MonitorScreen(Screen[None]):
             self.show_banner()
             for event in update.events:
                 self.notify(
-                    event.title,
+                    safe_line(event.title),
                     severity="error" if event.severity == "error" else "information",
                     timeout=6,
                     markup=False,
@@ -227,20 +228,22 @@ class MonitorScreen(Screen[None]):
         if s is None:
             text = self.problem or "reading the run folder..."
             self.query_one("#run-title", Static).update(
-                Content.assemble((" ? ", "reverse bold $warning"), f" {self.run.run_id} · {text}")
+                Content.assemble((" ? ", "reverse bold $warning"), safe_line(f" {self.run.run_id} · {text}"))
             )
             return
         style = STATE_STYLES.get(s.state, "bold $accent")
         self.query_one("#run-title", Static).update(
             Content.assemble(
-                (f" {s.state} ", f"reverse {style}"),
-                f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
-                + (" · smoke" if s.smoke else "")
-                + (
-                    f" · SLURM {s.slurm_job_id} {(s.slurm_state or '').lower()}"
-                    + (f" ({s.slurm_reason})" if s.slurm_reason else "")
-                    if s.slurm_job_id
-                    else ""
+                (safe_line(f" {s.state} "), f"reverse {style}"),
+                safe_line(
+                    f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
+                    + (" · smoke" if s.smoke else "")
+                    + (
+                        f" · SLURM {s.slurm_job_id} {(s.slurm_state or '').lower()}"
+                        + (f" ({s.slurm_reason})" if s.slurm_reason else "")
+                        if s.slurm_job_id
+                        else ""
+                    )
                 ),
             )
         )
@@ -264,13 +267,16 @@ class MonitorScreen(Screen[None]):
         if important:
             event = important[-1]
             parts: list[Any] = [
-                (f" {event.title} ", "bold reverse $error" if event.severity == "error" else "bold reverse $warning"),
+                (
+                    safe_line(f" {event.title} "),
+                    "bold reverse $error" if event.severity == "error" else "bold reverse $warning",
+                ),
                 "\n",
             ]
             if event.detail:
-                parts.append(event.detail[:400] + "\n")
+                parts.append(safe_text(event.detail[:400]) + "\n")
             if event.suggestion:
-                parts.append(("next: " + event.suggestion[:400] + "\n", "bold"))
+                parts.append(("next: " + safe_text(event.suggestion[:400]) + "\n", "bold"))
             parts.append(
                 (
                     "keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump of every rank",
@@ -280,15 +286,13 @@ class MonitorScreen(Screen[None]):
             text = Content.assemble(*parts)
             banner.set_class(event.severity == "error", "-error")
         elif self.status is None and self.problem:
-            text = Content.styled(f"This run folder cannot be read: {self.problem}", "bold")
+            text = Content.styled(safe_line(f"This run folder cannot be read: {self.problem}"), "bold")
             banner.set_class(True, "-error")
         elif self.status is not None and self.status.final:
             why = f": {self.status.error}" if self.status.error else ""
             resume = "" if self.status.state == "finished" else " Press r to resume from its last checkpoint."
-            text = Content.styled(
-                f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}.{resume}",
-                "bold",
-            )
+            ended = f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}."
+            text = Content.styled(safe_line(ended) + resume, "bold")
         else:
             return
         banner.update(text)
@@ -347,7 +351,7 @@ class MonitorScreen(Screen[None]):
     @on(RunStarted)
     def _run_started(self, message: RunStarted) -> None:
         if message.error:
-            self.notify(message.error, severity="error", timeout=10, markup=False)
+            self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
             self.app.open_monitor(RunDir(message.run_path), replace=True)
 

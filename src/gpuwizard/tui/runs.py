@@ -6,14 +6,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from gpuwizard.runner.follow import clock
+from gpuwizard.safetext import safe_line, safe_text
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
 
@@ -67,7 +70,7 @@ class RunsScreen(Screen[None]):
         table = self.query_one("#runs-table", DataTable)
         table.clear()
         for row in self.rows:
-            table.add_row(*self.cells(row), key=row["run_id"])
+            table.add_row(*(Text(safe_line(cell)) for cell in self.cells(row)), key=row["run_id"])  # no markup
         hint = "no runs yet: ctrl+r in the wizard starts one" if not self.rows else f"{len(self.rows)} runs"
         self.query_one("#runs-hint", Static).update(hint)
 
@@ -140,7 +143,7 @@ class RunsScreen(Screen[None]):
         if row["smoke"]:
             self.notify("A smoke run cannot be resumed.", severity="warning")
             return
-        self.notify(f"Resuming {row['run_id']} from its last checkpoint...")
+        self.notify(safe_line(f"Resuming {row['run_id']} from its last checkpoint..."), markup=False)
         self.resume(RunDir(Path(row["path"])))
 
     @work(thread=True, exclusive=True, group="resume", exit_on_error=False)
@@ -160,7 +163,7 @@ class RunsScreen(Screen[None]):
         from gpuwizard.runner.rundir import RunDir
 
         if message.error:
-            self.notify(message.error, severity="error", timeout=10, markup=False)
+            self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
             self.app.open_monitor(RunDir(message.run_path))
 
@@ -204,7 +207,7 @@ class CompareScreen(Screen[None]):
 
     @on(CompareReady)
     async def _ready(self, message: CompareReady) -> None:
-        self.query_one("#compare-text", Static).update(message.text)
+        self.query_one("#compare-text", Static).update(Content(safe_text(message.text)))  # run ids: no markup
         self.result = message.result
         if self.result is None:
             return
@@ -220,7 +223,9 @@ class CompareScreen(Screen[None]):
         for run in self.result.runs:
             points = [(p.wall_s / 60 if self.by_time else p.samples, p.loss) for p in run.curve]
             if len(points) >= 2:
-                self.plot.plot([x for x, _ in points], [y for _, y in points], label=f"{run.gpus}: {run.run_id[-20:]}")
+                self.plot.plot(
+                    [x for x, _ in points], [y for _, y in points], label=safe_line(f"{run.gpus}: {run.run_id[-20:]}")
+                )
         self.plot.set_xlabel("minutes" if self.by_time else "samples seen")
         self.plot.show_legend()
 
