@@ -127,3 +127,29 @@ def test_bad_probe_flags_get_one_paragraph_each(gw, tmp_path):
         result = gw("probe", path, *flags)
         assert result.code == 2 and result.err.count("\n") == 1, result.err
         assert field in result.err and "Fix:" in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.slurm
+def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
+    from test_slurm import cluster_answers
+
+    if not cluster_answers():
+        reason = "no SLURM cluster answers: start one with scripts/slurm-local.sh and export its SLURM_CONF"
+        if os.environ.get("GPUWIZARD_REQUIRE_SLURM"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from gpuwizard.demo.dataset import ensure_dataset
+
+    ensure_dataset(tmp_path / "dataset", 4)  # the nodes share this disk: written once, up front
+    path = preset(tmp_path, name="probe-slurm")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuwizard", "probe", str(path), "--slurm", "--gpus", "1", "--batch", "4,8", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    probe = json.loads(done.stdout)
+    assert [(r["per_device_batch"], r["outcome"]) for r in probe["rows"]] == [(4, "measured"), (8, "measured")]
+    runs = [e.status for e in list_runs("probe-slurm")]
+    assert len(runs) == 2 and all(s.slurm_job_id and s.probe == probe["probe_id"] for s in runs)
