@@ -47,6 +47,23 @@ class ProbeRequest:
     steps: int | None = None
 
 
+def default_gpus(preset: Preset) -> list[int]:
+    """1 and the preset's own count (2 when it has one): does the next GPU pay?"""
+    return sorted({1, max(2, preset.hardware.gpus)})
+
+
+def default_batches(preset: Preset) -> list[int]:
+    """The plan's per-device batch and twice it."""
+    from gpuwizard.plan import make_plan
+
+    per_device = make_plan(preset)[0].per_device_batch or 1
+    return [per_device, per_device * 2]
+
+
+def default_request(preset: Preset) -> ProbeRequest:
+    return ProbeRequest(preset, default_gpus(preset), default_batches(preset))
+
+
 def parse_budget(text: str) -> float:
     """`10m`, `90s`, `1h`, `1h30m` or plain seconds."""
     match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)

@@ -11,20 +11,17 @@ from gpuwizard.errors import UserError, problem
 
 
 def probe_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from gpuwizard.plan import make_plan
     from gpuwizard.preset import load_preset
-    from gpuwizard.probe_run import ProbeRequest, parse_budget, parse_counts
+    from gpuwizard.probe_run import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
 
     preset = load_preset(args.preset)
     if not 0 <= args.headroom < 1:
         raise UserError(
             problem("--headroom", "must be at least 0 and below 1", "e.g. 0.1 keeps 10% free", value=args.headroom)
         )
-    gpus = parse_counts(args.gpus, "--gpus") if args.gpus else sorted({1, max(2, preset.hardware.gpus)})
+    gpus = parse_counts(args.gpus, "--gpus") if args.gpus else default_gpus(preset)
     if args.batch in (None, ""):
-        plan = make_plan(preset)[0]
-        per_device = plan.per_device_batch or 1
-        batches: list[int] | None = [per_device, per_device * 2]
+        batches: list[int] | None = default_batches(preset)
     elif args.batch == "auto":
         batches = None
     else:
