@@ -47,11 +47,11 @@ def test_interpolation_between_logged_points():
             620,
             1.0,
             "2 GPUs (b) reached loss 0.05 in 0.62x the time of 1 (a) for 1.24x the GPU-hours: pays for "
-            "wall-clock, costs more compute.",
+            "wall-clock, costs 24% more compute.",
         ),
         (450, 1.0, "in 0.45x the time of 1 (a) for 0.90x the GPU-hours: pays: sooner, for about the same compute"),
         (1000, 1.0, "in 1.00x the time of 1 (a) for 2.00x the GPU-hours: does not pay: no sooner, and costs more"),
-        (1300, 1.0, "does not pay: slower to the same loss."),
+        (1300, 1.0, "does not pay: slower."),
         (620, 1.3, "Per sample it learned less (loss 1.30x at equal samples)"),
     ],
 )

@@ -171,6 +171,17 @@ def preset_gpu_hour(run: RunDir) -> float | None:
         return None
 
 
+def judgement(time_ratio: float, hours_ratio: float) -> str:
+    """Whether more GPUs pay, from the wall time and the GPU-hours they take against fewer (1.0: the same)."""
+    if time_ratio < 1 - SAME and hours_ratio > 1 + SAME:
+        return f"pays for wall-clock, costs {hours_ratio - 1:.0%} more compute"
+    if time_ratio < 1 - SAME:
+        return "pays: sooner, for about the same compute or less"
+    if time_ratio <= 1 + SAME:
+        return "does not pay: no sooner" + (", and costs more compute" if hours_ratio > 1 + SAME else "")
+    return "does not pay: slower"
+
+
 def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
     """One paragraph: did `other` (more GPUs) pay against `base`, in wall-clock and in compute?"""
     who = (
@@ -195,14 +206,6 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
     head = (
         f"{who} reached loss {target:.4g} in {time_ratio:.2f}x the time of {than} for {hours_ratio:.2f}x the GPU-hours"
     )
-    if time_ratio < 1 - SAME and hours_ratio > 1 + SAME:
-        judgement = "pays for wall-clock, costs more compute"
-    elif time_ratio < 1 - SAME:
-        judgement = "pays: sooner, for about the same compute or less"
-    elif time_ratio <= 1 + SAME:
-        judgement = "does not pay: no sooner" + (", and costs more compute" if hours_ratio > 1 + SAME else "")
-    else:
-        judgement = "does not pay: slower to the same loss"
     per_sample = ""
     if other.loss_at_equal_samples is not None and base.loss_at_equal_samples:
         ratio = other.loss_at_equal_samples / base.loss_at_equal_samples
@@ -213,7 +216,7 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
             )
         elif ratio < 1 - SAME:
             per_sample = f" Per sample it learned more (loss {ratio:.2f}x at equal samples)."
-    return f"{head}: {judgement}.{per_sample}"
+    return f"{head}: {judgement(time_ratio, hours_ratio)}.{per_sample}"
 
 
 def compare_text(c: Comparison) -> str:

@@ -31,11 +31,14 @@ class Estimate:
 
 @dataclass
 class Measured:
-    """A finished run of this preset: its world size and mean throughput."""
+    """A throughput measured on this machine: a probe's configuration or a finished run of this preset."""
 
     run_id: str
     gpus: int
     samples_per_s: float
+    source: str = ""
+    """How the estimate names it (default: the run)."""
+    basis: str = "measured"
 
 
 def efficiency(gpus: int) -> float:
@@ -56,8 +59,11 @@ def estimate_rows(
     published: Any,
     gpu_hour: float | None,
 ) -> list[Estimate]:
-    """One estimate per (GPU count, steps, batch per GPU) row; samples are steps x batch per GPU x GPUs."""
-    by_gpus = {m.gpus: m for m in measured}
+    """One estimate per (GPU count, steps, batch per GPU) row; samples are steps x batch per GPU x GPUs. The first
+    figure per GPU count in `measured` wins (probes come before finished runs)."""
+    by_gpus: dict[int, Measured] = {}
+    for m in measured:
+        by_gpus.setdefault(m.gpus, m)
     anchor = min(measured, key=lambda m: (m.gpus, m.run_id)) if measured else None
     out = []
     for gpus, steps, per_device in rows:
@@ -67,12 +73,13 @@ def estimate_rows(
         wall_h = None
         if gpus in by_gpus:
             m = by_gpus[gpus]
-            rate, source, basis = m.samples_per_s, f"measured: run {m.run_id}", "measured"
+            rate, source, basis = m.samples_per_s, m.source or f"measured: run {m.run_id}", m.basis
         elif anchor is not None:
             basis = "assumed"
             per_gpu = anchor.samples_per_s / (anchor.gpus * efficiency(anchor.gpus))
             rate = per_gpu * gpus * efficiency(gpus)
-            source = f"run {anchor.run_id} on {anchor.gpus}, {ASSUMED_EFFICIENCY:.0%} scaling efficiency assumed"
+            named = f"probe {anchor.run_id}" if anchor.basis == "probed" else f"run {anchor.run_id}"
+            source = f"{named} on {anchor.gpus}, {ASSUMED_EFFICIENCY:.0%} scaling efficiency assumed"
         elif published is not None and published.steps and published.batch and steps and per_device:
             basis = "published" if gpus == 1 else "assumed"
             wall_h = published_hours(published, steps, per_device, gpus)
@@ -87,11 +94,18 @@ def estimate_rows(
     return out
 
 
-def measured_runs(preset_name: str) -> list[Measured]:
-    """The newest finished, full (not smoke) run of this preset per world size, with its samples/s."""
+def measured_runs(preset_name: str, per_device_batch: int | None = None) -> list[Measured]:
+    """What this machine measured for the preset, best first: its newest probe (at the batch nearest the plan's),
+    then the newest finished, full (not smoke) run per world size."""
+    from gpuwizard.probe import newest_probe, probed_rates
     from gpuwizard.runner.rundir import scaling_report
 
-    return [Measured(r["run_id"], r["world_size"], r["samples_per_s"]) for r in scaling_report(preset_name)]
+    probe = newest_probe(preset_name)
+    probed = [
+        Measured(probe.probe_id, gpus, rate, source, "probed")
+        for gpus, rate, source in (probed_rates(probe, per_device_batch) if probe else [])
+    ]
+    return probed + [Measured(r["run_id"], r["world_size"], r["samples_per_s"]) for r in scaling_report(preset_name)]
 
 
 def fmt_hours(hours: float | None) -> str:

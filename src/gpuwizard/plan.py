@@ -250,7 +250,11 @@ def plan_estimates(
         k = effective / reference_effective if reference_effective else 1.0
         _, steps, _, _, _ = scale(preset.scaling.rule, k, base_lr, preset.optim.steps, lambda _: None, None)
         rows.append((row["gpus"], steps, effective // row["gpus"]))  # samples per GPU per update
-    estimates = estimate_rows(rows, measured_runs(preset.name), policy.single_gpu_hours, preset.costs.gpu_hour)
+    per_update = next((r[2] for r in rows if r[0] == preset.world_size and r[2]), None)
+    per_device = per_update // preset.batch.grad_accum if per_update else None
+    estimates = estimate_rows(
+        rows, measured_runs(preset.name, per_device), policy.single_gpu_hours, preset.costs.gpu_hour
+    )
     return [e.to_json() for e in estimates]
 
 

@@ -69,6 +69,27 @@ def build_parser() -> Parser:
     check.add_argument("--json", action="store_true", help="the trainer's values, the plan's and every difference")
     check.add_argument("--fresh", action="store_true", help="ask the trainer again instead of the remembered answer")
 
+    probe = sub.add_parser(
+        "probe", help="short real runs per GPU count and batch: does a second GPU pay, what batch fits?"
+    )
+    probe.add_argument("preset", metavar="PRESET")
+    probe.add_argument(
+        "--gpus", metavar="N,N", help="GPU (process) counts to measure, e.g. 1,2,4 (default: 1 and the preset's)"
+    )
+    probe.add_argument(
+        "--batch",
+        metavar="auto|N,N",
+        help="per-device batches to measure; auto doubles until out of memory, then bisects (default: the plan's "
+        "and twice it)",
+    )
+    probe.add_argument("--budget", metavar="TIME", help="stop starting configurations after this long, e.g. 10m")
+    probe.add_argument(
+        "--headroom", type=float, default=0.1, metavar="SHARE", help="device memory kept free (default 0.1)"
+    )
+    probe.add_argument("--steps", type=positive_int, metavar="N", help="updates per configuration (default: trainer's)")
+    probe.add_argument("--slurm", action="store_true", help="submit each configuration to SLURM and follow it")
+    probe.add_argument("--json", action="store_true", help="print probe.json instead of the table")
+
     run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
     run.add_argument("preset", metavar="PRESET")
     run.add_argument("--gpus", type=positive_int, metavar="N")
@@ -178,6 +199,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "plan": cmd_plan,
         "preview": cmd_preview,
         "check": cmd_check,
+        "probe": cmd_probe,
         "run": cmd_run,
         "attach": cmd_attach,
         "runs": cmd_runs,
@@ -272,6 +294,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             sys.stderr.write(p.paragraph(preset.name) + "\n")
         return ExitCode.INVALID
     return ExitCode.OK
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from gpuwizard.cli.probe import probe_command
+
+    return probe_command(args)
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:

@@ -240,6 +240,7 @@ def runs_command(args: argparse.Namespace) -> int:
         print(
             f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} "
             f"{minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
+            + (" (probe)" if r.get("probe") else "")
             + (f"  <- resumes {r['resumed_from']}" if r["resumed_from"] else "")
         )
     for preset in sorted({r["preset"] for r in rows if r["state"] != "corrupt"}):

@@ -20,6 +20,8 @@ from gpuwizard.demo.dataset import CAMERA, ensure_dataset, load_arrays
 from gpuwizard.demo.model import CHUNK, DemoPolicy
 
 DEFAULT_LR = 1e-3
+ACTIVATION_MB_PER_SAMPLE = 2.0
+"""Memory the demo holds per sample of its per-process batch, so peak memory grows with the batch like a model's."""
 
 
 def parse_rank_step(text: str) -> tuple[int, int]:
@@ -54,6 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--inject-crash", type=parse_rank_step, default=None, metavar="RANK:STEP")
     parser.add_argument(
         "--inject-nan", type=int, default=None, metavar="STEP", help="from this step on the loss is NaN"
+    )
+    parser.add_argument(
+        "--device-memory-mb",
+        type=float,
+        default=None,
+        help="the device holds this much: a batch needing more fails with the allocator's own out-of-memory error",
     )
     parser.add_argument(
         "--ignore-lr-flag",
@@ -187,6 +195,16 @@ def resume_state(
     return int(state["step"])
 
 
+def hold_activations(batch_size: int, device_memory_mb: float | None, device: torch.device) -> torch.Tensor:
+    """Memory for the batch's activations (ACTIVATION_MB_PER_SAMPLE each), touched so it is resident. Past a
+    `device_memory_mb` device the request is one such a device cannot grant, so the allocator itself raises its
+    out-of-memory error (DefaultCPUAllocator's on CPU, torch.OutOfMemoryError on CUDA), as a too-large batch does."""
+    need = int(batch_size * ACTIVATION_MB_PER_SAMPLE * 2**20)
+    if device_memory_mb is not None and need > device_memory_mb * 2**20:
+        need = 1 << 50  # a petabyte: refused by any allocator
+    return torch.ones(need, dtype=torch.uint8, device=device)
+
+
 @record
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
@@ -239,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({'DDP ' + dist.get_backend() if distributed else 'single process'})"
         )
         log(f"Effective batch size: {args.batch_size} x {world} workers x {args.grad_accum} grad accum = {effective}")
+    activations = hold_activations(args.batch_size, args.device_memory_mb, device)
     bar = ProgressBar(args.steps, initial=start) if rank == 0 else None
 
     window_start, window_steps, loss_sum = time.monotonic(), 0, torch.zeros(1, device=device)
@@ -290,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 save_checkpoint(model, optimizer, scheduler, step, out, args.checkpoint_time)
             if distributed:
                 dist.barrier()
+    del activations
     if bar:
         bar.close()
     if rank == 0:

@@ -51,6 +51,8 @@ class PreparedRun:
     """The NVIDIA driver and CUDA versions seen here."""
     trainer_check: TrainerCheck | None = None
     """The installed trainer's own reading of the command (None: skipped with --no-check)."""
+    probe: str | None = None
+    """The `gpuwizard probe` this run measures one configuration for."""
 
 
 def smoke_variant(preset: Preset) -> Preset:
@@ -452,6 +454,7 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
                 nodes=plan.nodes,
                 device=plan.device,
                 smoke=prepared.smoke,
+                probe=prepared.probe,
                 steps=plan.trainer_steps,
                 resumed_from=prepared.resumed_from,
                 created=time.time(),

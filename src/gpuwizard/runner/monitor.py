@@ -80,6 +80,12 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "GPU out of memory",
         "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP.",
     ),
+    (
+        "out_of_memory",
+        re.compile(r"DefaultCPUAllocator: can't allocate memory"),
+        "out of memory (CPU allocator)",
+        "Lower batch.size and raise batch.grad_accum to keep the effective batch, or run fewer processes.",
+    ),
 ]
 
 

@@ -84,7 +84,7 @@ class JobProcesses:
         return {p.pid for p in self.alive()}
 
     def sample_ranks(self) -> list[RankState]:
-        """CPU use of each rank since the previous sample (percent of one core)."""
+        """CPU use of each rank since the previous sample (percent of one core), and its resident memory."""
         now = time.monotonic()
         samples = []
         for pid, (rank, local_rank) in sorted(self.ranks.items(), key=lambda kv: kv[1]):
@@ -93,6 +93,7 @@ class JobProcesses:
                 times = proc.cpu_times()
                 used = times.user + times.system
                 status = proc.status()
+                rss_mb = round(proc.memory_info().rss / 2**20, 1)
             except psutil.Error:
                 samples.append(
                     RankState(
@@ -119,6 +120,7 @@ class JobProcesses:
                     local_rank=local_rank,
                     pid=pid,
                     cpu=cpu,
+                    rss_mb=rss_mb,
                     status=status,
                     alive=status != psutil.STATUS_ZOMBIE,
                     ref=self.refs.get(pid),

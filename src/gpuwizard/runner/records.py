@@ -172,6 +172,8 @@ class Status(Record):
     nodes: int = 1
     device: Literal["cpu", "cuda"]
     smoke: bool = False
+    probe: str | None = None
+    """Set for a short measurement run of `gpuwizard probe`: the probe's id."""
     steps: int
     """In the trainer's own steps, the unit its log counts (plan.trainer_steps)."""
     resumed_from: str | None = None
@@ -292,6 +294,8 @@ class RankState(Record):
     local_rank: int
     pid: int
     cpu: float | None
+    rss_mb: float | None = None
+    """Resident memory: a CPU run's memory per device."""
     status: str
     alive: bool = True
     ref: ProcessRef | None = None

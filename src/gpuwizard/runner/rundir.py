@@ -266,6 +266,7 @@ def history_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
         "slurm_job_id": s.slurm_job_id,
         "device": s.device,
         "smoke": s.smoke,
+        "probe": s.probe,
         "step": progress.step if progress else None,
         "steps": s.steps,
         "duration_s": round(s.elapsed_s(now), 1),
@@ -298,7 +299,7 @@ def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> l
     latest: dict[int, tuple[float, str]] = {}
     for entry in reversed(entries if entries is not None else list_runs(preset_name)):
         s = entry.status
-        if s is None or s.preset != preset_name or s.state != RunState.FINISHED or s.smoke:
+        if s is None or s.preset != preset_name or s.state != RunState.FINISHED or s.smoke or s.probe:
             continue
         progress = entry.run.progress()
         rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)

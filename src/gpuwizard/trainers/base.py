@@ -40,6 +40,8 @@ class Trainer:
     writes_dataset: ClassVar[bool] = False
     progress_markers: ClassVar[tuple[str, ...]] = ("%|",)
     """Substrings every line `parse_line` understands contains: the monitor parses only those lines."""
+    probe_steps: ClassVar[int] = 40
+    """Optimizer updates in one `gpuwizard probe` configuration: the first quarter warms up, the rest is measured."""
 
     def world_size(self, preset: Preset) -> int:
         """Data-parallel devices the batch is spread over."""
@@ -88,6 +90,13 @@ class Trainer:
         """How to ask the installed trainer's own parser about `spec` (trainercheck); a str says why it cannot be
         asked here, e.g. "no training environment here"."""
         return f"the {self.name} trainer has no parser check yet"
+
+    def probe_variant(self, preset: Preset, steps: int) -> Preset:
+        """The preset as a short, quiet measurement run of `steps` updates: checkpoints, eval, uploads and trackers
+        off where the trainer has them (the probe sets the batch, the scratch output_dir and the GPU count)."""
+        from gpuwizard.preset import with_field
+
+        return with_field(preset, "optim.steps", steps)
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """The checkpoint a resumed run continues from (None: nothing to resume)."""

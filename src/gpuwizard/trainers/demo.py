@@ -46,6 +46,12 @@ class DemoOptions(TrainerOptions):
     save_every: int | None = Field(None, gt=0, description="Steps between checkpoints; null: only at the end.")
     episodes: int = Field(20, gt=0, le=100_000, description="Episodes in the synthetic dataset.")
     ignore_lr_flag: bool = Field(False, description="Train at a fixed lr whatever --lr says (to test the lr check).")
+    device_memory_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Pretend each device holds this many MB (the demo needs 2 MB per sample of its batch): a larger "
+        "batch fails with the allocator's own out-of-memory error, to try the probe's batch search.",
+    )
 
 
 DEMO_LINE = re.compile(
@@ -69,6 +75,8 @@ class DemoTrainer(Trainer):
     )
     Options = DemoOptions
     writes_dataset = True
+    probe_steps = 3000
+    """Its steps take milliseconds: the probe stops a configuration once it has measured enough (probe.ENOUGH_S)."""
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return per_worker_layout(size, grad_accum, world)
@@ -141,6 +149,8 @@ class DemoTrainer(Trainer):
             args.append(f"--inject-crash={opts.inject_crash.rank}:{opts.inject_crash.step}")
         if opts.ignore_lr_flag:
             args.append("--ignore-lr-flag")
+        if opts.device_memory_mb:
+            args.append(f"--device-memory-mb={opts.device_memory_mb:g}")
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
 
@@ -160,6 +170,13 @@ class DemoTrainer(Trainer):
             },
             cwd=ctx.workdir,
         )
+
+    def probe_variant(self, preset, steps):  # type: ignore[no-untyped-def]
+        """Thirty log lines, so the measured window holds many of the trainer's own samples/s; no periodic saves."""
+        from gpuwizard.preset import with_field
+
+        quiet = with_field(preset, "trainer_options.save_every", None)
+        return with_field(super().probe_variant(quiet, steps), "trainer_options.log_every", max(1, steps // 30))
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """checkpoints/last, once its weights are complete (they are written aside, then renamed)."""

@@ -1,0 +1,42 @@
+"""The probe's honesty and cost: the samples/s it predicts for a configuration against a full run of that
+configuration (goal: within 15%), and the default probe of 2 process counts x 2 batches (goal: under 3 min)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from common import isolated_env, record
+from jobs import gw, write_preset
+
+
+def run(quick: bool = False) -> None:
+    print("9. Probe")
+    env = isolated_env()
+    steps = 4000 if quick else 12000
+    name = write_preset(env, "probe-bench", gpus=2, steps=steps, batch=8)
+    start = time.perf_counter()
+    result = gw(env, "probe", name, "--json")
+    cost = time.perf_counter() - start
+    assert result.returncode == 0, result.stdout + result.stderr
+    probe = json.loads(result.stdout)
+    record("probe", "default probe (2 process counts x 2 batches) of the demo", cost, "s", None, "< 180 s", cost < 180)
+    for row in probe["rows"]:
+        if row["outcome"] != "measured" or row["per_device_batch"] != 8:
+            continue
+        full = gw(env, "run", name, "--headless", "--gpus", str(row["gpus"]))
+        assert full.returncode == 0, full.stdout + full.stderr
+        runs = sorted((Path(env["GPUWIZARD_DATA_DIR"]) / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        progress = json.loads((runs[-1] / "progress.json").read_text())
+        actual = progress["samples_per_s_mean"] or progress["samples_per_s"]
+        ratio = row["samples_per_s"] / actual
+        record(
+            "probe",
+            f"predicted samples/s, {row['gpus']} process(es) x batch 8 (ref: a {steps}-step run)",
+            row["samples_per_s"],
+            "samples/s",
+            actual,
+            "ratio 0.85-1.15",
+            0.85 <= ratio <= 1.15,
+        )

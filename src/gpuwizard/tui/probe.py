@@ -1,0 +1,143 @@
+"""The probe screen: `gpuwizard probe` from the wizard's Scaling step, a live table and progress, cancellable."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, ProgressBar, Static
+
+from gpuwizard.tui.widgets import KeyBar
+
+if TYPE_CHECKING:
+    from gpuwizard.preset import Preset
+    from gpuwizard.probe import ProbeResult
+    from gpuwizard.probe_run import Probe
+
+COLUMNS = ("GPUs", "batch", "smp/s", "speed", "eff", "mem/dev", "fits")
+
+
+class ProbeProgress(Message):
+    """The probe's result so far (a copy) and what it is doing now."""
+
+    def __init__(self, result: ProbeResult, text: str):
+        super().__init__()
+        self.result, self.text = result, text
+
+
+class ProbeDone(Message):
+    """The probe ended: its result, or the paragraph saying why it could not start."""
+
+    def __init__(self, result: ProbeResult | None, error: str | None):
+        super().__init__()
+        self.result, self.error = result, error
+
+
+class ProbeScreen(Screen[bool]):
+    """Runs the default probe of a preset in a worker; dismisses with True when a result was kept."""
+
+    BINDINGS = [
+        Binding("c", "cancel", "Cancel probe"),
+        Binding("escape", "close", "Back"),
+    ]
+
+    def __init__(self, preset: Preset):
+        super().__init__()
+        self.preset = preset
+        self.probe: Probe | None = None
+        self.done = False
+        self.kept = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Probe · {self.preset.name} · short real runs per GPU count and batch", id="probe-title")
+        yield ProgressBar(id="probe-progress", show_eta=False)
+        yield Static("starting...", id="probe-status")
+        yield DataTable(id="probe-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="probe-verdict")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self.query_one("#probe-table", DataTable).add_columns(*COLUMNS)
+        self.start()
+
+    @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
+    def start(self) -> None:
+        from gpuwizard.errors import UserError
+        from gpuwizard.probe_run import Probe, default_request
+
+        try:
+            self.probe = Probe(
+                default_request(self.preset),
+                on_update=lambda result, text: self.post_message(ProbeProgress(result.model_copy(deep=True), text)),
+            )
+            result = self.probe.run()
+        except UserError as exc:
+            self.post_message(ProbeDone(None, exc.paragraph()))
+            return
+        self.post_message(ProbeDone(result, None))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return None if self.done else True
+        return True
+
+    def action_cancel(self) -> None:
+        if self.probe is not None and not self.done:
+            self.probe.cancel()
+            self.query_one("#probe-status", Static).update("cancelling: stopping the running configuration...")
+
+    def action_close(self) -> None:
+        if not self.done:
+            self.action_cancel()
+            self.notify("Cancelling the probe first; nothing is left running once it says so.")
+            return
+        self.dismiss(self.kept)
+
+    @on(ProbeProgress)
+    def _progress(self, message: ProbeProgress) -> None:
+        self.query_one("#probe-status", Static).update(message.text)
+        self.fill(message.result)
+
+    @on(ProbeDone)
+    def _done(self, message: ProbeDone) -> None:
+        self.done = True
+        self.refresh_bindings()
+        status = self.query_one("#probe-status", Static)
+        if message.result is None:
+            status.update(message.error or "the probe could not start")
+            return
+        result = message.result
+        self.kept = result.state == "finished"
+        self.fill(result)
+        where = f"kept in {self.probe.path}" if self.probe else ""
+        status.update(f"{result.state}; {where}" + ("; the estimates now use it" if self.kept else ""))
+        self.query_one("#probe-verdict", Static).update("\n".join(result.verdict))
+
+    def fill(self, result: ProbeResult) -> None:
+        table = self.query_one("#probe-table", DataTable)
+        table.clear()
+        for row in result.rows:
+            table.add_row(*cells(row))
+        bar = self.query_one("#probe-progress", ProgressBar)
+        total = len(result.batches) * len(self.probe.request.gpus) if self.probe and result.batches else None
+        bar.update(total=total, progress=len(result.rows))
+
+
+def cells(row: Any) -> tuple[str, ...]:
+    def f(value: float | None, spec: str, unit: str = "") -> str:
+        return "-" if value is None else f"{value:{spec}}{unit}"
+
+    fits = {"measured": "yes", "does not fit": "no"}.get(row.outcome, row.outcome)
+    return (
+        str(row.gpus),
+        str(row.per_device_batch),
+        f(row.samples_per_s, ".1f"),
+        f(row.speedup, ".2f", "x"),
+        f(row.efficiency and 100 * row.efficiency, ".0f", "%"),
+        f(row.memory_mb and row.memory_mb / 1024, ".2f", " GB"),
+        fits,
+    )
