@@ -18,7 +18,11 @@ WINDOW_LINES = 256
 
 
 class LogView(ScrollView, can_focus=True):
-    """A scrollable view over a LogIndex that follows the tail unless the user scrolled away."""
+    """A scrollable view over a LogIndex that follows the tail until the user scrolls away.
+
+    Following is Textual's anchor: every layout (the first one, a scrollbar appearing, a banner above) puts the
+    newest line at the bottom, and any scroll by the user releases it; scrolling back to the end follows again.
+    """
 
     DEFAULT_CSS = """
     LogView { background: $surface; color: $foreground; }
@@ -28,31 +32,52 @@ class LogView(ScrollView, can_focus=True):
     def __init__(self, index: LogIndex, *, id: str | None = None):
         super().__init__(id=id)
         self.index = index
-        self.auto_scroll = True
         self.line_count = 0
         self.widest = 0
         self.highlight: int | None = None
+        self.scrolled_away = False
         self._window_start = -1
         self._window: list[str] = []
 
+    def on_mount(self) -> None:
+        self.anchor()
+
+    @property
+    def following(self) -> bool:
+        """The pane keeps the newest line in view."""
+        return self.is_anchored and not self.scrolled_away
+
+    def release_anchor(self) -> None:
+        """Every scroll by the user comes through here: keys, wheel, scrollbar, a search match."""
+        super().release_anchor()
+        self.scrolled_away = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self.scrolled_away and new_value >= self.max_scroll_y:  # back at the end: Textual anchors it again
+            self.scrolled_away = False
+
     def grow(self, line_count: int) -> None:
-        """The index now holds `line_count` lines: extend the scroll range, keep following the tail."""
+        """The index now holds `line_count` lines: extend the scroll range, keep the tail in view while following.
+
+        A scroll that left the pane at its end (`down` on the last line, a sideways scroll, `up` with nothing
+        above) did not scroll away: new lines are followed."""
         if line_count == self.line_count:
             return
-        following = self.auto_scroll and (self.is_vertical_scroll_end or self.line_count == 0)
+        at_end = self.scroll_y >= self.max_scroll_y and self.scroll_target_y >= self.max_scroll_y
+        if self.scrolled_away and at_end:
+            self.scrolled_away = False
         first_new = self.line_count
         self.line_count = line_count
         if line_count < first_new:
             self._window_start = -1  # the file was replaced
         self.virtual_size = Size(max(self.widest, self.size.width), line_count)
-        if following:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)  # also takes the anchor back from Textual
         self.refresh()
 
     def on_resize(self) -> None:
         self.virtual_size = Size(max(self.widest, self.size.width), self.line_count)
-        if self.auto_scroll:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def line(self, number: int) -> str:
         """One display line, read through a window of neighbouring lines (one index look-up per screenful)."""
@@ -81,15 +106,21 @@ class LogView(ScrollView, can_focus=True):
         )
 
     def show_line(self, number: int) -> None:
-        """Scroll so a line (a search match) is near the top, and mark it."""
-        self.auto_scroll = False
+        """Scroll so a line (a search match) is near the top, and mark it; following stops until `f` or End."""
+        self.anchor(False)
         self.highlight = number
         self.scroll_to(y=max(0, number - 2), animate=False, immediate=True)
         self.refresh()
 
     def follow(self, on: bool) -> None:
-        self.auto_scroll = on
+        """Follow the tail again (`f`, End) or stop following it."""
+        self.scrolled_away = False
         if on:
             self.highlight = None
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.anchor()
             self.refresh()
+        else:
+            self.anchor(False)
+
+    def action_scroll_end(self) -> None:
+        self.follow(True)

@@ -169,8 +169,6 @@ class MonitorScreen(Screen[None]):
         if status_changed:
             self.refresh_title()
             self.show_banner()
-        if log.auto_scroll and (update.events or status_changed):
-            self.call_after_refresh(log.follow, True)  # layout changes (banner) must not stop following
 
     def apply_telemetry(self, update: RunUpdate) -> None:
         box = self.query_one("#telemetry", Vertical)
@@ -387,8 +385,8 @@ class MonitorScreen(Screen[None]):
 
     def action_follow(self) -> None:
         log = self.query_one("#log", LogView)
-        log.follow(not log.auto_scroll)
-        self.notify("Following the log tail." if log.auto_scroll else "Paused following; f resumes.")
+        log.follow(not log.following)
+        self.notify("Following the log tail." if log.following else "Paused following; f resumes.")
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
