@@ -43,9 +43,17 @@ def test_the_bell_and_both_desktop_sequences_and_their_tmux_passthrough():
     osc777 = "\x1b]777;notify;gpuwizard: run finished;demo (2xcpu) finished, exit code 0\x07"
     assert terminal_text(NOTICE, on, env={}) == "\x07" + osc9 + osc777
     wrapped = desktop_sequences(NOTICE, env={"TMUX": "/tmp/tmux-0/default,1,0"})
-    assert wrapped == (
-        "\x1bPtmux;" + osc9.replace("\x1b", "\x1b\x1b") + "\x1b\\" + "\x1bPtmux;" + osc777.replace("\x1b", "\x1b\x1b")
-    ) + "\x1b\\"
+    assert (
+        wrapped
+        == (
+            "\x1bPtmux;"
+            + osc9.replace("\x1b", "\x1b\x1b")
+            + "\x1b\\"
+            + "\x1bPtmux;"
+            + osc777.replace("\x1b", "\x1b\x1b")
+        )
+        + "\x1b\\"
+    )
     assert terminal_text(NOTICE, settings(bell=True, on=["failed"]), env={}) == "", "finished is not asked for"
 
 
@@ -98,8 +106,7 @@ def test_a_headless_run_rings_its_terminal_and_its_supervisor_runs_the_command(t
     write_settings(
         "notify:\n  bell: true\n  desktop: true\n  command: ["
         + ", ".join(
-            f'"{a}"'
-            for a in (sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(' '.join(sys.argv[2:]))")
+            f'"{a}"' for a in (sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(' '.join(sys.argv[2:]))")
         )
         + f', "{told}", "{{kind}}", "{{run_id}}", "{{title}}"]\n'
     )
@@ -126,3 +133,39 @@ def test_a_headless_run_rings_its_terminal_and_its_supervisor_runs_the_command(t
     assert wait_for(told.exists, 30)
     kind, run_id, *title = told.read_text().split(" ")
     assert kind == "finished" and run_id.endswith("-told") and " ".join(title) == "gpuwizard: run finished"
+
+
+@pytest.mark.slow
+def test_the_monitor_sends_the_desktop_notification_when_it_sees_the_run_end(tmp_path):
+    """The TUI in a real pty, attached while the run goes: the OSC sequences arrive once the run has finished."""
+    from gpuwizard.preset import load_preset
+    from gpuwizard.runner.launch import prepare_run, start_run
+
+    write_settings("notify: {desktop: true}\n")
+    quick_demo(tmp_path, "seen", "trainer_options: {step_time_s: 0.1, log_every: 5}", steps=60)
+    run = start_run(prepare_run(load_preset("seen")))
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    tui = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "attach", run.run_id],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color", "TMUX": ""},
+        start_new_session=True,
+    )
+    os.close(slave)
+    wanted = b"\x1b]777;notify;gpuwizard: run finished;seen (2xcpu) finished, exit code 0\x07"
+    seen, deadline = b"", time.monotonic() + 180
+    try:
+        while wanted not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                seen += os.read(master, 1 << 16)
+    finally:
+        tui.kill()
+        tui.wait()
+        os.close(master)
+    assert run.status().state == "finished"
+    assert wanted in seen and b"\x1b]9;gpuwizard: run finished: seen (2xcpu)" in seen
+    assert b"\x07\x1b]9" not in seen, "the bell stays off unless asked for"

@@ -216,7 +216,7 @@ class Supervisor:
                     Event(
                         kind="stop_waits_for_checkpoint",
                         severity="warning",
-                        title="stopping once the checkpoint being written is complete",
+                        title="the stop waits for the checkpoint being written",
                         detail=f"The write began {now - started:.0f} s ago; the stop waits for it, at most "
                         f"{limit:.0f} s from its start, so the run can be resumed from it.",
                         suggestion="Stop again (s in the monitor, or `gpuwizard stop`) to stop at once and lose this "
