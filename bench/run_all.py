@@ -17,6 +17,7 @@ import hang
 import history
 import ingest
 import overhead
+import runstart
 import scaling
 import slurm
 import startup
@@ -31,6 +32,7 @@ SECTIONS = {
     "history": history.run,
     "biglog": biglog.run,
     "slurm": slurm.run,
+    "runstart": runstart.run,
 }
 
 

@@ -37,6 +37,8 @@ STATE_STYLES = {
     RunState.STOPPED: "bold $warning",
 }
 ACK_TIMEOUT_S = 2.0
+POLL_S = 0.1
+FINAL_POLL_S = 0.5
 FRESH_EVENT_S = 5.0
 """Events this much older than the monitor are history: they show, but ring no bell."""
 
@@ -115,17 +117,17 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         follower = RunFollower(self.run, read_log=False)  # the pane reads the log file itself, through the index
         try:
             while not worker.is_cancelled:
+                started = time.monotonic()
                 update = follower.poll()
-                grew = self.index.extend()
+                grew = self.index.extend()  # everything new: a flood is caught up in one poll
                 busy = bool(grew or update.events or update.gpu)
                 self.ack.clear()
                 self.post_message(RunPolled(update, self.index.line_count))
                 self.ack.wait(ACK_TIMEOUT_S)  # back-pressure: the next read waits for the UI
                 final = update.status is not None and update.status.final
-                if final and not busy:
-                    time.sleep(0.5)
-                elif not busy:
-                    time.sleep(0.1)
+                # at most POLL_S apart even while lines pour in: each poll relays out the screen, and keys come first
+                pause = FINAL_POLL_S if final and not busy else POLL_S
+                time.sleep(max(0.0, pause - (time.monotonic() - started)))
         finally:
             follower.close()
 
@@ -329,8 +331,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
 
     def action_follow(self) -> None:
         log = self.query_one("#log", LogView)
-        log.follow(not log.following)
-        self.notify("Following the log tail." if log.following else "Paused following; f resumes.")
+        log.follow(not log.following)  # the pane's border says which
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
