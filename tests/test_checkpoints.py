@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import gw_subprocess, wait_for
 from gpuwizard.errors import UserError
 from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.plan import plan_here
@@ -40,11 +40,10 @@ def test_a_stop_during_a_checkpoint_write_waits_for_it_and_a_second_stop_does_no
     out = tmp_path / "out-ckpt" / "checkpoints"
     first = start_run(prepare_run(load_preset("ckpt")))
     assert wait_for(lambda: saving(first, 20), 120)
-    request_stop(first)
-    assert wait_for(lambda: "stop_waits_for_checkpoint" in kinds(first), 30), "the wait is shown as an event"
-    assert not first.status().final
-    assert wait_for(lambda: first.status().final, 60)
-    assert first.status().state == "stopped"
+    stopped = gw_subprocess("stop", first.run_id, timeout=120)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert f"run {first.run_id}: the stop waits for the checkpoint being written" in stopped.stdout
+    assert "stop_waits_for_checkpoint" in kinds(first) and first.status().state == "stopped"
     assert (out / "last").resolve().name == "000020" and (out / "000020" / "model.pt").is_file()
 
     resumed = prepare_run(load_preset("ckpt"), resume=True)

@@ -285,12 +285,22 @@ def stop_command(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} already ended ({status.state})")
         return ExitCode.OK
     request_stop(run)
-    deadline = time.monotonic() + 30
+    deadline, told = time.monotonic() + 30, False
     while time.monotonic() < deadline:
         status = readable_status(run)
         if status.final and not alive_processes(run, status):
             print(f"run {run.run_id} stopped; nothing of it is left")
             return ExitCode.OK
+        wait = None if told else next((e for e in run.events()[0] if e.kind == "stop_waits_for_checkpoint"), None)
+        if wait is not None:  # the supervisor lets a checkpoint write finish first
+            told = True
+            left = float(wait.data.get("started_t", wait.t)) + float(wait.data.get("limit_s", 0.0)) - time.time()
+            print(
+                f"run {run.run_id}: the stop waits for the checkpoint being written (at most {max(left, 0):.0f} s "
+                f"more); `gpuwizard stop {run.run_id}` again stops at once",
+                flush=True,
+            )
+            deadline = max(deadline, time.monotonic() + left + 30)
         time.sleep(0.2)
     print(f"run {run.run_id}: processes {alive_processes(run, status)} are still there after 30 s", file=sys.stderr)
     return ExitCode.FAILED
