@@ -217,10 +217,9 @@ class Supervisor:
                         kind="stop_waits_for_checkpoint",
                         severity="warning",
                         title="the stop waits for the checkpoint being written",
-                        detail=f"The write began {now - started:.0f} s ago; the stop waits for it, at most "
-                        f"{limit:.0f} s from its start, so the run can be resumed from it.",
-                        suggestion="Stop again (s in the monitor, or `gpuwizard stop`) to stop at once and lose this "
-                        "checkpoint.",
+                        detail="Stopped mid-write, the run would have no checkpoint to resume from.",
+                        suggestion="Stop again to stop at once (s in the monitor, Ctrl-C in a headless run, `gpuwizard "
+                        "stop`); this checkpoint is then lost.",
                         data={"started_t": started, "limit_s": limit},
                     )
                 ]

@@ -55,7 +55,7 @@ class RunLifecycle:
                 self.notify("The run is already stopping.")
                 return
             question = (
-                "Stop at once? The checkpoint being written is lost; a resume then starts from the one before it."
+                "Stop at once? The checkpoint being written is lost; a resume starts from an earlier one, if any."
             )
         else:
             question = (

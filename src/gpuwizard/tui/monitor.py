@@ -232,6 +232,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         if p.step is not None:
             bar.update(progress=p.step)
         parts = progress_parts(p, s)
+        if s is not None and s.state == RunState.STOPPING:
+            parts = [part for part in parts if not part.startswith("ETA ")]
         hang = open_hang(self.events, self.progress, s)
         if hang is not None:  # no rate or ETA while nothing moves: how long it has not
             parts = [part for part in parts if not part.startswith("ETA ") and not part.endswith(" smp/s")]
@@ -240,6 +242,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         if text != self.shown_stats:  # a repaint per poll would cost every idle SSH session bandwidth
             self.shown_stats = text
             self.query_one("#stats", Static).update(text)
+            if hang is not None:
+                self.show_banner()  # its clock and this one tick together
 
     def p2p_applies(self) -> bool:
         """NCCL_P2P_DISABLE means something only to NCCL: CUDA runs with more than one process."""
