@@ -188,10 +188,13 @@ class MonitorScreen(RunLifecycle, Screen[None]):
             return
         if settings.bell:
             self.app.bell()
-        if settings.desktop and not self.app.is_headless:
-            # Textual has no call for other sequences: they go to the stream it draws on, in one write between frames
-            sys.__stderr__.write(desktop_sequences(notice))
-            sys.__stderr__.flush()
+        terminal = sys.__stderr__  # the stream Textual draws on; it has no call for other sequences
+        if settings.desktop and not self.app.is_headless and terminal is not None:
+            try:
+                terminal.write(desktop_sequences(notice))  # one write, between two of Textual's frames
+                terminal.flush()
+            except (OSError, ValueError):
+                pass  # the terminal went away; the run goes on
 
     def tick(self) -> None:
         """Once a second: the clocks of an open hang or a waiting stop keep running (text redrawn only on change)."""
