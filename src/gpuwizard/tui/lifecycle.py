@@ -147,7 +147,7 @@ class RunLifecycle:
         """A finished run is not repeated: it goes on to more steps where the trainer can, or the resume's own
         refusal says why not."""
         if not self.can_continue():
-            self.restart(smoke=False, env=[], resume=True)  # refused before anything starts, in the CLI's words
+            self.relaunch(False, [], True, None)  # refused before anything starts, in the CLI's words
             return
         from gpuwizard.preset import load_preset_file
         from gpuwizard.trainers import get_trainer
