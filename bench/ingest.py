@@ -209,9 +209,9 @@ def terminal_latency_and_memory(total: int, samples: int = 20, plots: bool = Fal
             next_mark += 1_000_000
         if len(latencies) < samples and 0 < lines < total * 0.9:
             drain(None, 0.05)
-            os.write(master, b"f")  # follow off/on: each press draws its own notification at once
+            os.write(master, b"f")  # follow off/on: each press redraws the log pane's border title at once
             start = time.perf_counter()
-            shown = drain(b"Paused" if len(latencies) % 2 == 0 else b"log tail", 5)
+            shown = drain(b"paused: f or End" if len(latencies) % 2 == 0 else b"following the tail", 5)
             if shown is not None:
                 latencies.append(time.perf_counter() - start)
         else:

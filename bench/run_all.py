@@ -18,6 +18,7 @@ import history
 import ingest
 import overhead
 import probe
+import runstart
 import scaling
 import slurm
 import startup
@@ -33,6 +34,7 @@ SECTIONS = {
     "biglog": biglog.run,
     "slurm": slurm.run,
     "probe": probe.run,
+    "runstart": runstart.run,
 }
 
 

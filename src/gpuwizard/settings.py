@@ -23,9 +23,30 @@ def raw_theme() -> str | None:
 @functools.cache
 def settings_model() -> Any:
     """The Settings model, built on first use (pydantic stays off the path to the first frame)."""
+    from typing import Literal
+
     from pydantic import Field
 
     from gpuwizard.schema import Strict
+
+    class NotifySettings(Strict):
+        """How a run that finishes, fails or hangs is told (gpuwizard.notify); everything is off by default."""
+
+        bell: bool = Field(False, description="Ring the terminal bell (tmux marks the window).")
+        desktop: bool = Field(
+            False,
+            description="Send an OSC 9 and an OSC 777 desktop notification to your terminal; over SSH it reaches "
+            "the terminal on your desk (inside tmux, set -g allow-passthrough on).",
+        )
+        command: list[str] | None = Field(
+            None,
+            min_length=1,
+            description="A command to run, as a list (never a shell string); {kind}, {title}, {body}, {run_id} and "
+            "{folder} in its arguments are replaced. It runs once per event, from the run's supervisor.",
+        )
+        on: list[Literal["finished", "failed", "hung", "stopped"]] = Field(
+            ["finished", "failed", "hung"], description="Which endings (and hangs) are told."
+        )
 
     class Settings(Strict):
         """What gpuwizard remembers between sessions."""
@@ -33,8 +54,23 @@ def settings_model() -> Any:
         theme: str | None = Field(
             None, min_length=1, description="The theme the app starts with (ctrl+t switches; the choice is remembered)."
         )
+        notify: NotifySettings = Field(default_factory=NotifySettings, description="Notifications of a run's end.")
 
     return Settings
+
+
+def notify_settings() -> Any:
+    """settings.yaml's notify section, or the defaults (all off) when the file has mistakes (check_settings says
+    which, once, at start-up)."""
+    from pydantic import ValidationError
+
+    model = settings_model()
+    path = paths.settings_file()
+    try:
+        data = yamlio.load_file(path) if path.exists() else None
+        return model.model_validate(data if data is not None else {}).notify
+    except (UserError, ValidationError):
+        return model().notify
 
 
 def check_settings() -> list[str]:

@@ -135,11 +135,18 @@ def attach_command(args: argparse.Namespace) -> int:
 
 
 def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out: TextIO | None = None) -> int:
-    """Print status lines and events until the run ends; Ctrl-C stops the job (run) or detaches (attach)."""
+    """Print status lines and events until the run ends; Ctrl-C stops the job (run) or detaches (attach), a second
+    one (run) stops it without waiting for a checkpoint write. An end or a hang seen here rings the terminal when
+    settings.notify asks for it."""
+    from gpuwizard.notify import final_notice, hang_notice, tell_terminal
+    from gpuwizard.settings import notify_settings
+
     out = out or sys.stdout
     follower = RunFollower(run)
     last_line, last_status_t, stopping = "", 0.0, False
     progress = None
+    notify, since = notify_settings(), time.time()
+    ended_before: bool | None = None
     try:
         while True:
             try:
@@ -149,11 +156,15 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                         out.write(line + "\n")
                 for event in update.events:
                     out.write(event_text(event) + "\n")
+                    if event.kind == "hang_suspected" and event.t >= since:
+                        tell_terminal(hang_notice(run.run_id, event, str(run.path)), notify)
                 progress = update.progress or progress
                 status = update.status
                 if status is None:
                     out.write(f"the run folder can no longer be read: {update.problem}\n")
                     return ExitCode.FAILED
+                if ended_before is None:
+                    ended_before = status.final
                 if update.lines and stream_log:
                     continue  # drain the whole log before the final summary
                 now = time.monotonic()
@@ -162,6 +173,8 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     out.write(line + "\n")
                     out.write(final_summary(run, status) + "\n")
                     out.flush()
+                    if not ended_before:  # an end seen happening, not a run that had ended before
+                        tell_terminal(final_notice(status, str(run.path)), notify)
                     wait_for_exit(run, status)
                     return status.exit_code if status.exit_code is not None else ExitCode.FAILED
                 if supervisor_lost(status) and not readable_status(run).final:
@@ -180,11 +193,15 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                         f"\ndetached; the job keeps running. `gpuwizard attach {run.run_id}` to follow it again\n"
                     )
                     return ExitCode.OK
-                if not stopping:
-                    out.write("\nstopping the job (every rank, then a forced kill after 10 s)...\n")
-                    out.flush()
-                    request_stop(run)
-                    stopping = True
+                out.write(
+                    "\nstopping at once...\n"
+                    if stopping
+                    else "\nstopping the job (every rank, then a forced kill after 10 s; a checkpoint being written is "
+                    "waited for, Ctrl-C again stops at once)...\n"
+                )
+                out.flush()
+                request_stop(run)
+                stopping = True
     finally:
         follower.close()
 
@@ -272,12 +289,22 @@ def stop_command(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} already ended ({status.state})")
         return ExitCode.OK
     request_stop(run)
-    deadline = time.monotonic() + 30
+    deadline, told = time.monotonic() + 30, False
     while time.monotonic() < deadline:
         status = readable_status(run)
         if status.final and not alive_processes(run, status):
             print(f"run {run.run_id} stopped; nothing of it is left")
             return ExitCode.OK
+        wait = None if told else next((e for e in run.events()[0] if e.kind == "stop_waits_for_checkpoint"), None)
+        if wait is not None:  # the supervisor lets a checkpoint write finish first
+            told = True
+            left = float(wait.data.get("started_t", wait.t)) + float(wait.data.get("limit_s", 0.0)) - time.time()
+            print(
+                f"run {run.run_id}: the stop waits for the checkpoint being written (at most {max(left, 0):.0f} s "
+                f"more); `gpuwizard stop {run.run_id}` again stops at once",
+                flush=True,
+            )
+            deadline = max(deadline, time.monotonic() + left + 30)
         time.sleep(0.2)
     print(f"run {run.run_id}: processes {alive_processes(run, status)} are still there after 30 s", file=sys.stderr)
     return ExitCode.FAILED

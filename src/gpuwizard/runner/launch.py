@@ -20,8 +20,9 @@ from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
-from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status
-from gpuwizard.runner.rundir import RunDir, baseline_green, find_run, list_runs, new_run_dir, publish
+from gpuwizard.runner.records import Environment, Expectations, Job, Status
+from gpuwizard.runner.resume import resume_source
+from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir, publish
 from gpuwizard.safetext import control_characters
 from gpuwizard.schema import updated
 from gpuwizard.secrets import REDACTED, redacted, split_secrets
@@ -166,63 +167,6 @@ def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:
     return []
 
 
-def resume_source(preset: Preset, ctx: BuildContext, run_id: str | None) -> tuple[str | None, list[Problem]]:
-    """The earlier run a resumed run continues: the one named, or the newest of this preset on the same output
-    folder; and the checkpoint it continues from must exist."""
-    out = str(ctx.output_path.resolve())
-    found: list[Problem] = []
-    linked = None
-    if run_id is not None:
-        run = find_run(run_id)
-        if run is None:
-            return None, [problem("--resume", "no such run", "pick a run id from `gpuwizard runs`", value=run_id)]
-        try:
-            status, job = run.status(), run.job()
-        except RecordError as exc:
-            return None, [problem("--resume", f"run {run.run_id} cannot be read: {exc}", "pick another run")]
-        if job.output_dir != out:
-            found.append(
-                problem(
-                    "--resume",
-                    f"run {run.run_id} wrote to {job.output_dir}, but {preset.name} writes to {out}",
-                    f"resume it with the preset it ran ({status.preset}), or set output_dir to {job.output_dir}",
-                    value=run_id,
-                )
-            )
-        elif not status.final:
-            found.append(
-                problem(
-                    "--resume",
-                    f"run {run.run_id} is still {status.state}",
-                    f"stop it first (`gpuwizard stop {run.run_id}`) or let it end",
-                    value=run_id,
-                )
-            )
-        linked = run.run_id
-    else:
-        for entry in list_runs():
-            status = entry.status
-            if status is None or status.preset != preset.name or status.smoke:
-                continue
-            try:
-                if entry.run.job().output_dir == out:
-                    linked = entry.run.run_id
-                    break
-            except RecordError:
-                continue
-    if not found and get_trainer(preset.trainer).last_checkpoint(ctx) is None:
-        found.append(
-            problem(
-                "--resume",
-                f"there is no {preset.trainer} checkpoint in {out} to continue from",
-                "run without --resume to start fresh (the trainer saves a checkpoint at its save interval and at the "
-                "end)",
-                **({"value": run_id} if run_id else {}),
-            )
-        )
-    return linked, found
-
-
 def prepare_run(
     preset: Preset,
     gpus: int | None = None,
@@ -265,9 +209,11 @@ def prepare_run(
     plan, ctx = plan_here(preset, inventory, resume=resume)
     errors = list(plan.errors)
     resumed_from, trainer_check = None, None
+    resume_warnings: list[Problem] = []
     if resume and not errors:
-        resumed_from, resume_errors = resume_source(preset, ctx, resume_run)
-        errors += resume_errors
+        resumed_from, resume_found = resume_source(preset, ctx, resume_run)
+        errors += [p for p in resume_found if p.level == "error"]
+        resume_warnings = [p for p in resume_found if p.level != "error"]
     if not errors:
         trainer = get_trainer(preset.trainer)
         errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
@@ -321,7 +267,7 @@ def prepare_run(
             )
     if errors:
         raise UserError(errors, preset.name)
-    warnings = list(plan.warnings)
+    warnings = list(plan.warnings) + resume_warnings
     if trainer_check is not None and trainer_check.status == "not checked":
         warnings += trainer_check.problems()
     green = baseline_green(preset.name)  # reads the whole run history: once per launch
@@ -551,11 +497,16 @@ def wait_until_launched(run: RunDir, supervisor: subprocess.Popen[bytes], wait_s
         time.sleep(0.05)
 
 
-def relaunch(run: RunDir, smoke: bool = False, env: list[str] | None = None, resume: bool = False) -> RunDir:
+def relaunch(
+    run: RunDir, smoke: bool = False, env: list[str] | None = None, resume: bool = False, steps: int | None = None
+) -> RunDir:
     """Start a run again from its folder's preset (secrets restored): a smoke repro, a retry with more environment,
-    or a resume from its last checkpoint linked to it; UserError when that cannot start."""
-    from gpuwizard.preset import load_preset_file
+    or a resume from its last checkpoint linked to it (to `steps` optim.steps: a finished run continued); UserError
+    when that cannot start."""
+    from gpuwizard.preset import load_preset_file, with_field
 
     preset = restore_secrets(load_preset_file(run.path / "preset.yaml"))
+    if steps is not None:
+        preset = with_field(preset, "optim.steps", steps)
     prepared = prepare_run(preset, smoke=smoke, env=env, resume=resume, resume_run=run.run_id if resume else None)
     return start_run(prepared, on_hang="report")

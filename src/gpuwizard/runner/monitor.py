@@ -451,6 +451,11 @@ class JobMonitor:
         e = self.expect
         return e.first_step_timeout_s or max(3 * e.hang_timeout_s, FIRST_STEP_MIN_S)
 
+    def checkpoint_allowance(self) -> float:
+        """How long a checkpoint write may take before it counts as a hang (and a stop waits for one): the first gets
+        the start-up allowance, later ones 3x the slowest seen."""
+        return 3 * max(self.checkpoint_durations) if self.checkpoint_durations else self.first_step_limit()
+
     def threshold(self, now: float) -> tuple[float, str]:
         """Seconds without progress that count as a hang here, and why."""
         if self.progress.step is None:
@@ -462,8 +467,7 @@ class JobMonitor:
             if 5 * p90 > base:
                 base, why = 5 * p90, f"5x the 90th-percentile step interval ({p90:.1f} s)"
         if self.checkpoint_started is not None:
-            # the first checkpoint gets the start-up allowance; later ones 3x the slowest seen
-            allowance = 3 * max(self.checkpoint_durations) if self.checkpoint_durations else self.first_step_limit()
+            allowance = self.checkpoint_allowance()
             if allowance > base:
                 base, why = allowance, "a checkpoint is being written"
         return base, why

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.monitor import STOPPED_STATUSES, JobMonitor
 from gpuwizard.runner.procs import JobProcesses
@@ -24,6 +25,7 @@ from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runner.tail import LogTail
+from gpuwizard.settings import notify_settings
 from gpuwizard.trainers import get_trainer
 
 POLL_S = 0.1
@@ -55,6 +57,11 @@ class Supervisor:
         self.run = run
         self.job_cfg = run.job()
         self.stop_reason: str | None = None
+        self.stop_requests = 0
+        self.checkpoint_seen: float | None = None
+        self.linked_before: str | None = None
+        """What `checkpoints/last` named when the current checkpoint write began."""
+        self.stop_wait_shown = False
         self.dump_requested = False
         self.job: subprocess.Popen[bytes] | None = None
         self.gpu_sampler: Any = None
@@ -66,6 +73,7 @@ class Supervisor:
         self.write_error: str | None = None
 
     def request_stop(self, signum: int, frame: Any) -> None:
+        self.stop_requests += 1  # a second one does not wait for a checkpoint write
         self.stop_reason = self.stop_reason or "user"
 
     def request_dump(self, signum: int, frame: Any) -> None:
@@ -134,6 +142,9 @@ class Supervisor:
     def ingest(self, monitor: JobMonitor, chunk: Any) -> None:
         """New log text into the monitor: its events, and the losses it read as metrics.jsonl lines."""
         self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
+        if monitor.checkpoint_started is not None and monitor.checkpoint_started != self.checkpoint_seen:
+            self.checkpoint_seen = monitor.checkpoint_started
+            self.linked_before = self.saved_checkpoint()
         metrics = monitor.take_metrics()
         if metrics:
             self.persist(self.run.append_lines, self.run.metrics_file, metrics)
@@ -173,6 +184,48 @@ class Supervisor:
                 )
         return samples
 
+    def tell(self, notice: Notice) -> None:
+        """settings.notify.command, once per ending or hang, whoever is attached (terminals ring on their own)."""
+        settings = notify_settings()
+        if settings.command and wanted(notice, settings):
+            failure = start_command(settings.command, notice)
+            if failure:
+                print(failure, file=sys.stderr, flush=True)  # supervisor.log
+
+    def saved_checkpoint(self) -> str | None:
+        output = self.job_cfg.output_dir
+        return get_trainer(self.job_cfg.trainer).saved_checkpoint(Path(output)) if output else None
+
+    def waits_for_checkpoint(self, monitor: JobMonitor, now: float) -> bool:
+        """A stop the user asked for while a checkpoint is being written waits for the write to finish, at most the
+        hang detector's allowance for one: stopped mid-write, it would leave a step folder nothing resumes from. A
+        second stop does not wait."""
+        started = monitor.checkpoint_started
+        if self.stop_reason != "user" or self.stop_requests > 1 or started is None:
+            return False
+        if get_trainer(self.job_cfg.trainer).checkpoint_parts and self.saved_checkpoint() != self.linked_before:
+            return False  # `last` moved on: the write is complete
+        limit = monitor.checkpoint_allowance()
+        if now - started >= limit:
+            return False
+        if not self.stop_wait_shown:
+            self.stop_wait_shown = True
+            self.persist(self.run.update_status, state=RunState.STOPPING, stop_reason=self.stop_reason)
+            self.record(
+                [
+                    Event(
+                        kind="stop_waits_for_checkpoint",
+                        severity="warning",
+                        title="the stop waits for the checkpoint being written",
+                        detail="Stopped mid-write, the run would have no checkpoint to resume from.",
+                        suggestion="Stop again to stop at once (s in the monitor, Ctrl-C in a headless run, `gpuwizard "
+                        "stop`); this checkpoint is then lost.",
+                        data={"started_t": started, "limit_s": limit},
+                    )
+                ]
+            )
+        return True
+
     def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
         report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
         event.data["stacks"] = report.to_json()
@@ -190,6 +243,7 @@ class Supervisor:
             event.suggestion = monitor.suggestion(event.rank, event.data)
         event.detail += f" Stacks: {report.note}."
         self.record([event])
+        self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
         if self.job_cfg.on_hang == "stop":
             self.stop_reason = self.stop_reason or "hang"  # a stop the user asked for stays the user's
 
@@ -259,7 +313,7 @@ class Supervisor:
             if now - last_progress >= PROGRESS_EVERY_S:
                 last_progress = now
                 self.persist(self.run.write, "progress.json", monitor.progress)
-            if self.stop_reason:
+            if self.stop_reason and not self.waits_for_checkpoint(monitor, now):
                 self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
                 survivors = procs.stop(grace_s=self.job_cfg.stop_grace_s)
                 rc = self.job.wait()
@@ -397,9 +451,10 @@ class Supervisor:
         extra = {"error": reason} if reason else {}
         if self.output_lock is not None and not survivors:
             self.output_lock.release()  # before the final status: whoever waits on it may start the next run at once
-        self.run.update_status(
+        final = self.run.update_status(
             state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors, **extra
         )
+        self.tell(final_notice(final, str(self.run.path)))
         return int(code)
 
 

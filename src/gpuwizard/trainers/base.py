@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -42,6 +43,12 @@ class Trainer:
     """Substrings every line `parse_line` understands contains: the monitor parses only those lines."""
     probe_steps: ClassVar[int] = 40
     """Optimizer updates in one `gpuwizard probe` configuration: the first quarter warms up, the rest is measured."""
+    checkpoint_parts: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """For trainers that keep `checkpoints/<step>/` folders and a `checkpoints/last` link (LeRobot, the demo): the
+    files a complete step folder holds, each with its alternatives. They tell a finished write from one cut short."""
+    continue_schedule: ClassVar[str | None] = None
+    """What the lr schedule does when a finished run is resumed to more steps; None: this trainer (as gpuwizard
+    resumes it) cannot continue a finished run."""
 
     def world_size(self, preset: Preset) -> int:
         """Data-parallel devices the batch is spread over."""
@@ -101,6 +108,30 @@ class Trainer:
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """The checkpoint a resumed run continues from (None: nothing to resume)."""
         return None
+
+    def saved_checkpoint(self, output: Path) -> str | None:
+        """The step folder `checkpoints/last` names, which changes once a checkpoint write is complete (None: no
+        link, or a trainer without that layout)."""
+        return step_checkpoints(output, self.checkpoint_parts).last if self.checkpoint_parts else None
+
+    def unfinished_checkpoint(self, output: Path) -> str | None:
+        """Why the newest step folder cannot be resumed from (a write cut short), naming its step and what is
+        missing; None when it is complete and linked, or the trainer keeps no such layout."""
+        if not self.checkpoint_parts:
+            return None
+        state = step_checkpoints(output, self.checkpoint_parts)
+        if state.newest is None or (state.last == state.newest.name and not state.missing):
+            return None
+        lacks = (
+            f"it has no {' and no '.join(state.missing)}"
+            if state.missing
+            else "its files are there but it was never linked as checkpoints/last"
+        )
+        link = f"checkpoints/last names {state.last}" if state.last else "there is no checkpoints/last"
+        return (
+            f"checkpoints/{state.newest.name} (step {int(state.newest.name)}) is incomplete: {lacks}, and {link} "
+            "(the run was stopped while writing it)"
+        )
 
     def parse_line(self, line: str) -> LineInfo | None:
         """Progress, lr or banner facts in one log line."""
@@ -250,6 +281,30 @@ def newest_step_dir(folder: Path, prefix: str = "") -> Path | None:
     except OSError:
         return None
     return max(steps)[1] if steps else None
+
+
+@dataclass
+class StepCheckpoints:
+    """The `checkpoints/` folder of a trainer that keeps one folder per step and a `last` link."""
+
+    last: str | None
+    """The step folder `last` points to, when the link exists."""
+    newest: Path | None
+    """The highest-numbered step folder."""
+    missing: list[str]
+    """The parts (first alternative's name) that the newest folder lacks."""
+
+
+def step_checkpoints(output: Path, parts: tuple[tuple[str, ...], ...]) -> StepCheckpoints:
+    folder = output / "checkpoints"
+    link = folder / "last"
+    try:
+        last = Path(os.readlink(link)).name if link.is_symlink() and link.exists() else None
+    except OSError:
+        last = None
+    newest = newest_step_dir(folder)
+    missing = [alts[0] for alts in parts if newest is not None and not any((newest / a).exists() for a in alts)]
+    return StepCheckpoints(last, newest, missing)
 
 
 def current_python() -> str:

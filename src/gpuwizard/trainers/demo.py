@@ -77,6 +77,11 @@ class DemoTrainer(Trainer):
     writes_dataset = True
     probe_steps = 3000
     """Its steps take milliseconds: the probe stops a configuration once it has measured enough (probe.ENOUGH_S)."""
+    checkpoint_parts = (("model.pt",),)
+    continue_schedule = (
+        "the demo's lr is flat after its warmup, so the extra steps train at the same lr, from the saved optimizer "
+        "state"
+    )
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return per_worker_layout(size, grad_accum, world)

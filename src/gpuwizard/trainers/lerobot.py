@@ -126,6 +126,16 @@ class LeRobotTrainer(Trainer):
     batch_flag = "--batch_size"
     progress_markers = ("step:", "Effective batch size", "cfg.steps=", "Checkpoint policy", "End of training", "%|")
     batch_meaning = "--batch_size is per GPU process: N GPUs train on N x batch samples per step."
+    checkpoint_parts = (  # lerobot/common/train_utils.py save_checkpoint: the weights, then the training state
+        (
+            "pretrained_model/model.safetensors",
+            "pretrained_model/pytorch_model_fsdp_0",
+            "pretrained_model/adapter_model.safetensors",
+        ),
+        ("pretrained_model/train_config.json",),
+        ("training_state/training_step.json",),
+        ("training_state/optimizer_state.safetensors", "training_state/optimizer_0"),
+    )
     Options = LeRobotOptions
     supports_fsdp = True
 

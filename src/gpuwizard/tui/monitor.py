@@ -2,80 +2,65 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from collections import deque
 from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Input, Label, ProgressBar, Sparkline, Static
+from textual.widgets import Input, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from gpuwizard.codes import RunState
-from gpuwizard.runner.follow import RunFollower, RunUpdate, progress_parts, request_stack_dump, request_stop
+from gpuwizard.runner.follow import RunFollower, RunUpdate, clock, progress_parts, request_stack_dump
 from gpuwizard.runner.logindex import LogIndex
 from gpuwizard.runner.records import Event, Progress, Status
 from gpuwizard.runner.rundir import RunDir
-from gpuwizard.safetext import safe_line, safe_text
+from gpuwizard.safetext import safe_line
+from gpuwizard.tui.banner import banner, important, live_title, open_hang, stalled_for
+from gpuwizard.tui.lifecycle import RunLifecycle
 from gpuwizard.tui.logview import LogView
-from gpuwizard.tui.messages import RunPolled, RunStarted, SearchDone
+from gpuwizard.tui.messages import RunPolled, SearchDone
 from gpuwizard.tui.plots import MetricsPlot
+from gpuwizard.tui.telemetry import LOCAL_ONLY_NOTE, Telemetry
 from gpuwizard.tui.widgets import KeyBar
 
-HISTORY = 60
-NODE_TELEMETRY_GRACE_S = 30.0
-"""How long a running SLURM job may go without GPU samples from its nodes before the monitor says why."""
 STATE_STYLES = {
     RunState.FINISHED: "bold $success",
     RunState.FAILED: "bold $error",
     RunState.HUNG: "bold $error",
+    RunState.STOPPING: "bold $warning",
     RunState.STOPPED: "bold $warning",
 }
 ACK_TIMEOUT_S = 2.0
+POLL_S = 0.1
+FINAL_POLL_S = 0.5
+FRESH_EVENT_S = 5.0
+"""Events this much older than the monitor are history: they show, but ring no bell."""
 
 
-class TelemetryRow(Horizontal):
-    """One GPU (or one rank on CPU runs): a sparkline and its latest figures."""
-
-    def __init__(self, key: str, title: str):
-        super().__init__(classes="telemetry-row")
-        self.key = key
-        self.history: deque[float] = deque(maxlen=HISTORY)
-        self.title_label = Label(Content(safe_line(title)), classes="telemetry-title")  # a node's name, as written
-        self.spark = Sparkline([], summary_function=max, classes="telemetry-spark")
-        self.value = Label("", classes="telemetry-value")
-
-    def compose(self) -> ComposeResult:
-        yield self.title_label
-        yield self.spark
-        yield self.value
-
-    def push(self, value: float, text: str) -> None:
-        self.history.append(value)
-        self.spark.data = list(self.history)
-        self.value.update(text)
-
-
-class MonitorScreen(Screen[None]):
+class MonitorScreen(RunLifecycle, Screen[None]):
     BINDINGS = [
-        Binding("s", "stop", "Stop", priority=True),
-        Binding("m", "smoke", "Smoke"),
-        Binding("p", "retry_p2p", "P2P"),
-        Binding("d", "dump", "Stack"),
-        Binding("r", "resume", "Resume"),
-        Binding("v", "view", "Log/plots"),
-        Binding("l", "metric", "Metric", show=False),
-        Binding("x", "x_axis", "Step/time", show=False),
-        Binding("g", "log_scale", "Log loss", show=False),
-        Binding("slash", "search", "Find"),
-        Binding("n", "next_match", "Next match", show=False),
-        Binding("f", "follow", "Follow"),
-        Binding("w", "wizard", "Wizard"),
+        Binding("s", "stop", "Stop", priority=True, tooltip="Stop every process of the run (asks first)."),
+        Binding("r", "resume", "Resume", tooltip="Resume from the last checkpoint, or continue a finished run."),
+        Binding("v", "view", "View", tooltip="Cycle the log, the curves, and both."),
+        Binding("slash", "search", "Find", tooltip="Search the whole log (n: next match)."),
+        Binding("w", "wizard", "Wizard", tooltip="Back to the wizard; the run goes on."),
+        Binding("d", "dump", "Stacks", show=False, tooltip="Dump every rank's stack (py-spy) and show them."),
+        Binding("e", "details", "Details", show=False, tooltip="The newest warning or error in full, with stacks."),
+        Binding("f", "follow", "Follow tail", show=False, tooltip="Follow the log's tail again, or stop following."),
+        Binding("y", "copy_command", "Copy command", show=False, tooltip="Copy the run's exact command (OSC 52)."),
+        Binding("m", "smoke", "Smoke repro", show=False, tooltip="Stop (asks first) and start a 50-step smoke run."),
+        Binding("p", "retry_p2p", "Retry P2P off", show=False, tooltip="Stop (asks first), rerun NCCL_P2P_DISABLE=1."),
+        Binding("l", "metric", "Next curve", show=False, tooltip="Curves: loss, lr, samples/s."),
+        Binding("x", "x_axis", "Step/time axis", show=False, tooltip="Curves: against step or wall time."),
+        Binding("g", "log_scale", "Log-scale loss", show=False, tooltip="Curves: the loss on a log scale."),
+        Binding("n", "next_match", "Next match", show=False, tooltip="The next line matching the search."),
         Binding("escape", "close_search", "Close search", show=False),
     ]
 
@@ -91,8 +76,11 @@ class MonitorScreen(Screen[None]):
         self.search_text = ""
         self.search_from = 0
         self.shown_stats = ""
-        self.node_samples_seen = False
+        self.shown_banner: Any = None
         self.view = "log"
+        self.opened_t = time.time()
+        self.dump_wanted = False
+        self.notify_settings: Any = None
 
     @property
     def final(self) -> bool:
@@ -104,11 +92,12 @@ class MonitorScreen(Screen[None]):
             yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="progress")
             yield Static("", id="stats")
         yield Static("", id="banner")
-        yield LogView(self.index, id="log")
-        yield MetricsPlot(id="plots")
+        with Container(id="panes"):
+            yield LogView(self.index, id="log")
+            yield MetricsPlot(id="plots")
         yield Input(placeholder="search the log (enter: find, n: next, esc: close)", id="search")
-        yield Static("", id="telemetry-note")
-        yield Vertical(id="telemetry")
+        yield Static(LOCAL_ONLY_NOTE, id="telemetry-note")
+        yield Telemetry(id="telemetry")
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -117,6 +106,10 @@ class MonitorScreen(Screen[None]):
         self.query_one("#log", LogView).focus()
         self.refresh_title()
         self.follow()
+        self.set_interval(1.0, self.tick)
+
+    def on_resize(self) -> None:
+        self.show_banner()
 
     # -- polling thread: reads files, posts messages, never touches widgets -------------------
     @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
@@ -125,17 +118,17 @@ class MonitorScreen(Screen[None]):
         follower = RunFollower(self.run, read_log=False)  # the pane reads the log file itself, through the index
         try:
             while not worker.is_cancelled:
+                started = time.monotonic()
                 update = follower.poll()
-                grew = self.index.extend()
+                grew = self.index.extend()  # everything new: a flood is caught up in one poll
                 busy = bool(grew or update.events or update.gpu)
                 self.ack.clear()
                 self.post_message(RunPolled(update, self.index.line_count))
                 self.ack.wait(ACK_TIMEOUT_S)  # back-pressure: the next read waits for the UI
                 final = update.status is not None and update.status.final
-                if final and not busy:
-                    time.sleep(0.5)
-                elif not busy:
-                    time.sleep(0.1)
+                # at most POLL_S apart even while lines pour in: each poll relays out the screen, and keys come first
+                pause = FINAL_POLL_S if final and not busy else POLL_S
+                time.sleep(max(0.0, pause - (time.monotonic() - started)))
         finally:
             follower.close()
 
@@ -147,80 +140,71 @@ class MonitorScreen(Screen[None]):
             self.ack.set()
 
     def apply(self, update: RunUpdate, line_count: int) -> None:
-        log = self.query_one("#log", LogView)
-        log.grow(line_count)
+        self.query_one("#log", LogView).grow(line_count)
         if update.progress:
             self.progress = update.progress
+        was_final = self.final if self.status is not None else None
         status_changed = update.status != self.status or update.problem != self.problem
         self.status, self.problem = update.status or self.status, update.problem
         if update.events:
             self.events += update.events
-            self.show_banner()
             for event in update.events:
-                self.notify(
-                    safe_line(event.title),
-                    severity="error" if event.severity == "error" else "information",
-                    timeout=6,
-                    markup=False,
-                )
+                self.announce(event)
         if update.metrics and self.status is not None:
             self.query_one("#plots", MetricsPlot).add(update.metrics, self.status.started or self.status.created)
-        self.apply_telemetry(update)
+        self.query_one("#telemetry", Telemetry).apply(update, self.status)
+        self.query_one("#telemetry-note").display = self.query_one("#telemetry", Telemetry).local_only(self.status)
         self.refresh_progress()
+        if update.events or status_changed:
+            self.show_banner()
         if status_changed:
             self.refresh_title()
-            self.show_banner()
-        if log.auto_scroll and (update.events or status_changed):
-            self.call_after_refresh(log.follow, True)  # layout changes (banner) must not stop following
+            self.refresh_bindings()
+            if was_final is False and self.final and self.status is not None:
+                from gpuwizard.notify import final_notice
 
-    def apply_telemetry(self, update: RunUpdate) -> None:
-        box = self.query_one("#telemetry", Vertical)
-        for sample in update.gpu:
-            if sample.node:
-                self.node_samples_seen = True
-                row = self._row(box, f"gpu-{sample.node}-{sample.index}", f"{sample.node} GPU{sample.index}")
-            else:
-                row = self._row(box, f"gpu{sample.index}", f"GPU{sample.index}")
-            if sample.lost:
-                row.push(0, "LOST")
-                continue
-            util = sample.utilization or 0.0
-            mem = f"{(sample.memory_used_mb or 0) / 1024:.1f}/{(sample.memory_total_mb or 0) / 1024:.0f}G"
-            row.push(util, f"{util:3.0f}% {mem} {sample.temperature_c or 0:.0f}C {sample.power_w or 0:.0f}W")
-        self.show_telemetry_note()
-        if self.status is not None and self.status.device == "cpu":
-            for sample in update.ranks[-HISTORY:]:
-                for rank in sample.ranks:
-                    cpu = rank.cpu or 0.0
-                    self._row(box, f"rank{rank.rank}", f"rank {rank.rank}").push(cpu, f"CPU {cpu:4.0f}% pid {rank.pid}")
+                self.tell(final_notice(self.status, str(self.run.path)))
 
-    def show_telemetry_note(self) -> None:
-        """A SLURM job's GPUs are sampled on its nodes into the run folder; none arriving means the folder is not on
-        a filesystem the nodes share, and then the monitor has only what this machine sees."""
-        s = self.status
-        waiting = (
-            s is not None
-            and s.slurm_job_id is not None
-            and s.device == "cuda"
-            and s.started is not None
-            and not self.node_samples_seen
-            and time.time() - s.started > NODE_TELEMETRY_GRACE_S
+    def announce(self, event: Event) -> None:
+        """A toast per event; the stacks asked for with `d` open at once; a fresh hang rings."""
+        if event.kind == "stack_dump" and self.dump_wanted:
+            self.dump_wanted = False
+            self.show_details(event)
+            return
+        self.notify(
+            safe_line(event.title),
+            severity="error" if event.severity == "error" else "information",
+            timeout=6,
+            markup=False,
         )
-        note = self.query_one("#telemetry-note", Static)
-        if waiting != note.display:
-            note.update(
-                "No GPU samples from the nodes: the run folder is not on a filesystem they share, so telemetry is "
-                "local only."
-            )
-            note.display = waiting
+        if event.kind == "hang_suspected" and event.t >= self.opened_t - FRESH_EVENT_S:
+            from gpuwizard.notify import hang_notice
 
-    def _row(self, box: Vertical, key: str, title: str) -> TelemetryRow:
-        for row in box.query(TelemetryRow):
-            if row.key == key:
-                return row
-        row = TelemetryRow(key, title)
-        box.mount(row)
-        return row
+            self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
+
+    def tell(self, notice: Any) -> None:
+        """The bell and the desktop notification settings.notify asks for (the supervisor runs its command)."""
+        from gpuwizard.notify import desktop_sequences, wanted
+        from gpuwizard.settings import notify_settings
+
+        settings = self.notify_settings = self.notify_settings or notify_settings()
+        if not wanted(notice, settings):
+            return
+        if settings.bell:
+            self.app.bell()
+        terminal = sys.__stderr__  # the stream Textual draws on; it has no call for other sequences
+        if settings.desktop and not self.app.is_headless and terminal is not None:
+            try:
+                terminal.write(desktop_sequences(notice))  # one write, between two of Textual's frames
+                terminal.flush()
+            except (OSError, ValueError):
+                pass  # the terminal went away; the run goes on
+
+    def tick(self) -> None:
+        """Once a second: the clocks of an open hang or a waiting stop keep running (text redrawn only on change)."""
+        if self.status is not None and not self.final:
+            self.refresh_progress()
+            self.show_banner()
 
     # -- rendering ---------------------------------------------------------------------------
     def refresh_title(self) -> None:
@@ -256,125 +240,94 @@ class MonitorScreen(Screen[None]):
             bar.update(total=total)
         if p.step is not None:
             bar.update(progress=p.step)
-        text = " · ".join([f"{p.step if p.step is not None else '-'}/{total or '?'}", *progress_parts(p, s)])
+        parts = progress_parts(p, s)
+        if s is not None and s.state == RunState.STOPPING:
+            parts = [part for part in parts if not part.startswith("ETA ")]
+        hang = open_hang(self.events, self.progress, s)
+        if hang is not None:  # no rate or ETA while nothing moves: how long it has not
+            parts = [part for part in parts if not part.startswith("ETA ") and not part.endswith(" smp/s")]
+            parts.append(f"stalled {clock(stalled_for(hang, time.time()))}")
+        text = " · ".join([f"{p.step if p.step is not None else '-'}/{total or '?'}", *parts])
         if text != self.shown_stats:  # a repaint per poll would cost every idle SSH session bandwidth
             self.shown_stats = text
             self.query_one("#stats", Static).update(text)
+            if hang is not None:
+                self.show_banner()  # its clock and this one tick together
+
+    def p2p_applies(self) -> bool:
+        """NCCL_P2P_DISABLE means something only to NCCL: CUDA runs with more than one process."""
+        return self.status is not None and self.status.device == "cuda" and self.status.world_size > 1
 
     def show_banner(self) -> None:
-        banner = self.query_one("#banner", Static)
-        important = [e for e in self.events if e.severity in ("error", "warning")]
-        if important:
-            event = important[-1]
-            parts: list[Any] = [
-                (
-                    safe_line(f" {event.title} "),
-                    "bold reverse $error" if event.severity == "error" else "bold reverse $warning",
-                ),
-                "\n",
-            ]
-            if event.detail:
-                parts.append(safe_text(event.detail[:400]) + "\n")
-            if event.suggestion:
-                parts.append(("next: " + safe_text(event.suggestion[:400]) + "\n", "bold"))
-            parts.append(
-                (
-                    "keys: s stop · m smoke repro · p retry with NCCL_P2P_DISABLE=1 · d stack dump of every rank",
-                    "$text-muted",
-                )
-            )
-            text = Content.assemble(*parts)
-            banner.set_class(event.severity == "error", "-error")
-        elif self.status is None and self.problem:
-            text = Content.styled(safe_line(f"This run folder cannot be read: {self.problem}"), "bold")
-            banner.set_class(True, "-error")
-        elif self.status is not None and self.status.final:
-            why = f": {self.status.error}" if self.status.error else ""
-            resume = "" if self.status.state == "finished" else " Press r to resume from its last checkpoint."
-            ended = f"Run {self.status.state} (exit code {self.status.exit_code}){why}. Folder: {self.run.path}."
-            text = Content.styled(safe_line(ended) + resume, "bold")
-        else:
+        box = self.query_one("#banner", Static)
+        width = (box.size.width or self.size.width) - 4  # border and padding
+        keys = "s stop · d stacks · m smoke repro" + (" · p NCCL_P2P_DISABLE=1" if self.p2p_applies() else "")
+        shown = banner(
+            self.events,
+            self.status,
+            self.progress,
+            self.problem,
+            str(self.run.path),
+            time.time(),
+            width,
+            max(3, min(6, self.size.height // 6)),
+            keys,
+            can_continue=self.can_continue(),
+        )
+        if shown is None:
             return
-        banner.update(text)
-        banner.display = True
+        key = (shown.body, shown.keys, shown.error)
+        if key != self.shown_banner:
+            self.shown_banner = key
+            box.update(shown.body)
+            box.border_subtitle = shown.keys
+            box.set_class(shown.error, "-error")
+        box.display = True
 
     # -- actions --------------------------------------------------------------------------------
-    def action_stop(self) -> None:
-        if self.status is None or self.final:
-            self.notify("The run has already ended.")
-            return
-        from gpuwizard.tui.dialogs import Confirm
-
-        def stop(yes: bool) -> None:
-            if yes:
-                request_stop(self.run)
-                self.notify("Stopping every rank (forced kill after 10 s)...")
-
-        self.app.push_screen(Confirm("Stop this run? Every process of it is signalled, then killed."), stop)
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Keys that cannot apply to this run are neither shown nor taken."""
+        running = self.status is not None and not self.final
+        if action in ("stop", "dump"):
+            return running
+        if action == "resume":
+            return self.final and not (self.status is not None and self.status.smoke)
+        if action == "retry_p2p":
+            return self.p2p_applies()
+        if action == "details":
+            return important(self.events, self.status) is not None
+        return True
 
     def action_dump(self) -> None:
         if request_stack_dump(self.run):
-            self.notify("Dumping every rank's stack (py-spy); the result appears as an event.")
+            self.dump_wanted = True
+            self.notify("Dumping every rank's stack with py-spy; they open here in a few seconds.")
         else:
             self.notify("The run's supervisor is not running.", severity="warning")
 
-    def restart(self, smoke: bool, env: list[str], resume: bool = False) -> None:
-        if not self.final:
-            request_stop(self.run)
-        if resume:
-            message = "Resuming from the last checkpoint"
-        elif smoke:
-            message = "Starting a smoke repro (50 steps, batch 2)"
-        else:
-            message = "Restarting with " + " ".join(env)
-        self.notify(message + "...")
-        self.relaunch(smoke, env, resume)
+    def action_details(self) -> None:
+        event = important(self.events, self.status)
+        if event is not None:
+            self.show_details(event)
 
-    @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
-    def relaunch(self, smoke: bool, env: list[str], resume: bool) -> None:
-        from gpuwizard.errors import UserError
-        from gpuwizard.runner.launch import relaunch
+    def show_details(self, event: Event) -> None:
+        from gpuwizard.tui.details import EventDetails
 
-        deadline = time.monotonic() + self.run.job().stop_grace_s + 60  # the forced kill, then a loaded machine
-        while not self.run.status().final:
-            if time.monotonic() > deadline:
-                self.post_message(RunStarted(None, f"Run {self.run.run_id} has not ended yet; nothing started.", []))
-                return
-            time.sleep(0.2)
-        try:
-            run = relaunch(self.run, smoke=smoke, env=env, resume=resume)
-        except UserError as exc:
-            self.post_message(RunStarted(None, exc.paragraph(), []))
+        self.app.push_screen(EventDetails(event, live_title(event, self.progress, self.status, time.time())))
+
+    def action_copy_command(self) -> None:
+        if self.status is None:
             return
-        self.post_message(RunStarted(run.path, None, []))
-
-    @on(RunStarted)
-    def _run_started(self, message: RunStarted) -> None:
-        if message.error:
-            self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
-        elif message.run_path is not None:
-            self.app.open_monitor(RunDir(message.run_path), replace=True)
-
-    def action_resume(self) -> None:
-        if self.status is None or not self.final:
-            self.notify("The run is still going: stop it first (s), then resume it.", severity="warning")
-            return
-        if self.status.smoke:
-            self.notify("A smoke run cannot be resumed; start the full run from the wizard.", severity="warning")
-            return
-        self.restart(smoke=False, env=[], resume=True)
-
-    def action_smoke(self) -> None:
-        self.restart(smoke=True, env=[])
-
-    def action_retry_p2p(self) -> None:
-        self.restart(smoke=False, env=["NCCL_P2P_DISABLE=1"])
+        self.app.copy_to_clipboard(self.status.command)
+        self.notify("Copied the exact command (OSC 52: your terminal must allow clipboard writes).", timeout=4)
 
     def action_view(self) -> None:
-        """log -> plots -> both: the curves beside or instead of the log."""
+        """log -> plots -> both: the curves instead of the log, or side by side with it (stacked at 80x24, each
+        would get a few rows; side by side each keeps the full height)."""
         log, plots = self.query_one("#log", LogView), self.query_one("#plots", MetricsPlot)
         showing = ("log", "plots", "both")[(("log", "plots", "both").index(self.view) + 1) % 3]
         self.view = showing
+        self.query_one("#panes").set_class(showing == "both", "-both")
         log.display = showing in ("log", "both")
         plots.display = showing in ("plots", "both")
         if plots.display:
@@ -391,8 +344,7 @@ class MonitorScreen(Screen[None]):
 
     def action_follow(self) -> None:
         log = self.query_one("#log", LogView)
-        log.follow(not log.auto_scroll)
-        self.notify("Following the log tail." if log.auto_scroll else "Paused following; f resumes.")
+        log.follow(not log.following)  # the pane's border says which
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
@@ -442,4 +394,4 @@ class MonitorScreen(Screen[None]):
     def action_wizard(self) -> None:
         from gpuwizard.preset import load_preset_file
 
-        self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))
+        self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))  # type: ignore[attr-defined]

@@ -59,6 +59,7 @@ class MetricsPlot(Vertical):
         self.ready = False
         self.drawn_at = 0.0
         self.pending = False
+        self.title_text = ""
 
     def compose(self) -> Any:
         yield Static("", id="plot-title")
@@ -77,6 +78,16 @@ class MetricsPlot(Vertical):
         elif not self.pending:
             self.pending = True
             self.set_timer(wait, self.redraw)
+
+    def show_title(self) -> None:
+        """The curve's name, and its keys where the width allows (help lists them too)."""
+        keys = " · keys: l metric · x step/time · g log loss · v view"
+        fits = len(self.title_text + keys) <= self.content_region.width
+        self.query_one("#plot-title", Static).update(self.title_text + keys if fits else self.title_text)
+
+    def on_resize(self) -> None:
+        if self.title_text:
+            self.show_title()
 
     def cycle_metric(self) -> None:
         self.metric = (self.metric + 1) % len(METRICS)
@@ -116,9 +127,8 @@ class MetricsPlot(Vertical):
         points = thinned(series(self.metrics, name, self.x_time, self.log_loss, self.started))
         axis = "minutes" if self.x_time else "step"
         shown = f"log10 {name}" if self.log_loss and name == "loss" else name
-        self.query_one("#plot-title", Static).update(
-            f"{shown} against {axis} · {len(points)} points · keys: l metric · x step/time · g log loss · v view"
-        )
+        self.title_text = f"{shown} against {axis} · {len(points)} points"
+        self.show_title()
         self.plot.clear()
         if len(points) >= 2:
             self.plot.plot([p[0] for p in points], [p[1] for p in points])

@@ -1,0 +1,78 @@
+"""An event in full, with the stack of every rank when it carries a dump: what the banner has no room for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+from gpuwizard.runner.records import Event
+from gpuwizard.safetext import safe_line, safe_text
+
+FRAMES_SHOWN = 20
+"""Innermost frames per rank; the files hold every frame of every thread."""
+
+
+def stacks_of(event: Event) -> dict[str, Any] | None:
+    """The stack report an event carries: a dump asked for with `d`, or the one taken on a suspected hang."""
+    if event.kind == "stack_dump":
+        return event.data
+    stacks = event.data.get("stacks")
+    return stacks if isinstance(stacks, dict) else None
+
+
+def details_text(event: Event, title: str) -> Content:
+    parts: list[Any] = [(safe_line(title), "bold")]
+    if event.detail:
+        parts += ["\n\n", safe_text(event.detail)]
+    if event.suggestion:
+        parts += ["\n\n", ("next: " + safe_text(event.suggestion), "bold")]
+    report = stacks_of(event)
+    if report is not None:
+        per_rank = report.get("per_rank") or {}
+        if report.get("note") and event.kind != "stack_dump":
+            parts += ["\n\n", ("stacks: ", "bold"), str(report["note"])]
+        for rank in sorted(per_rank, key=int):
+            frames = per_rank[rank]
+            outside = int(rank) in (report.get("outside_collective") or [])
+            head = f"rank {rank} main thread, innermost first" + (" (not in a collective)" if outside else "")
+            parts += ["\n\n", (head, "bold $accent")]
+            for frame in frames[:FRAMES_SHOWN]:
+                parts += ["\n  ", safe_line(str(frame))]
+            if len(frames) > FRAMES_SHOWN:
+                parts += ["\n  ", (f"... {len(frames) - FRAMES_SHOWN} more frames in the file", "$text-muted")]
+        for rank in report.get("unreadable") or []:
+            parts += ["\n\n", (f"rank {rank}: its stack could not be read", "bold $error")]
+        files = report.get("files") or []
+        if files:
+            parts += ["\n\n", ("every frame of every thread (py-spy --json):", "$text-muted")]
+            for path in files:
+                parts += ["\n  ", path]
+    return Content.assemble(*parts)
+
+
+class EventDetails(ModalScreen[None]):
+    """Scrollable with the arrow keys and page up/down; escape closes."""
+
+    BINDINGS = [Binding("escape,q,e", "close", "Close")]
+
+    def __init__(self, event: Event, title: str):
+        super().__init__()
+        self.event, self.title_text = event, title
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide details"):
+            with VerticalScroll(id="details-body"):
+                yield Static(details_text(self.event, self.title_text), id="details-text")
+            yield Label("↑↓ pgup pgdn: scroll · esc: close", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#details-body").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

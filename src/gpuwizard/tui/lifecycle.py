@@ -1,0 +1,184 @@
+"""Stopping, resuming, continuing and restarting the monitored run: every action that stops or replaces a running
+job asks first, and a finished run is continued to more steps rather than repeated."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+
+from gpuwizard.codes import RunState
+from gpuwizard.runner.follow import request_stop
+from gpuwizard.runner.records import Event, Job, Progress, RecordError, Status
+from gpuwizard.runner.rundir import RunDir
+from gpuwizard.safetext import safe_text
+from gpuwizard.tui.messages import RunStarted
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+
+class RunLifecycle:
+    """Mixed into the monitor screen, whose run, status, progress and events it reads."""
+
+    run: RunDir
+    status: Status | None
+    progress: Progress | None
+    events: list[Event]
+    app: App[Any]
+    notify: Callable[..., None]
+    final: bool
+    p2p_applies: Callable[[], bool]
+
+    def stop_grace_s(self) -> float:
+        """How long the supervisor waits before the forced kill (job.json; its default when that cannot be read)."""
+        try:
+            return self.run.job().stop_grace_s
+        except RecordError:
+            return Job.model_fields["stop_grace_s"].default
+
+    def step_text(self) -> str:
+        p, s = self.progress or Progress(), self.status
+        total = p.total or (s.steps if s else None)
+        return f"step {p.step}/{total}" if p.step is not None else "before its first step"
+
+    def action_stop(self) -> None:
+        s = self.status
+        if s is None or self.final:
+            self.notify("The run has already ended.")
+            return
+        from gpuwizard.tui.dialogs import Confirm
+
+        if s.state == RunState.STOPPING:
+            if not any(e.kind == "stop_waits_for_checkpoint" for e in self.events):
+                self.notify("The run is already stopping.")
+                return
+            question = (
+                "Stop at once? The checkpoint being written is lost; a resume starts from an earlier one, if any."
+            )
+        else:
+            question = (
+                f"Stop run {self.run.run_id} at {self.step_text()}? Every process of it is signalled, then killed "
+                f"after {self.stop_grace_s():.0f} s; a checkpoint being written is waited for."
+            )
+
+        def stop(yes: bool | None) -> None:
+            if yes:
+                request_stop(self.run)
+                self.notify("Stopping every rank...")
+
+        self.app.push_screen(Confirm(question), stop)
+
+    def replace_run(self, what: str, start: Callable[[], None]) -> None:
+        """Every action that stops a running job to start another asks first, as stop does."""
+        if self.final:
+            start()
+            return
+        from gpuwizard.tui.dialogs import Confirm
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                start()
+
+        question = (
+            f"Stop run {self.run.run_id} at {self.step_text()} and start {what}? "
+            "Its progress since the last checkpoint is lost."
+        )
+        self.app.push_screen(Confirm(question), answer)
+
+    def restart(self, smoke: bool, env: list[str], resume: bool = False, steps: int | None = None) -> None:
+        if not self.final:
+            request_stop(self.run)
+        if steps is not None:
+            message = f"Continuing to {steps} steps"
+        elif resume:
+            message = "Resuming from the last checkpoint"
+        elif smoke:
+            message = "Starting a smoke repro (50 steps, batch 2)"
+        else:
+            message = "Restarting with " + " ".join(env)
+        self.notify(message + "...")
+        self.relaunch(smoke, env, resume, steps)
+
+    @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
+    def relaunch(self, smoke: bool, env: list[str], resume: bool, steps: int | None) -> None:
+        from gpuwizard.errors import UserError
+        from gpuwizard.runner.launch import relaunch
+
+        deadline = time.monotonic() + self.stop_grace_s() + 60  # the forced kill, then a loaded machine
+        while not self.run.status().final:
+            if time.monotonic() > deadline:
+                self.post_message(RunStarted(None, f"Run {self.run.run_id} has not ended yet; nothing started.", []))
+                return
+            time.sleep(0.2)
+        try:
+            run = relaunch(self.run, smoke=smoke, env=env, resume=resume, steps=steps)
+        except UserError as exc:
+            self.post_message(RunStarted(None, exc.paragraph(), []))
+            return
+        self.post_message(RunStarted(run.path, None, []))
+
+    def on_run_started(self, message: RunStarted) -> None:
+        if message.error:
+            self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
+        elif message.run_path is not None:
+            self.app.open_monitor(RunDir(message.run_path), replace=True)  # type: ignore[attr-defined]
+
+    def can_continue(self) -> bool:
+        if self.status is None or self.status.state != RunState.FINISHED or self.status.smoke:
+            return False
+        from gpuwizard.trainers import get_trainer
+
+        return get_trainer(self.status.trainer).continue_schedule is not None
+
+    def action_resume(self) -> None:
+        s = self.status
+        if s is None or not self.final:
+            self.notify("The run is still going: stop it first (s), then resume it.", severity="warning")
+        elif s.smoke:
+            self.notify("A smoke run cannot be resumed; start the full run from the wizard.", severity="warning")
+        elif s.state == RunState.FINISHED:
+            self.offer_continue(s)
+        else:
+            self.restart(smoke=False, env=[], resume=True)
+
+    def offer_continue(self, s: Status) -> None:
+        """A finished run is not repeated: it goes on to more steps where the trainer can, or the resume's own
+        refusal says why not."""
+        if not self.can_continue():
+            self.relaunch(False, [], True, None)  # refused before anything starts, in the CLI's words
+            return
+        from gpuwizard.preset import load_preset_file
+        from gpuwizard.trainers import get_trainer
+        from gpuwizard.tui.dialogs import AskText
+
+        steps = load_preset_file(self.run.path / "preset.yaml").optim.steps
+        schedule = get_trainer(s.trainer).continue_schedule
+
+        def go(text: str | None) -> None:
+            if text is None:
+                return
+            if not text.isdigit() or int(text) <= steps:
+                self.notify(f"optim.steps must be a whole number above {steps}, not {text!r}.", severity="error")
+                return
+            self.restart(smoke=False, env=[], resume=True, steps=int(text))
+
+        question = (
+            f"Run {self.run.run_id} finished all its {s.steps} steps. Continue it to more optim.steps (now "
+            f"{steps})? {schedule[0].upper()}{schedule[1:]}."
+        )
+        self.app.push_screen(AskText(question, "optim.steps", str(2 * steps)), go)
+
+    def action_smoke(self) -> None:
+        self.replace_run("a 50-step smoke repro at batch 2", lambda: self.restart(smoke=True, env=[]))
+
+    def action_retry_p2p(self) -> None:
+        if not self.p2p_applies():
+            self.notify("NCCL_P2P_DISABLE only matters to NCCL, on CUDA runs of several processes.", severity="warning")
+            return
+        self.replace_run(
+            "it again from step 0 with NCCL_P2P_DISABLE=1",
+            lambda: self.restart(smoke=False, env=["NCCL_P2P_DISABLE=1"]),
+        )
