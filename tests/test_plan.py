@@ -649,7 +649,8 @@ def test_openpi_passes_only_the_schedule_that_differs_from_its_config(gw, write_
 def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
     """The resume forms, from each trainer's source: LeRobot (lerobot/configs/train.py, 0.6.1 and main at 7427f31:
     --resume=true needs --config_path=<out>/checkpoints/last/pretrained_model/train_config.json, no --policy.type);
-    GR00T (gr00t/configs/finetune_config.py: resume_from_checkpoint defaults False, flag --resume-from-checkpoint);
+    GR00T (Isaac-GR00T 626af89 gr00t/experiment/experiment.py: trainer.train(resume_from_checkpoint=True) always,
+    and no --resume-from-checkpoint: the same command; tests/test_groot.py asks its real parser);
     openpi (scripts/train.py at 15a9616: --resume, checkpoints in <base>/<config>/<exp>/<step>); HF Trainer
     (TrainingArguments.resume_from_checkpoint: a checkpoint-<step> folder)."""
     out = tmp_path / "out"
@@ -667,8 +668,8 @@ def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
 
     groot = GROOT_8 + f"output_dir: {out}\n"
     (out / "checkpoint-500").mkdir()
-    assert "--resume-from-checkpoint" in preview_json(gw, write_preset(groot), "--resume")["argv"]
-    assert "--resume-from-checkpoint" not in preview_json(gw, write_preset(groot))["argv"]
+    resumed = preview_json(gw, write_preset(groot), "--resume")["argv"]
+    assert resumed == preview_json(gw, write_preset(groot))["argv"] and "--resume-from-checkpoint" not in resumed
 
     hf = HF_JOB + f"output_dir: {out}\n"
     (out / "checkpoint-1500").mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -218,6 +219,20 @@ def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:
                 )
             )
     return found
+
+
+def ceil_ratio(count: int, total: int) -> str:
+    """The shortest decimal r for which ceil(total * r) == count: the ratio flag for a trainer that computes its
+    warmup as HF TrainingArguments.get_warmup_steps does (math.ceil(max_steps * warmup_ratio)). count / total
+    rounded to 6 digits is not always one: 501 of 10,001 steps gives 0.050095, and 502."""
+    if count <= 0:
+        return "0"
+    middle = (count - 0.5) / total  # half a step from either edge of the interval that works
+    for digits in range(1, 18):
+        text = f"{middle:.{digits}g}"
+        if math.ceil(total * float(text)) == count:
+            return text
+    return repr(middle)
 
 
 def newest_step_dir(folder: Path, prefix: str = "") -> Path | None:
