@@ -212,7 +212,7 @@ def test_the_flag_is_passed_where_the_installed_finetune_config_has_it(groot_dir
     shutil.copytree(groot_dir / "Isaac-GR00T", checkout)
     config = checkout / "gr00t" / "configs" / "finetune_config.py"
     config.write_text(
-        config.read_text() + "\n    resume_from_checkpoint: bool = False\n    \"\"\"Continue from output_dir.\"\"\"\n"
+        config.read_text() + '\n    resume_from_checkpoint: bool = False\n    """Continue from output_dir."""\n'
     )
     out = tmp_path / "out"
     (out / "checkpoint-300").mkdir(parents=True)
