@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, problem
+from gpuwizard.runner.records import LrSchedule
 from gpuwizard.schema import Strict
 
 if TYPE_CHECKING:
@@ -84,6 +85,12 @@ class Trainer:
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         raise NotImplementedError
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """The lr the trainer's scheduler gives at each of its own steps, for the run-time lr check; here the
+        planned lr after a linear warmup from 0 (a trainer with another schedule says so)."""
+        plan = ctx.plan
+        return LrSchedule(peak=plan.lr, warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update)
 
     def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
         """How to ask the installed trainer's own parser about `spec` (trainercheck); a str says why it cannot be

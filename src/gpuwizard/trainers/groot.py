@@ -13,6 +13,7 @@ from pydantic import Field
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
+from gpuwizard.runner.records import LrSchedule
 from gpuwizard.trainercheck import probe_script
 from gpuwizard.trainers.base import (
     Trainer,
@@ -332,6 +333,15 @@ class GrootTrainer(Trainer):
         if ctx.resume and self.has_resume_flag(ctx):
             args.append("--resume-from-checkpoint")
         return LaunchSpec(launcher + args + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """experiment.py's TrainingArguments take lr_scheduler_type "cosine" (gr00t/configs/training/
+        training_config.py): transformers' cosine with warmup, 0 to the peak, then down to 0 at max_steps; the log at
+        step N shows update N's lr, read before lr_scheduler.step() (transformers 4.57.3 trainer.py)."""
+        plan, warmup = ctx.plan, ctx.plan.warmup_steps or 0
+        return LrSchedule(
+            peak=plan.lr, warmup_steps=warmup, decay="cosine", decay_start=warmup, decay_end=plan.trainer_steps, lag=1
+        )
 
     def probe_python(self, ctx: BuildContext) -> str:
         """The interpreter that runs launch_finetune.py: launch.python, else uv's project environment."""
