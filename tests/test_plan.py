@@ -216,8 +216,9 @@ def test_hf_trainer_flags(gw, write_preset):
 
 def test_the_hf_trainer_takes_any_policy_and_shards_through_fsdp_config(gw, write_preset):
     """An HF Trainer script trains whatever it builds; the catalog policy only sizes memory, so every policy is
-    allowed. transformers main at 00349ae (src/transformers/training_args.py) takes the FSDP wrap policy inside
-    --fsdp_config (a dict field, a JSON string on the command line: transformer_layer_cls_to_wrap, min_num_params)."""
+    allowed. transformers 5.24 (src/transformers/training_args.py) takes a bare --fsdp (the string form is deprecated)
+    and the wrap policy inside --fsdp_config (a JSON string on the command line); min_num_params is read only with
+    auto_wrap_policy SIZE_BASED_WRAP (tests/test_hf.py asks the real parser)."""
     text = """\
 version: 1
 name: hf-any
@@ -234,14 +235,14 @@ trainer_options: {script: train.py}
     result, plan = plan_json(gw, write_preset(text))
     assert result.code == 0 and plan["errors"] == [], result.err
     argv = preview_json(gw, write_preset(text))["argv"]
-    assert flag(argv, "--fsdp") == "full_shard auto_wrap"
+    assert argv[argv.index("--fsdp") + 1] == "--fsdp_config"
     assert json.loads(flag(argv, "--fsdp_config")) == {
         "transformer_layer_cls_to_wrap": ["ACTEncoderLayer", "ACTDecoderLayer"]
     }
     assert not any(a.startswith(("--fsdp_transformer_layer_cls_to_wrap", "--fsdp_min_num_params")) for a in argv)
     by_size = text.replace("wrap_modules: [ACTEncoderLayer, ACTDecoderLayer]", "min_num_params: 100000")
     argv = preview_json(gw, write_preset(by_size))["argv"]
-    assert json.loads(flag(argv, "--fsdp_config")) == {"min_num_params": 100000}
+    assert json.loads(flag(argv, "--fsdp_config")) == {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": 100000}
 
 
 def test_single_node_runs_standalone_multi_node_uses_endpoint(gw, write_preset):

@@ -207,13 +207,10 @@ class JobMonitor:
         self.exceptions = ExceptionChain()
         self.lr_checked = False
         self.schedule = expect.schedule or LrSchedule(peak=expect.lr, warmup_steps=expect.warmup_steps)
-        self.lr_waiting: tuple[float, int] | None = None
-        self.metrics_waiting: list[Metric] = []
-        """Losses logged without their step (HF's metric dicts) since the step in metrics_after; the next step the
-        log names (HF redraws its bar right after a dict) spaces them evenly up to it."""
-        self.metrics_after = 0
-        """An lr logged without its step (HF's metric dicts) and the step known then: the next step the log names
-        (the bar HF redraws right after the dict) bounds it."""
+        self.waiting: list[tuple[Metric, float | None]] = []
+        """Losses, with the lr of the same line, logged without their step (HF's metric dicts) since step
+        waiting_after: the next step the log names (HF redraws its bar right after a dict) places them."""
+        self.waiting_after = 0
         self.batch_checked = False
         self.hang_reported = False
         self.diverged = False
@@ -279,12 +276,8 @@ class JobMonitor:
             self.slow_extension_until = None
             self.rate_window.append((now, info.step))
             self._update_rate()
-        if usable and info.step is not None:
-            if self.metrics_waiting:
-                self._place_waiting(info.step)
-            if self.lr_waiting is not None and info.step >= self.lr_waiting[1]:
-                (logged, since), self.lr_waiting = self.lr_waiting, None
-                new += self._check_lr(logged, since, info.step)
+        if usable and info.step is not None and self.waiting:
+            new += self._place_waiting(info.step)
         if info.loss is not None:
             p.loss = info.loss
             metric = Metric(
@@ -297,8 +290,8 @@ class JobMonitor:
             if info.step is not None or p.finished:
                 self.metrics.append(metric)
             else:
-                self.metrics_after = self.metrics_after if self.metrics_waiting else p.step or 0
-                self.metrics_waiting.append(metric)
+                self.waiting_after = self.waiting_after if self.waiting else p.step or 0
+                self.waiting.append((metric, info.lr))
             if not math.isfinite(info.loss) and not self.diverged:
                 self.diverged = True
                 new.append(
@@ -330,8 +323,6 @@ class JobMonitor:
             p.lr = info.lr
             if info.step is not None:
                 new += self._check_lr(info.lr, info.step, info.step)
-            elif not self.lr_checked:
-                self.lr_waiting = (info.lr, p.step or 0)
         if info.effective_batch is not None:
             new += self._check_batch(info.effective_batch)
         if info.checkpoint:
@@ -339,19 +330,29 @@ class JobMonitor:
             self.checkpoint_started = now
         if info.finished:
             p.finished = True
-            self._place_waiting(p.step or 0)  # nothing will name their step now
+            new += self._place_waiting(p.step or 0)  # nothing will name their step now
         return new
 
-    def _place_waiting(self, step: int) -> None:
-        """Give the losses logged without a step the steps from metrics_after to `step`, evenly spaced (exact for
-        a trainer that logs every N steps when the log names the last one's step)."""
-        waiting, self.metrics_waiting = self.metrics_waiting, []
+    def _place_waiting(self, step: int) -> list[Event]:
+        """Give the losses logged without a step the steps up to `step`, the next one the log named: the last
+        multiples of the trainer's log interval (HF logs at multiples of logging_steps), or, without one, evenly
+        spaced from waiting_after; then check the lr their lines logged."""
+        waiting, self.waiting = self.waiting, []
         if not waiting:
-            return
-        gap = max(0, step - self.metrics_after) / len(waiting)
-        self.metrics += [
-            m.model_copy(update={"step": self.metrics_after + round(gap * (i + 1))}) for i, m in enumerate(waiting)
-        ]
+            return []
+        every, count = self.expect.log_interval, len(waiting)
+        if every:
+            last = step - step % every
+            places = [(s, s) for s in (max(1, last - every * (count - 1 - i)) for i in range(count))]
+        else:
+            gap = max(0, step - self.waiting_after) / count
+            places = [(self.waiting_after, self.waiting_after + round(gap * (i + 1))) for i in range(count)]
+        new = []
+        for (metric, lr), (low, high) in zip(waiting, places, strict=True):
+            self.metrics.append(metric.model_copy(update={"step": high}))
+            if lr is not None:
+                new += self._check_lr(lr, low, high)
+        return new
 
     def _update_rate(self) -> None:
         if len(self.rate_window) < 2:

@@ -162,6 +162,8 @@ class Expectations(Record):
     warmup_steps: int
     schedule: LrSchedule | None = None
     """The lr at each step (the run-time lr check); None: the peak `lr` after a linear `warmup_steps`."""
+    log_interval: int | None = None
+    """Steps between loss lines that do not name their step (HF's logging_steps); None: they name it."""
     effective_batch: int | None
     world_size: int
     hang_timeout_s: float

@@ -92,6 +92,10 @@ class Trainer:
         plan = ctx.plan
         return LrSchedule(peak=plan.lr, warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update)
 
+    def log_interval(self, ctx: BuildContext) -> int | None:
+        """Steps between the trainer's loss lines where those lines do not name their step (None: they do)."""
+        return None
+
     def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
         """How to ask the installed trainer's own parser about `spec` (trainercheck); a str says why it cannot be
         asked here, e.g. "no training environment here"."""

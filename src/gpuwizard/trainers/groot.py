@@ -334,6 +334,11 @@ class GrootTrainer(Trainer):
             args.append("--resume-from-checkpoint")
         return LaunchSpec(launcher + args + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
 
+    def log_interval(self, ctx: BuildContext) -> int | None:
+        """TrainingConfig.logging_steps (gr00t/configs/training/training_config.py, 626af89): launch_finetune.py
+        has no flag for it."""
+        return 10
+
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
         """experiment.py's TrainingArguments take lr_scheduler_type "cosine" (gr00t/configs/training/
         training_config.py): transformers' cosine with warmup, 0 to the peak, then down to 0 at max_steps; the log at

@@ -226,6 +226,10 @@ class HfTrainer(Trainer):
             },
         )
 
+    def log_interval(self, ctx: BuildContext) -> int | None:
+        """--logging_steps (TrainingArguments' default 500): DefaultFlowCallback logs at its multiples."""
+        return ctx.preset.options.logging_steps or 500
+
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
         """transformers' get_scheduler for --lr_scheduler_type (src/transformers/optimization.py, 5.24): a linear
         warmup from 0, then linear or cosine down to 0 at max_steps; "constant" has no warmup at all. Its log at
