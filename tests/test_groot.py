@@ -227,3 +227,42 @@ def test_the_flag_is_passed_where_the_installed_finetune_config_has_it(groot_dir
         result = compare(ProbeAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", result.summary
     assert [a["values"]["resume"] for a in answers] == ["from checkpoint-300", "none (a fresh start)"]
+
+
+def test_the_lr_check_follows_the_cosine_schedule_groot_trains_with(groot_dir):
+    """experiment.py's TrainingArguments (lr_scheduler_type "cosine", warmup from the ratio), stepped as
+    transformers 4.57.3's Trainer does (the lr logged is read before lr_scheduler.step()): the schedule the
+    run-time lr check uses, at every step of a 2,000-step run and of the issue's 10,001."""
+    code = r"""
+import json, sys, torch
+from transformers import TrainingArguments, get_scheduler
+found = []
+for steps, ratio in json.loads(sys.stdin.read()):
+    args = TrainingArguments(output_dir="unused", use_cpu=True, report_to="none", lr_scheduler_type="cosine",
+                             warmup_ratio=float(ratio), max_steps=steps, learning_rate=1e-4)
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=args.learning_rate)
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, args.get_warmup_steps(steps), steps)
+    logged = []
+    for _ in range(steps):
+        optimizer.step()
+        logged.append(scheduler.get_last_lr()[0])
+        scheduler.step()
+    found.append(logged)
+print(json.dumps(found))
+"""
+    contexts = [make_plan(in_env(groot_dir, "groot-n17-8gpu", **{"optim.steps": n}))[1] for n in (2_000, 10_001)]
+    cases = []
+    for ctx in contexts:
+        argv = build_command(ctx).argv
+        cases.append((ctx.plan.steps, argv[argv.index("--warmup-ratio") + 1]))
+    out = subprocess.run(
+        [str(groot_dir / "venv" / "bin" / "python"), "-c", code],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    for ctx, logged in zip(contexts, json.loads(out.stdout.strip().splitlines()[-1]), strict=True):
+        schedule = GROOT.lr_schedule(ctx)
+        assert [schedule.logged_at(step) for step in range(1, ctx.plan.steps + 1)] == pytest.approx(logged, abs=1e-15)
