@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from conftest import trainer_env
-from gpuwizard.plan import make_plan
+from gpuwizard.plan import build_command, make_plan
 from gpuwizard.preset import parse_preset
 from gpuwizard.trainers import get_trainer
 
@@ -39,6 +39,11 @@ def plan_context(trainer: str, policy: str, steps: int, **extra):
     plan, ctx = make_plan(parse_preset(data, "test"))
     assert plan.errors == [], [p.paragraph() for p in plan.errors]
     return ctx
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    """The value of --name=value in a built command."""
+    return next((a.split("=", 1)[1] for a in argv if a.startswith(name + "=")), None)
 
 
 def run_in(python: str, code: str, cases: list, cwd: str | None = None) -> list[list[float]]:
@@ -84,15 +89,16 @@ def test_lerobot_schedules_are_lerobots_own():
         plan_context("lerobot", "act", 3_000, optim={"warmup_ratio": 0.05}, trainer_options={"api": "v0.6"}),
     ]
     cases = []
-    for ctx in contexts:
-        facts, plan = ctx.policy.lerobot, ctx.plan
-        if facts.scheduler == "none":
-            cases.append(("constant", plan.warmup_steps, 0, plan.lr, 0.0, plan.trainer_steps))
-        elif plan.warmup_source == "trainer default":  # lerobot-train gets the preset's own warmup and decay
-            cases.append(("cosine", facts.warmup_steps, facts.decay_steps, plan.lr, facts.decay_lr, plan.trainer_steps))
-        else:  # --policy.scheduler_warmup_steps and, on a shorter run, --policy.scheduler_decay_steps=<steps>
-            decay = min(facts.decay_steps, plan.trainer_steps)
-            cases.append(("cosine", plan.warmup_steps, decay, plan.lr, facts.decay_lr, plan.trainer_steps))
+    for ctx in contexts:  # what the built command sets, else the policy preset's own (catalog) values
+        facts, plan, argv = ctx.policy.lerobot, ctx.plan, build_command(ctx).argv
+        if flag(argv, "--scheduler.type") == "constant_with_warmup":
+            lr = float(flag(argv, "--optimizer.lr"))
+            cases.append(("constant", int(flag(argv, "--scheduler.num_warmup_steps")), 0, lr, 0.0, plan.trainer_steps))
+            continue
+        warmup = int(flag(argv, "--policy.scheduler_warmup_steps") or facts.warmup_steps)
+        decay = int(flag(argv, "--policy.scheduler_decay_steps") or facts.decay_steps)
+        lr = float(flag(argv, "--policy.optimizer_lr"))
+        cases.append(("cosine", warmup, decay, lr, facts.decay_lr, int(flag(argv, "--steps"))))
     for ctx, case, logged in zip(contexts, cases, run_in(python, LEROBOT_CODE, cases), strict=True):
         schedule = lerobot.lr_schedule(ctx)
         ours = [schedule.logged_at(step) for step in range(1, len(logged) + 1)]
@@ -125,10 +131,17 @@ def test_openpi_schedules_are_openpis_own():
         plan_context("openpi", "pi05", 20_000, trainer_options={"config_name": "pi05_libero", **opts}),
     ]
     cases = []
-    for ctx in contexts:
-        own, plan = openpi.schedule(ctx.preset, ctx.policy), ctx.plan
-        decay = plan.steps if plan.steps != own.num_train_steps else own.decay_steps
-        cases.append((plan.warmup_steps, plan.lr, decay, own.decay_lr, plan.steps))
+    for ctx in contexts:  # what the built command sets, else the TrainConfig's own (catalog) values
+        own, argv = openpi.schedule(ctx.preset, ctx.policy), build_command(ctx).argv
+        cases.append(
+            (
+                int(flag(argv, "--lr-schedule.warmup-steps") or own.warmup_steps),
+                float(flag(argv, "--lr-schedule.peak-lr") or own.peak_lr),
+                int(flag(argv, "--lr-schedule.decay-steps") or own.decay_steps),
+                float(flag(argv, "--lr-schedule.decay-lr") or own.decay_lr),
+                int(flag(argv, "--num-train-steps") or own.num_train_steps),
+            )
+        )
     python = os.path.join(root, "venv", "bin", "python")
     found = run_in(python, OPENPI_CODE, cases, cwd=os.path.join(root, "openpi"))
     for ctx, case, logged in zip(contexts, cases, found, strict=True):

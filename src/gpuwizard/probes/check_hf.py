@@ -1,6 +1,8 @@
 """A Hugging Face Trainer script's TrainingArguments, parsed from the command's flags by transformers' own
 HfArgumentParser (as the HF example scripts do); the flags it does not know are the script's own, left to it and
 named in the answer. Written against transformers 5.24.0 (src/transformers/training_args.py, hf_argparser.py).
+The checkpoint it reports is --resume_from_checkpoint: the script must hand it to trainer.train(), as the HF
+examples do.
 
 Usage: check_hf.py ARGS... (the arguments after the script in the real command)
 """
@@ -11,6 +13,8 @@ import logging
 import warnings
 
 import gwprobe
+
+FRESH = "none (a fresh start)"
 
 
 class Collected(logging.Handler):
@@ -74,6 +78,7 @@ def parse(argv: list[str]) -> dict:
             "fsdp": fsdp_settings(args),
             # accelerate's AcceleratorState turns FSDP on only for GPU-type backends: CPU processes run DDP
             "sharded": bool(args.fsdp) and not on_cpu,
+            "resume": f"from {args.resume_from_checkpoint}" if args.resume_from_checkpoint else FRESH,
         },
         "notes": notes,
         "watch": [transformers.__file__],

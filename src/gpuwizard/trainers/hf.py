@@ -206,6 +206,7 @@ class HfTrainer(Trainer):
             return missing
         plan, opts = ctx.plan, ctx.preset.options
         script = opts.script or "<trainer_options.script>"
+        resume = f"from {self.last_checkpoint(ctx) or ctx.output_path}" if ctx.resume else "none (a fresh start)"
         return TrainerQuery(
             argv=[ctx.python, probe_script("check_hf.py"), *trainer_args(spec.argv, script)],
             expected={
@@ -217,6 +218,7 @@ class HfTrainer(Trainer):
                 "lr_schedule": opts.lr_scheduler_type,
                 "fsdp": self.planned_fsdp(ctx),
                 "sharded": plan.strategy == "fsdp" and plan.device == "cuda",
+                "resume": resume,
             },
             cwd=ctx.workdir,
             labels={"fsdp": "(FSDP plugin settings)"},
