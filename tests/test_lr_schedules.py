@@ -79,7 +79,8 @@ print(json.dumps(found))
 @pytest.mark.lerobot
 def test_lerobot_schedules_are_lerobots_own():
     """smolvla's cosine_decay_with_warmup (1,000 / 30,000 to 2.5e-6) on a run shorter than its decay (shrunk), one
-    longer, and one with a warmup of the plan's own; ACT with a warmup (constant_with_warmup)."""
+    longer, and one with a warmup of the plan's own; ACT with a warmup (constant_with_warmup). Each log line shows
+    the mean lr since the last one (lerobot_train.py: an AverageMeter reset every log_freq steps)."""
     python = trainer_env("GPUWIZARD_LEROBOT_PYTHON", "a LeRobot 0.6.1 interpreter")
     lerobot = get_trainer("lerobot")
     contexts = [
@@ -87,6 +88,9 @@ def test_lerobot_schedules_are_lerobots_own():
         plan_context("lerobot", "smolvla", 32_000, trainer_options={"api": "v0.6"}),
         plan_context("lerobot", "smolvla", 6_000, optim={"warmup_ratio": 0.1}, trainer_options={"api": "v0.6"}),
         plan_context("lerobot", "act", 3_000, optim={"warmup_ratio": 0.05}, trainer_options={"api": "v0.6"}),
+        plan_context(
+            "lerobot", "act", 300, optim={"warmup_ratio": 0.05}, trainer_options={"api": "v0.6", "log_freq": 1}
+        ),
     ]
     cases = []
     for ctx in contexts:  # what the built command sets, else the policy preset's own (catalog) values
@@ -99,9 +103,12 @@ def test_lerobot_schedules_are_lerobots_own():
         decay = int(flag(argv, "--policy.scheduler_decay_steps") or facts.decay_steps)
         lr = float(flag(argv, "--policy.optimizer_lr"))
         cases.append(("cosine", warmup, decay, lr, facts.decay_lr, int(flag(argv, "--steps"))))
-    for ctx, case, logged in zip(contexts, cases, run_in(python, LEROBOT_CODE, cases), strict=True):
+    for ctx, case, per_step in zip(contexts, cases, run_in(python, LEROBOT_CODE, cases), strict=True):
         schedule = lerobot.lr_schedule(ctx)
-        ours = [schedule.logged_at(step) for step in range(1, len(logged) + 1)]
+        every = int(flag(build_command(ctx).argv, "--log_freq") or 200)  # TrainPipelineConfig.log_freq
+        assert schedule.averaged_over == every
+        logged = {n: sum(per_step[n - every : n]) / every for n in range(every, len(per_step) + 1, every)}
+        ours = {n: schedule.logged_at(n) for n in logged}
         assert ours == pytest.approx(logged, rel=1e-9, abs=1e-15), case
 
 
@@ -146,7 +153,8 @@ def test_openpi_schedules_are_openpis_own():
     found = run_in(python, OPENPI_CODE, cases, cwd=os.path.join(root, "openpi"))
     for ctx, case, logged in zip(contexts, cases, found, strict=True):
         schedule = openpi.lr_schedule(ctx)
-        ours = [schedule.logged_at(step) for step in range(len(logged))]
+        assert schedule.averaged_over == 100, "train_pytorch.py logs the mean over TrainConfig.log_interval"
+        ours = [schedule.lr_at(step) for step in range(len(logged))]
         assert ours == pytest.approx(logged, rel=1e-5, abs=1e-11), case  # optax computes in float32
 
 

@@ -131,9 +131,14 @@ class LrSchedule(Record):
     """The log at step N shows the lr after N - lag scheduler steps (the HF Trainer logs the lr its update used,
     read before lr_scheduler.step(): 1)."""
 
+    averaged_over: int = 1
+    """The log shows the mean lr of this many steps up to the logged one (LeRobot's AverageMeter over log_freq,
+    openpi PyTorch's mean over log_interval)."""
+
     def logged_at(self, step: int) -> float:
         """The lr the trainer's log shows at `step`."""
-        return self.lr_at(max(0, step - self.lag))
+        steps = range(max(0, step - self.averaged_over + 1), step + 1)
+        return sum(self.lr_at(max(0, s - self.lag)) for s in steps) / len(steps)
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup_steps:

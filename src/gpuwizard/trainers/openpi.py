@@ -248,7 +248,8 @@ class OpenpiTrainer(Trainer):
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
         """What _schedule_args leaves the TrainConfig's CosineDecaySchedule at (openpi 15a9616: optax
         warmup_cosine_decay_schedule in src/openpi/training/optimizer.py, and the same formula in
-        scripts/train_pytorch.py lr_schedule): from peak / (warmup + 1), cosine from the warmup's end to decay_lr."""
+        scripts/train_pytorch.py lr_schedule): from peak / (warmup + 1), cosine from the warmup's end to decay_lr.
+        train_pytorch.py logs the mean lr of the steps since its last line (TrainConfig.log_interval, 100)."""
         plan, own = ctx.plan, self.schedule(ctx.preset, ctx.policy)
         warmup = plan.warmup_steps or 0
         return LrSchedule(
@@ -259,6 +260,7 @@ class OpenpiTrainer(Trainer):
             decay_start=warmup,
             decay_end=plan.steps if plan.steps != own.num_train_steps else own.decay_steps,
             end=own.decay_lr,
+            averaged_over=100,
         )
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
