@@ -130,7 +130,6 @@ class LrSchedule(Record):
     lag: int = 0
     """The log at step N shows the lr after N - lag scheduler steps (the HF Trainer logs the lr its update used,
     read before lr_scheduler.step(): 1)."""
-
     averaged_over: int = 1
     """The log shows the mean lr of this many steps up to the logged one (LeRobot's AverageMeter over log_freq,
     openpi PyTorch's mean over log_interval)."""
