@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,7 @@ def test_lerobot_main_line_and_rounded_steps():
 def test_hf_groot_and_openpi_lines():
     hf = parse_hf("{'loss': 0.0412, 'grad_norm': 0.87, 'learning_rate': 9.98e-05}")
     assert (hf.loss, hf.lr) == (0.0412, 9.98e-05)
-    assert parse_hf("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05}").loss is None
+    assert math.isnan(parse_hf("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05}").loss), "v4's bare nan stops"
     assert parse_hf(
         "{'train_runtime': 100.1, 'train_samples_per_second': 64.0, 'train_steps_per_second': 1.0, 'train_loss': 0.1}"
     ).finished

@@ -216,8 +216,9 @@ def test_hf_trainer_flags(gw, write_preset):
 
 def test_the_hf_trainer_takes_any_policy_and_shards_through_fsdp_config(gw, write_preset):
     """An HF Trainer script trains whatever it builds; the catalog policy only sizes memory, so every policy is
-    allowed. transformers main at 00349ae (src/transformers/training_args.py) takes the FSDP wrap policy inside
-    --fsdp_config (a dict field, a JSON string on the command line: transformer_layer_cls_to_wrap, min_num_params)."""
+    allowed. transformers 5.24 (src/transformers/training_args.py) takes a bare --fsdp (the string form is deprecated)
+    and the wrap policy inside --fsdp_config (a JSON string on the command line); min_num_params is read only with
+    auto_wrap_policy SIZE_BASED_WRAP (tests/test_hf.py asks the real parser)."""
     text = """\
 version: 1
 name: hf-any
@@ -234,14 +235,14 @@ trainer_options: {script: train.py}
     result, plan = plan_json(gw, write_preset(text))
     assert result.code == 0 and plan["errors"] == [], result.err
     argv = preview_json(gw, write_preset(text))["argv"]
-    assert flag(argv, "--fsdp") == "full_shard auto_wrap"
+    assert argv[argv.index("--fsdp") + 1] == "--fsdp_config"
     assert json.loads(flag(argv, "--fsdp_config")) == {
         "transformer_layer_cls_to_wrap": ["ACTEncoderLayer", "ACTDecoderLayer"]
     }
     assert not any(a.startswith(("--fsdp_transformer_layer_cls_to_wrap", "--fsdp_min_num_params")) for a in argv)
     by_size = text.replace("wrap_modules: [ACTEncoderLayer, ACTDecoderLayer]", "min_num_params: 100000")
     argv = preview_json(gw, write_preset(by_size))["argv"]
-    assert json.loads(flag(argv, "--fsdp_config")) == {"min_num_params": 100000}
+    assert json.loads(flag(argv, "--fsdp_config")) == {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": 100000}
 
 
 def test_single_node_runs_standalone_multi_node_uses_endpoint(gw, write_preset):
@@ -649,7 +650,8 @@ def test_openpi_passes_only_the_schedule_that_differs_from_its_config(gw, write_
 def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
     """The resume forms, from each trainer's source: LeRobot (lerobot/configs/train.py, 0.6.1 and main at 7427f31:
     --resume=true needs --config_path=<out>/checkpoints/last/pretrained_model/train_config.json, no --policy.type);
-    GR00T (gr00t/configs/finetune_config.py: resume_from_checkpoint defaults False, flag --resume-from-checkpoint);
+    GR00T (Isaac-GR00T 626af89 gr00t/experiment/experiment.py: trainer.train(resume_from_checkpoint=True) always,
+    and no --resume-from-checkpoint: the same command; tests/test_groot.py asks its real parser);
     openpi (scripts/train.py at 15a9616: --resume, checkpoints in <base>/<config>/<exp>/<step>); HF Trainer
     (TrainingArguments.resume_from_checkpoint: a checkpoint-<step> folder)."""
     out = tmp_path / "out"
@@ -667,8 +669,8 @@ def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
 
     groot = GROOT_8 + f"output_dir: {out}\n"
     (out / "checkpoint-500").mkdir()
-    assert "--resume-from-checkpoint" in preview_json(gw, write_preset(groot), "--resume")["argv"]
-    assert "--resume-from-checkpoint" not in preview_json(gw, write_preset(groot))["argv"]
+    resumed = preview_json(gw, write_preset(groot), "--resume")["argv"]
+    assert resumed == preview_json(gw, write_preset(groot))["argv"] and "--resume-from-checkpoint" not in resumed
 
     hf = HF_JOB + f"output_dir: {out}\n"
     (out / "checkpoint-1500").mkdir()

@@ -110,13 +110,19 @@ def parse_lerobot(line: str) -> LineInfo | None:
 
 
 HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime)'.*\}\s*$")
+HF_BARE_NUMBER = re.compile(r"(?<=: )(-?nan|-?inf)(?=[,}])")
+"""transformers v4 prints float('nan') in a dict as a bare nan, which is no Python literal."""
+HF_BANNER = re.compile(r"Total train batch size \(w\. parallel, distributed & accumulation\) = (?P<eff>[\d,]+)")
+HF_TOTAL = re.compile(r"Total optimization steps = (?P<steps>[\d,]+)")
 
 
 def parse_hf(line: str) -> LineInfo | None:
-    """HF Trainer (and GR00T) metric dicts, e.g. {'loss': 0.04, 'grad_norm': 0.8, 'learning_rate': 9.9e-05}."""
+    """HF Trainer (and GR00T) metric dicts, numbers as themselves (transformers v4: {'loss': 0.04, 'learning_rate':
+    9.9e-05}) or as strings (v5, ProgressCallback.on_log's f"{v:.4g}": {'loss': '0.9536', 'learning_rate': '0'});
+    the training banner's total batch and optimization steps; checkpoints; the tqdm bar."""
     if HF_DICT.match(line):
         try:
-            values = ast.literal_eval(line.strip().replace("nan", "None"))
+            values = ast.literal_eval(HF_BARE_NUMBER.sub(r"'\1'", line.strip()))
         except (ValueError, SyntaxError):
             return None
         if not isinstance(values, dict):
@@ -124,13 +130,22 @@ def parse_hf(line: str) -> LineInfo | None:
         if "train_runtime" in values:
             return LineInfo(finished=True, samples_per_s=_maybe_float(values.get("train_samples_per_second")))
         return LineInfo(loss=_maybe_float(values.get("loss")), lr=_maybe_float(values.get("learning_rate")))
+    if match := HF_BANNER.search(line):
+        return LineInfo(effective_batch=int(match["eff"].replace(",", "")))
+    if match := HF_TOTAL.search(line):
+        return LineInfo(total=int(match["steps"].replace(",", "")))
     if "Saving model checkpoint to" in line:
         return LineInfo(checkpoint=True)
     return parse_tqdm(line)
 
 
 def _maybe_float(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
+    """A number, or a number written as a string (v5); anything else says nothing."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return to_float(value) if isinstance(value, str) else None
 
 
 OPENPI_JAX = re.compile(r"Step (?P<step>\d+): (?P<rest>.*)")

@@ -39,6 +39,10 @@ LABELS: dict[str, str] = {
     "decay_steps": "decay over {} steps",
     "decay_lr": "decay to lr {}",
     "dataset": "dataset {}",
+    "lr_schedule": "{} schedule",
+    "gpus": "{} GPUs",
+    "output_dir": "into {}",
+    "resume": "resume {}",
 }
 """The shared value keys, in summary order; a trainer may report others, shown as `key value`."""
 
@@ -52,6 +56,9 @@ FIELDS: dict[str, str] = {
     "decay_steps": "optim.steps",
     "decay_lr": "optim.lr",
     "dataset": "dataset.repo_id",
+    "gpus": "hardware.gpus",
+    "output_dir": "output_dir",
+    "resume": "output_dir",
 }
 """The preset field a mismatch of each key points at."""
 

@@ -292,6 +292,8 @@ def expectations(prepared: PreparedRun) -> Expectations:
         steps=plan.trainer_steps,
         lr=plan.lr,
         warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update,
+        schedule=get_trainer(preset.trainer).lr_schedule(prepared.ctx),
+        log_interval=get_trainer(preset.trainer).log_interval(prepared.ctx),
         effective_batch=plan.effective_batch,
         world_size=plan.world_size,
         hang_timeout_s=preset.monitor.hang_timeout_s,

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuwizard.logparse import LineInfo, clean
-from gpuwizard.runner.records import Event, Expectations, GpuSample, Metric, Progress, RankState
+from gpuwizard.runner.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
 from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
@@ -212,6 +212,11 @@ class JobMonitor:
         self.failure_table = FailureTable()
         self.exceptions = ExceptionChain()
         self.lr_checked = False
+        self.schedule = expect.schedule or LrSchedule(peak=expect.lr, warmup_steps=expect.warmup_steps)
+        self.waiting: list[tuple[Metric, float | None]] = []
+        """Losses, with the lr of the same line, logged without their step (HF's metric dicts) since step
+        waiting_after: the next step the log names (HF redraws its bar right after a dict) places them."""
+        self.waiting_after = 0
         self.batch_checked = False
         self.hang_reported = False
         self.diverged = False
@@ -277,17 +282,22 @@ class JobMonitor:
             self.slow_extension_until = None
             self.rate_window.append((now, info.step))
             self._update_rate()
+        if usable and info.step is not None and self.waiting:
+            new += self._place_waiting(info.step)
         if info.loss is not None:
             p.loss = info.loss
-            self.metrics.append(
-                Metric(
-                    t=now,
-                    step=p.step,
-                    loss=info.loss,
-                    lr=info.lr if info.lr is not None else p.lr,
-                    samples_per_s=info.samples_per_s if info.samples_per_s is not None else p.samples_per_s,
-                )
+            metric = Metric(
+                t=now,
+                step=p.step,
+                loss=info.loss,
+                lr=info.lr if info.lr is not None else p.lr,
+                samples_per_s=info.samples_per_s if info.samples_per_s is not None else p.samples_per_s,
             )
+            if info.step is not None or p.finished:
+                self.metrics.append(metric)
+            else:
+                self.waiting_after = self.waiting_after if self.waiting else p.step or 0
+                self.waiting.append((metric, info.lr))
             if not math.isfinite(info.loss) and not self.diverged:
                 self.diverged = True
                 new.append(
@@ -317,7 +327,8 @@ class JobMonitor:
             p.samples_per_s = info.samples_per_s
         if info.lr is not None:
             p.lr = info.lr
-            new += self._check_lr(info.lr)
+            if info.step is not None:
+                new += self._check_lr(info.lr, info.step, info.step)
         if info.effective_batch is not None:
             new += self._check_batch(info.effective_batch)
         if info.checkpoint:
@@ -325,6 +336,28 @@ class JobMonitor:
             self.checkpoint_started = now
         if info.finished:
             p.finished = True
+            new += self._place_waiting(p.step or 0)  # nothing will name their step now
+        return new
+
+    def _place_waiting(self, step: int) -> list[Event]:
+        """Give the losses logged without a step the steps up to `step`, the next one the log named: the last
+        multiples of the trainer's log interval (HF logs at multiples of logging_steps), or, without one, evenly
+        spaced from waiting_after; then check the lr their lines logged."""
+        waiting, self.waiting = self.waiting, []
+        if not waiting:
+            return []
+        every, count = self.expect.log_interval, len(waiting)
+        if every:
+            last = step - step % every
+            places = [(s, s) for s in (max(1, last - every * (count - 1 - i)) for i in range(count))]
+        else:
+            gap = max(0, step - self.waiting_after) / count
+            places = [(self.waiting_after, self.waiting_after + round(gap * (i + 1))) for i in range(count)]
+        new = []
+        for (metric, lr), (low, high) in zip(waiting, places, strict=True):
+            self.metrics.append(metric.model_copy(update={"step": high}))
+            if lr is not None:
+                new += self._check_lr(lr, low, high)
         return new
 
     def _update_rate(self) -> None:
@@ -337,38 +370,35 @@ class JobMonitor:
             total = self.progress.total or self.expect.steps
             self.progress.eta_s = max(0.0, (total - s1) / rate)
 
-    def expected_lr(self, step: int) -> float:
-        """The planned peak lr, ramped linearly during warmup."""
-        w = self.expect.warmup_steps
-        return self.expect.lr * min(1.0, (step + 1) / w) if w else self.expect.lr
-
-    def _check_lr(self, logged: float) -> list[Event]:
-        """Compare the first lr logged after warmup with the plan; a trainer that dropped the flag shows here."""
-        step = self.progress.step or 0
-        if self.lr_checked or (
-            self.expect.warmup_steps
-            and step < self.expect.warmup_steps
-            and logged <= self.expect.lr * (1 + LR_TOLERANCE)
-        ):
+    def _check_lr(self, logged: float, low: int, high: int) -> list[Event]:
+        """Compare the first lr logged after warmup with the schedule's value at its step (low..high where the
+        line did not name it); an lr above the schedule's highest is wrong whenever it shows."""
+        schedule = self.schedule
+        warming = low < schedule.warmup_steps + schedule.lag
+        if self.lr_checked or (warming and logged <= schedule.highest() * (1 + LR_TOLERANCE)):
             return []
         self.lr_checked = True
-        expected = self.expected_lr(step)
-        if expected > 0 and abs(logged / expected - 1) > LR_TOLERANCE:
-            return [
-                self._event(
-                    Event(
-                        kind="lr_mismatch",
-                        severity="error",
-                        title=f"lr mismatch: the trainer logs {logged:.3g}, the plan says {expected:.3g}",
-                        detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one.",
-                        suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites "
-                        "--optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each "
-                        "trainer honours.",
-                        data={"logged": logged, "expected": expected, "step": step},
-                    )
+        lowest, highest = schedule.between(low, high)
+        if lowest * (1 - LR_TOLERANCE) <= logged <= highest * (1 + LR_TOLERANCE):
+            return []
+        expected = schedule.logged_at(high)
+        step = high if low == high else f"{low}-{high}"
+        return [
+            self._event(
+                Event(
+                    kind="lr_mismatch",
+                    severity="error",
+                    title=f"lr mismatch: the trainer logs {logged:.3g}, the plan's schedule says {expected:.3g}",
+                    detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one"
+                    if expected > 0
+                    else f"At step {step} the plan's schedule is at 0 and the trainer logs {logged:.3g}.",
+                    suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites "
+                    "--optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each "
+                    "trainer honours.",
+                    data={"logged": logged, "expected": expected, "step": high},
                 )
-            ]
-        return []
+            )
+        ]
 
     def _check_batch(self, logged: int) -> list[Event]:
         if self.batch_checked or self.expect.effective_batch is None:

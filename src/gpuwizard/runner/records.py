@@ -8,6 +8,7 @@ RecordError with one line saying which, never a traceback.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -112,12 +113,61 @@ class ProcessRef(Record):
 
 
 # -- the records --------------------------------------------------------------------------------------
+class LrSchedule(Record):
+    """The lr a trainer's scheduler gives after `step` of the trainer's own steps, as its log shows it: a linear
+    warmup, then a decay from the peak to `end` between `decay_start` and `decay_end` (each trainer module says
+    how its upstream scheduler maps onto this, with the source it comes from)."""
+
+    peak: float
+    warmup_steps: int = 0
+    warmup_start: float = 0.0
+    """The share of the peak at step 0 (HF: 0; LeRobot's cosine and openpi: 1 / (warmup + 1))."""
+    decay: Literal["constant", "linear", "cosine"] = "constant"
+    decay_start: int = 0
+    decay_end: int = 0
+    end: float = 0.0
+    """The lr the decay reaches at decay_end (an absolute lr, as upstream schedulers take it)."""
+    lag: int = 0
+    """The log at step N shows the lr after N - lag scheduler steps (the HF Trainer logs the lr its update used,
+    read before lr_scheduler.step(): 1)."""
+    averaged_over: int = 1
+    """The log shows the mean lr of this many steps up to the logged one (LeRobot's AverageMeter over log_freq,
+    openpi PyTorch's mean over log_interval)."""
+
+    def logged_at(self, step: int) -> float:
+        """The lr the trainer's log shows at `step`."""
+        steps = range(max(0, step - self.averaged_over + 1), step + 1)
+        return sum(self.lr_at(max(0, s - self.lag)) for s in steps) / len(steps)
+
+    def lr_at(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.peak * (self.warmup_start + (1 - self.warmup_start) * step / self.warmup_steps)
+        if self.decay == "constant":
+            return self.peak
+        progress = min(1.0, max(0.0, (step - self.decay_start) / max(1, self.decay_end - self.decay_start)))
+        shape = 1 - progress if self.decay == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+        return self.end + (self.peak - self.end) * shape
+
+    def highest(self) -> float:
+        return max(self.peak, self.end)
+
+    def between(self, low: int, high: int) -> tuple[float, float]:
+        """The lowest and highest lr logged from step low to high (monotone between the schedule's bends)."""
+        bends = (b + self.lag for b in (self.warmup_steps, self.decay_start, self.decay_end))
+        values = [self.logged_at(step) for step in (low, high, *(b for b in bends if low < b < high))]
+        return min(values), max(values)
+
+
 class Expectations(Record):
     """What the plan says the job should show."""
 
     steps: int
     lr: float
     warmup_steps: int
+    schedule: LrSchedule | None = None
+    """The lr at each step (the run-time lr check); None: the peak `lr` after a linear `warmup_steps`."""
+    log_interval: int | None = None
+    """Steps between loss lines that do not name their step (HF's logging_steps); None: they name it."""
     effective_batch: int | None
     world_size: int
     hang_timeout_s: float

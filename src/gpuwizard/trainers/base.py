@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, problem
+from gpuwizard.runner.records import LrSchedule
 from gpuwizard.schema import Strict
 
 if TYPE_CHECKING:
@@ -92,6 +94,16 @@ class Trainer:
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         raise NotImplementedError
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """The lr the trainer's scheduler gives at each of its own steps, for the run-time lr check; here the
+        planned lr after a linear warmup from 0 (a trainer with another schedule says so)."""
+        plan = ctx.plan
+        return LrSchedule(peak=plan.lr, warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update)
+
+    def log_interval(self, ctx: BuildContext) -> int | None:
+        """Steps between the trainer's loss lines where those lines do not name their step (None: they do)."""
+        return None
 
     def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
         """How to ask the installed trainer's own parser about `spec` (trainercheck); a str says why it cannot be
@@ -268,6 +280,20 @@ def conflicting_extra_args(preset: Preset, trainer: Trainer) -> list[Problem]:
                 )
             )
     return found
+
+
+def ceil_ratio(count: int, total: int) -> str:
+    """The shortest decimal r for which ceil(total * r) == count: the ratio flag for a trainer that computes its
+    warmup as HF TrainingArguments.get_warmup_steps does (math.ceil(max_steps * warmup_ratio)). count / total
+    rounded to 6 digits is not always one: 501 of 10,001 steps gives 0.050095, and 502."""
+    if count <= 0:
+        return "0"
+    middle = (count - 0.5) / total  # half a step from either edge of the interval that works
+    for digits in range(1, 18):
+        text = f"{middle:.{digits}g}"
+        if math.ceil(total * float(text)) == count:
+            return text
+    return repr(middle)
 
 
 def newest_step_dir(folder: Path, prefix: str = "") -> Path | None:

@@ -12,6 +12,7 @@ from gpuwizard import paths
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
+from gpuwizard.runner.records import LrSchedule
 from gpuwizard.trainercheck import probe_script
 from gpuwizard.trainers.base import (
     Trainer,
@@ -182,6 +183,13 @@ class DemoTrainer(Trainer):
 
         quiet = with_field(preset, "trainer_options.save_every", None)
         return with_field(super().probe_variant(quiet, steps), "trainer_options.log_every", max(1, steps // 30))
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """gpuwizard/demo/train.py: LambdaLR(min(1, (s + 1) / warmup)), logged after `step` scheduler steps."""
+        plan, warmup = ctx.plan, ctx.plan.warmup_steps or 0
+        if warmup <= 1:
+            return LrSchedule(peak=plan.lr)
+        return LrSchedule(peak=plan.lr, warmup_steps=warmup - 1, warmup_start=1 / warmup)
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """checkpoints/last, once its weights are complete (they are written aside, then renamed)."""

@@ -2,23 +2,60 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import math
 import os
 from pathlib import Path
 
 from pydantic import Field
 
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
+from gpuwizard.runner.records import LrSchedule
+from gpuwizard.trainercheck import probe_script
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
+    ceil_ratio,
     device_env,
     global_layout,
+    interpreter_missing,
     newest_step_dir,
     torchrun_prefix,
+    trainer_args,
 )
+
+FINETUNE_CONFIG = "gr00t/configs/finetune_config.py"
+RESUME_FIELD = "resume_from_checkpoint"
+"""A FinetuneConfig field only on an upstream PR branch: main 626af89, n1.7-release 23ace64 and n1.6.1-release
+5dc80c4 have none, and their gr00t/experiment/experiment.py always calls trainer.train(resume_from_checkpoint=True),
+so re-running the same command into a folder with checkpoint-* resumes."""
+
+
+@functools.lru_cache(maxsize=16)
+def _config_fields(path: str, mtime_ns: int) -> frozenset[str]:
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "FinetuneConfig":
+            return frozenset(
+                n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            )
+    return frozenset()
+
+
+def finetune_fields(workdir: str) -> frozenset[str]:
+    """The fields of the checkout's FinetuneConfig dataclass, read from its source (empty: no checkout here)."""
+    path = Path(workdir, FINETUNE_CONFIG)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return frozenset()
+    return _config_fields(str(path), mtime)
 
 
 class GrootOptions(TrainerOptions):
@@ -78,6 +115,7 @@ class GrootTrainer(Trainer):
             "--dataset-path",
             "--embodiment-tag",
             "--resume-from-checkpoint",
+            "--no-resume-from-checkpoint",
             "--nproc-per-node",
             "--nproc_per_node",
         )
@@ -171,21 +209,54 @@ class GrootTrainer(Trainer):
                     value=preset.batch.size,
                 )
             )
-        out = ctx.output_path
-        if not ctx.resume and out.is_dir() and any(out.glob("checkpoint-*")):
-            found.append(
+        return found + self.resume_findings(ctx)
+
+    def has_resume_flag(self, ctx: BuildContext) -> bool:
+        """Whether the installed FinetuneConfig has --resume-from-checkpoint (off by default where it exists)."""
+        return RESUME_FIELD in finetune_fields(ctx.workdir)
+
+    def resume_findings(self, ctx: BuildContext) -> list[Problem]:
+        """What a fresh run does to an output folder that holds checkpoints, and how a resume is started."""
+        checkpoint = self.last_checkpoint(ctx)
+        flag = self.has_resume_flag(ctx)
+        name = ctx.preset.name
+        if ctx.resume:
+            if checkpoint is None or flag:
+                return []
+            return [
+                note(
+                    "launch_finetune.py resumes by itself: the command is the same as a fresh run's, and it "
+                    f"continues from {checkpoint.name}, the newest checkpoint in {ctx.output_dir} "
+                    "(gr00t/experiment/experiment.py: trainer.train(resume_from_checkpoint=True))"
+                )
+            ]
+        if checkpoint is None:
+            return []
+        if flag:
+            return [
                 warning(
                     "output_dir",
-                    "holds checkpoint-* folders and a fresh run starts over next to them (launch_finetune.py's "
-                    "resume_from_checkpoint defaults to False)",
-                    f"continue the last run with `gpuwizard run {preset.name} --resume`, or use a fresh output_dir",
+                    f"holds {checkpoint.name}, and this GR00T's --resume-from-checkpoint is off by default: a fresh "
+                    "run trains again from the base model and writes its checkpoints over these",
+                    f"continue it with `gpuwizard run {name} --resume`, or set another output_dir",
                     value=ctx.output_dir,
                 )
+            ]
+        return [
+            warning(
+                "output_dir",
+                f"holds {checkpoint.name}, and launch_finetune.py always continues from the newest checkpoint-* in "
+                "its output folder (gr00t/experiment/experiment.py: trainer.train(resume_from_checkpoint=True)): "
+                "this run would resume, not start fresh",
+                f"to continue it, use `gpuwizard run {name} --resume` (the same command); to start fresh, empty "
+                f"{ctx.output_path} or set another output_dir",
+                value=ctx.output_dir,
             )
-        return found
+        ]
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
-        """The HF Trainer's newest checkpoint-<step> folder, which --resume-from-checkpoint continues from."""
+        """The HF Trainer's newest checkpoint-<step> folder (transformers' get_last_checkpoint), which
+        launch_finetune.py continues from."""
         return newest_step_dir(ctx.output_path, "checkpoint-")
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
@@ -245,7 +316,7 @@ class GrootTrainer(Trainer):
             "--max-steps",
             str(plan.steps),
             "--warmup-ratio",
-            f"{(plan.warmup_steps or 0) / plan.steps:.6g}",
+            ceil_ratio(plan.warmup_steps or 0, plan.steps),  # TrainingArguments: ceil(max_steps * warmup_ratio)
             "--output-dir",
             ctx.output_dir,
         ]
@@ -259,9 +330,63 @@ class GrootTrainer(Trainer):
             args += ["--dataloader-num-workers", str(opts.dataloader_num_workers)]
         if opts.use_wandb:
             args.append("--use-wandb")
-        if ctx.resume:
+        if ctx.resume and self.has_resume_flag(ctx):
             args.append("--resume-from-checkpoint")
         return LaunchSpec(launcher + args + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
+
+    def log_interval(self, ctx: BuildContext) -> int | None:
+        """TrainingConfig.logging_steps (gr00t/configs/training/training_config.py, 626af89): launch_finetune.py
+        has no flag for it."""
+        return 10
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """experiment.py's TrainingArguments take lr_scheduler_type "cosine" (gr00t/configs/training/
+        training_config.py): transformers' cosine with warmup, 0 to the peak, then down to 0 at max_steps; the log at
+        step N shows update N's lr, read before lr_scheduler.step() (transformers 4.57.3 trainer.py)."""
+        plan, warmup = ctx.plan, ctx.plan.warmup_steps or 0
+        return LrSchedule(
+            peak=plan.lr, warmup_steps=warmup, decay="cosine", decay_start=warmup, decay_end=plan.trainer_steps, lag=1
+        )
+
+    def probe_python(self, ctx: BuildContext) -> str:
+        """The interpreter that runs launch_finetune.py: launch.python, else uv's project environment."""
+        if ctx.preset.options.uv and not ctx.preset.launch.python:
+            return str(Path(ctx.workdir, ".venv", "bin", "python"))
+        return ctx.python
+
+    def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
+        """tyro's FinetuneConfig and the TrainingArguments experiment.py builds from it (probes/check_groot.py)."""
+        python = self.probe_python(ctx)
+        if missing := interpreter_missing(python):
+            return missing
+        script = ctx.preset.options.script
+        if not Path(ctx.workdir, FINETUNE_CONFIG).is_file():
+            return f"no Isaac-GR00T checkout in {ctx.workdir} ({FINETUNE_CONFIG} is missing)"
+        plan, checkpoint = ctx.plan, self.last_checkpoint(ctx)
+        resume = f"from {checkpoint.name}" if ctx.resume and checkpoint else "none (a fresh start)"
+        return TrainerQuery(
+            argv=[python, probe_script("check_groot.py"), script, *trainer_args(spec.argv, script)],
+            expected={
+                "global_batch": ctx.preset.batch.size,
+                "per_device_batch": plan.per_device_batch,
+                "grad_accum": ctx.preset.batch.grad_accum,
+                "lr": plan.lr,
+                "steps": plan.trainer_steps,
+                "warmup_steps": plan.warmup_steps or 0,
+                "lr_schedule": "cosine",
+                "dataset": self.dataset_path(ctx),
+                "gpus": plan.world_size,
+                "output_dir": ctx.output_dir,
+                "resume": resume,
+            },
+            cwd=ctx.workdir,
+            fixes={
+                "dataset": "set dataset.root to the dataset folder (launch_finetune.py's --dataset-path)",
+                "resume": f"launch_finetune.py continues from the newest checkpoint-* in {ctx.output_dir} by itself: "
+                f"to continue, `gpuwizard run {ctx.preset.name} --resume`; to start fresh, empty {ctx.output_path} or "
+                "set another output_dir",
+            },
+        )
 
     def parse_line(self, line: str) -> LineInfo | None:
         return parse_hf(line)

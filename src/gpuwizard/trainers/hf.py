@@ -1,22 +1,32 @@
-"""Any Hugging Face Trainer script under torchrun: per-device batch, accumulation, lr, max steps, warmup."""
+"""Any Hugging Face Trainer script under torchrun: per-device batch, accumulation, lr, max steps, warmup.
+
+The flags follow transformers 5.24's TrainingArguments (src/transformers/training_args.py): FSDP is a bare `--fsdp`
+with everything in `--fsdp_config` (the string form `--fsdp "full_shard auto_wrap"` is deprecated there), and
+`min_num_params` is read only with `"auto_wrap_policy": "SIZE_BASED_WRAP"`.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field
 
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
-from gpuwizard.errors import Problem, problem
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.errors import Problem, problem, warning
 from gpuwizard.logparse import LineInfo, parse_hf
+from gpuwizard.runner.records import LrSchedule
+from gpuwizard.trainercheck import probe_script
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
     device_env,
+    interpreter_missing,
     newest_step_dir,
     per_worker_layout,
     torchrun_prefix,
+    trainer_args,
 )
 
 
@@ -28,6 +38,12 @@ class HfOptions(TrainerOptions):
         [], description="The script's own arguments (model, data), before gpuwizard's TrainingArguments."
     )
     report_to: str = Field("none", description="--report_to.")
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        "linear", description="--lr_scheduler_type: the decay after the warmup (constant ignores the warmup)."
+    )
+    logging_steps: int | None = Field(
+        None, gt=0, description="--logging_steps: steps between loss lines; null: the Trainer's own 500."
+    )
 
 
 class HfTrainer(Trainer):
@@ -35,7 +51,14 @@ class HfTrainer(Trainer):
     package = "transformers"
     title = "Hugging Face Trainer script"
     batch_flag = "--per_device_train_batch_size"
-    progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")
+    progress_markers = (
+        "{'loss'",
+        "{'train_runtime'",
+        "Saving model checkpoint",
+        "Total train batch size",
+        "Total optimization steps",
+        "%|",
+    )
     batch_meaning = (
         "--per_device_train_batch_size is per GPU: N GPUs train on N x batch x accumulation samples per update."
     )
@@ -55,6 +78,9 @@ class HfTrainer(Trainer):
             "--warmup_steps",
             "--warmup_ratio",
             "--output_dir",
+            "--lr_scheduler_type",
+            "--logging_steps",
+            "--use_cpu",
             "--bf16",
             "--fp16",
             "--fsdp",
@@ -79,6 +105,27 @@ class HfTrainer(Trainer):
                     "fsdp.wrap_modules",
                     "HF Trainer FSDP needs layer classes to wrap or a size threshold",
                     "set fsdp.wrap_modules or fsdp.min_num_params",
+                    value=None,
+                )
+            )
+        if ctx.plan.strategy == "fsdp" and ctx.plan.device == "cpu":
+            found.append(
+                warning(
+                    "strategy",
+                    "on CPU processes accelerate runs DDP, not FSDP (accelerate 1.15 state.py enables FSDP for GPU "
+                    "backends only): this run trains an unsharded copy per process; TrainingArguments still checks "
+                    "the FSDP settings",
+                    "run on GPUs to shard the model, or use strategy: ddp for a CPU run",
+                    value="fsdp",
+                )
+            )
+        if ctx.plan.steps < 500 and ctx.preset.options.logging_steps is None:
+            found.append(
+                warning(
+                    "trainer_options.logging_steps",
+                    f"the Trainer logs the loss and lr every 500 steps by default, and this run has {ctx.plan.steps}: "
+                    "no curve, no lr check, no NaN stop",
+                    f"set trainer_options.logging_steps, e.g. {max(1, ctx.plan.steps // 20)}",
                     value=None,
                 )
             )
@@ -114,6 +161,8 @@ class HfTrainer(Trainer):
             str(plan.warmup_steps or 0),
             "--output_dir",
             ctx.output_dir,
+            "--lr_scheduler_type",
+            opts.lr_scheduler_type,
             "--report_to",
             opts.report_to,
         ]
@@ -123,17 +172,79 @@ class HfTrainer(Trainer):
             args.append("--use_cpu")
         elif preset.mixed_precision != "no":
             args.append(f"--{preset.mixed_precision}")
+        if opts.logging_steps:
+            args += ["--logging_steps", str(opts.logging_steps)]
         if plan.strategy == "fsdp":
-            # transformers v5 takes the wrap policy only inside --fsdp_config (a JSON string on the command line);
-            # --fsdp_transformer_layer_cls_to_wrap and --fsdp_min_num_params are gone
-            wrap = (
-                {"transformer_layer_cls_to_wrap": list(preset.fsdp.wrap_modules)}
-                if preset.fsdp.wrap_modules
-                else {"min_num_params": preset.fsdp.min_num_params}
-            )
-            args += ["--fsdp", "full_shard auto_wrap", "--fsdp_config", json.dumps(wrap)]
+            args += ["--fsdp", "--fsdp_config", json.dumps(self.fsdp_config(ctx))]
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
         return LaunchSpec(argv, device_env(ctx) | dict(preset.launch.env), [], ctx.workdir)
+
+    def fsdp_config(self, ctx: BuildContext) -> dict[str, Any]:
+        """--fsdp_config: layer classes (TRANSFORMER_BASED_WRAP, the default policy) or a size threshold, which
+        TrainingArguments._process_fsdp_args reads only with auto_wrap_policy SIZE_BASED_WRAP."""
+        fsdp = ctx.preset.fsdp
+        if fsdp.wrap_modules:
+            return {"transformer_layer_cls_to_wrap": list(fsdp.wrap_modules)}
+        return {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": fsdp.min_num_params}
+
+    def planned_fsdp(self, ctx: BuildContext) -> dict[str, Any] | str:
+        """The FSDP plugin settings TrainingArguments should resolve from fsdp_config (its fsdp_plugin_args)."""
+        if ctx.plan.strategy != "fsdp":
+            return "off"
+        fsdp = ctx.preset.fsdp
+        if fsdp.wrap_modules:
+            return {
+                "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                "transformer_cls_names_to_wrap": list(fsdp.wrap_modules),
+            }
+        return {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": fsdp.min_num_params}
+
+    def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
+        """TrainingArguments from the command's flags by HfArgumentParser (probes/check_hf.py); the script's own
+        flags are left to it, and the answer names them."""
+        if missing := interpreter_missing(ctx.python):
+            return missing
+        plan, opts = ctx.plan, ctx.preset.options
+        script = opts.script or "<trainer_options.script>"
+        resume = f"from {self.last_checkpoint(ctx) or ctx.output_path}" if ctx.resume else "none (a fresh start)"
+        return TrainerQuery(
+            argv=[ctx.python, probe_script("check_hf.py"), *trainer_args(spec.argv, script)],
+            expected={
+                "per_device_batch": plan.per_device_batch,
+                "grad_accum": ctx.preset.batch.grad_accum,
+                "lr": plan.lr,
+                "steps": plan.trainer_steps,
+                "warmup_steps": plan.warmup_steps or 0,
+                "lr_schedule": opts.lr_scheduler_type,
+                "fsdp": self.planned_fsdp(ctx),
+                "sharded": plan.strategy == "fsdp" and plan.device == "cuda",
+                "resume": resume,
+            },
+            cwd=ctx.workdir,
+            labels={"fsdp": "(FSDP plugin settings)"},
+            fixes={
+                "sharded": "on CPU processes accelerate wraps the model in DDP; run on GPUs to shard it",
+                "fsdp": "set fsdp.wrap_modules or fsdp.min_num_params and leave --fsdp* out of launch.extra_args",
+            },
+        )
+
+    def log_interval(self, ctx: BuildContext) -> int | None:
+        """--logging_steps (TrainingArguments' default 500): DefaultFlowCallback logs at its multiples."""
+        return ctx.preset.options.logging_steps or 500
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """transformers' get_scheduler for --lr_scheduler_type (src/transformers/optimization.py, 5.24): a linear
+        warmup from 0, then linear or cosine down to 0 at max_steps; "constant" has no warmup at all. Its log at
+        step N shows the lr of update N, read before lr_scheduler.step() (trainer.py _inner_training_loop)."""
+        plan, kind = ctx.plan, ctx.preset.options.lr_scheduler_type
+        warmup = plan.warmup_steps or 0
+        if kind == "constant":
+            return LrSchedule(peak=plan.lr)
+        if kind == "constant_with_warmup":
+            return LrSchedule(peak=plan.lr, warmup_steps=warmup, lag=1)
+        return LrSchedule(
+            peak=plan.lr, warmup_steps=warmup, decay=kind, decay_start=warmup, decay_end=plan.trainer_steps, lag=1
+        )
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """Trainer.save_model's checkpoint-<step> folders; the script must pass

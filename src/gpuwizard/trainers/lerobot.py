@@ -18,6 +18,7 @@ from gpuwizard import envcache
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_lerobot
+from gpuwizard.runner.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
@@ -383,6 +384,42 @@ class LeRobotTrainer(Trainer):
                 )
             )
         return found
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """What _lr_args makes lerobot-train's scheduler do, in its loop steps (lerobot/optim/schedulers.py, 0.6.1
+        and main at 7427f31; it logs group 0's lr after `step` scheduler steps): constant_with_warmup from 0;
+        cosine_decay_with_warmup from peak / (warmup + 1), the cosine counted from step 0 down to decay_lr, warmup and
+        decay shrunk by steps / decay_steps for a shorter run; diffuser (diffusers' cosine) from 0, down to 0. The
+        line shows the mean lr since the last one (an AverageMeter reset every log_freq loop steps, default 200)."""
+        plan, facts = ctx.plan, ctx.policy.lerobot
+        scheduler = facts.scheduler if facts else "none"
+        steps, warmup = plan.trainer_steps, (plan.warmup_steps or 0) * plan.trainer_steps_per_update
+        log_freq = ctx.preset.options.log_freq
+        window = log_freq * plan.trainer_steps_per_update if log_freq else 200
+        if scheduler == "none" or facts is None:
+            return LrSchedule(peak=plan.lr, warmup_steps=warmup, averaged_over=window)
+        if scheduler == "diffuser":
+            return LrSchedule(
+                peak=plan.lr,
+                warmup_steps=warmup,
+                decay="cosine",
+                decay_start=warmup,
+                decay_end=steps,
+                averaged_over=window,
+            )
+        decay = facts.decay_steps or steps
+        if plan.warmup_source == "trainer default":  # the policy preset's own warmup, shrunk by lerobot-train
+            warmup = facts.warmup_steps or 0
+            warmup = int(warmup * steps / decay) if steps < decay else warmup
+        return LrSchedule(
+            peak=plan.lr,
+            warmup_steps=warmup,
+            warmup_start=1 / (warmup + 1),
+            decay="cosine",
+            decay_end=min(decay, steps),
+            end=facts.decay_lr or 0.0,
+            averaged_over=window,
+        )
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """checkpoints/last/pretrained_model/train_config.json: what --config_path takes to resume (0.6.1 and main)."""

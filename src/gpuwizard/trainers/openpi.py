@@ -11,6 +11,7 @@ from gpuwizard.catalog import OpenpiSchedule
 from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
 from gpuwizard.errors import Problem, note, problem, warning
 from gpuwizard.logparse import LineInfo, parse_openpi
+from gpuwizard.runner.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
@@ -243,6 +244,24 @@ class OpenpiTrainer(Trainer):
                 + common
             )
         return LaunchSpec(argv + preset.launch.extra_args, env | dict(preset.launch.env), [], ctx.workdir)
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """What _schedule_args leaves the TrainConfig's CosineDecaySchedule at (openpi 15a9616: optax
+        warmup_cosine_decay_schedule in src/openpi/training/optimizer.py, and the same formula in
+        scripts/train_pytorch.py lr_schedule): from peak / (warmup + 1), cosine from the warmup's end to decay_lr.
+        train_pytorch.py logs the mean lr of the steps since its last line (TrainConfig.log_interval, 100)."""
+        plan, own = ctx.plan, self.schedule(ctx.preset, ctx.policy)
+        warmup = plan.warmup_steps or 0
+        return LrSchedule(
+            peak=plan.lr,
+            warmup_steps=warmup,
+            warmup_start=1 / (warmup + 1),
+            decay="cosine",
+            decay_start=warmup,
+            decay_end=plan.steps if plan.steps != own.num_train_steps else own.decay_steps,
+            end=own.decay_lr,
+            averaged_over=100,
+        )
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """<checkpoint-base-dir>/<config>/<exp-name>/<step>/ (src/openpi/training/checkpoints.py)."""
