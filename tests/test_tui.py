@@ -19,6 +19,7 @@ from gpuwizard.runner.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.monitor import MonitorScreen
+from gpuwizard.tui.problems import ProblemsScreen
 from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.tui.wizard import STEPS, WizardScreen
 
@@ -130,9 +131,16 @@ async def test_walk_groot_from_the_policy_table(gpus):
         moves = list(table.rows).index(next(k for k in table.rows if k.value == "groot")) - table.cursor_row
         await pilot.press(*(["down"] * moves if moves > 0 else ["up"] * -moves))
         await settle(pilot, app)
+        assert screen.preset.policy == "demo", "moving the cursor only describes a policy"
+        await pilot.press("enter")
+        await settle(pilot, app)
         assert (screen.preset.policy, screen.preset.trainer) == ("groot", "groot")
         assert any(p.field == "trainer_options.base_model_path" for p in screen.plan.errors)
-        assert screen.check_action("run", ()) is None, "Run is disabled while the plan has errors"
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert isinstance(app.screen, ProblemsScreen), "with errors, ctrl+r lists them instead of doing nothing"
+        await pilot.press("escape")
+        await pilot.pause()
         await goto(pilot, app, 0)
         app.screen.query_one("#f-hardware-device").value = "cuda"
         await type_into(pilot, "#f-hardware-gpus", "4")

@@ -65,16 +65,6 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
         return "cpu", []
     if wanted == "cuda" or hw.gpu_count:
         found = []
-        if hw.source == "detected" and hw.gpu_count < preset.hardware.gpus:
-            found.append(
-                warning(
-                    "hardware.gpus",
-                    f"this machine shows {hw.gpu_count} NVIDIA GPU(s); run will refuse until {preset.hardware.gpus} "
-                    "are visible",
-                    "lower hardware.gpus, or plan here and run on the training machine",
-                    value=preset.hardware.gpus,
-                )
-            )
         if hw.source != "detected" and wanted == "auto":
             found.append(
                 note(
@@ -389,8 +379,42 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
     return str(path.resolve()), []
 
 
+def machine_problems(preset: Preset, plan: Plan, inventory: Any) -> list[Problem]:
+    """What stops this plan from starting on this machine, as the errors `run` refuses with: more CPU processes than
+    cores, fewer GPUs visible than the job needs (SLURM checks its own nodes)."""
+    if preset.launch.scheduler == "slurm":
+        return []
+    if plan.device == "cpu":
+        cores = os.cpu_count() or 1
+        if plan.processes_per_node <= cores:
+            return []
+        return [
+            problem(
+                "hardware.gpus",
+                f"a CPU run starts one process per GPU slot, and this machine has {cores} cores",
+                f"use at most {cores} (2 is enough to exercise the distributed path)",
+                value=preset.hardware.gpus,
+            )
+        ]
+    visible = len(inventory.visible())
+    if visible >= preset.hardware.gpus:
+        return []
+    return [
+        problem(
+            "hardware.gpus",
+            f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here"
+            + (f" ({inventory.message})" if inventory.message else ""),
+            "lower hardware.gpus, use hardware.device: cpu for a CPU dry run, or run it on the training machine",
+            value=preset.hardware.gpus,
+        )
+    ]
+
+
 def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:
-    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings."""
+    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings.
+
+    What stops the job from starting here is in the plan too: an error for a CPU run (it can only run here), a
+    warning for GPUs (a plan made here may be for the training machine; `run` refuses on it)."""
     if inventory is None:
         return make_plan(preset, resume=resume)
     from gpuwizard.gpus.advice import setup_advice
@@ -400,6 +424,10 @@ def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Pla
         plan.problems += setup_advice(
             inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
         )
+    plan.problems += [
+        p if plan.device == "cpu" else replace(p, level="warning", message=p.message + "; run here refuses")
+        for p in machine_problems(preset, plan, inventory)
+    ]
     return plan, ctx
 
 

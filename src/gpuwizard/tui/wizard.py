@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
     from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
+    from gpuwizard.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.preset import Preset
-    from gpuwizard.tui.steps import Step
+    from gpuwizard.tui.widgets import Step
 
 REPLAN_DELAY_S = 0.12
 STEPS = [
@@ -64,9 +65,13 @@ class WizardScreen(Screen[None]):
         self.plan: Plan | None = None
         self.ctx: BuildContext | None = None
         self.spec: LaunchSpec | None = None
+        self.blockers: list[Problem] | None = None
+        """What stops the plan from starting on this machine (None until the machine is known)."""
         self.plan_seq = 0
         self.input_error: str | None = None
         self.replan_timer: Timer | None = None
+        self.options_by_trainer: dict[str, dict] = {}
+        """trainer_options set aside when the trainer changed, by trainer: choosing that trainer again restores them."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
@@ -126,7 +131,7 @@ class WizardScreen(Screen[None]):
             self.call_later(self.finish_build, self.slot(name).mount(widget), widget)
         else:
             self.render_step()
-            self.call_after_refresh(self.focus_first, widget)
+            self.call_after_refresh(widget.focus_first)
 
     async def finish_build(self, mounted: AwaitMount, widget: Step) -> None:
         """Draw and focus a new step once its children exist (a refresh alone does not guarantee that)."""
@@ -135,12 +140,7 @@ class WizardScreen(Screen[None]):
             widget.show(self.preset, self.inventory)
         self.render_step()
         if self.built(STEPS[self.step][0]) is widget:
-            self.focus_first(widget)
-
-    def focus_first(self, widget: Step) -> None:
-        """The step's first field, else the step itself so the arrow and page keys scroll it (the preview)."""
-        first = next((w for w in widget.query("*") if w.focusable), None)
-        (first or widget).focus()
+            widget.focus_first()
 
     # -- background work: workers post messages, handlers own the state ------------------------
     @work(thread=True, group="inventory", exit_on_error=False)
@@ -151,12 +151,13 @@ class WizardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
-        from gpuwizard.plan import build_command, plan_here
+        from gpuwizard.plan import build_command, machine_problems, plan_here
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
         plan, ctx = plan_here(preset, inventory)
-        self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx)))
+        blockers = None if inventory is None else machine_problems(preset, plan, inventory)
+        self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx), blockers))
 
     def replan_soon(self) -> None:
         """Typing fast plans once, 120 ms after the last key."""
@@ -176,12 +177,12 @@ class WizardScreen(Screen[None]):
     def _plan(self, message: PlanReady) -> None:
         if message.seq != self.plan_seq:
             return
-        could_run = self.plan is None or not self.plan.errors
-        self.plan, self.ctx, self.spec = message.plan, message.ctx, message.spec
+        had_command = self.spec is not None
+        self.plan, self.ctx, self.spec, self.blockers = message.plan, message.ctx, message.spec, message.blockers
         self.render_step()
         self.refresh_summary()
-        if could_run != (not self.plan.errors):
-            self.refresh_bindings()  # the footer is rebuilt only when Run turns on or off
+        if had_command != (self.spec is not None):
+            self.refresh_bindings()  # the footer is rebuilt only when Copy and Export turn on or off
 
     def render_step(self) -> None:
         """Only the visible step is redrawn; the others are drawn when entered (keeps typing fast)."""
@@ -217,9 +218,9 @@ class WizardScreen(Screen[None]):
                 trainers = trainers_for(load_catalog()[message.value])
                 user_choice = old.trainer != load_catalog()[old.policy].trainers[0]
                 if old.trainer not in trainers or (not user_choice and old.trainer != trainers[0]):
-                    new = with_field(with_field(new, "trainer_options", {}), "trainer", trainers[0])
+                    new = self.with_trainer(new, trainers[0])
             elif message.path == "trainer" and message.value != old.trainer:
-                new = with_field(with_field(old, "trainer_options", {}), "trainer", message.value)
+                new = self.with_trainer(old, message.value)
             else:
                 new = with_field(old, message.path, message.value)
         except UserError as exc:
@@ -232,6 +233,7 @@ class WizardScreen(Screen[None]):
             widget = self.built(name)
             if widget is not None:
                 widget.preset = new
+                widget.sync(new)
         trainer_step = self.built("trainer")
         if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
             await trainer_step.rebuild_options(new)
@@ -240,12 +242,39 @@ class WizardScreen(Screen[None]):
             gpus_step.show(new, self.inventory)
         self.replan_soon()
 
+    def with_trainer(self, preset: Preset, trainer: str) -> Preset:
+        """Another trainer takes other options: the old trainer's are set aside (and the toast says which), and the
+        new one's come back if they were set aside earlier, so choosing the old trainer again undoes the change."""
+        from gpuwizard.errors import UserError
+        from gpuwizard.preset import with_field
+
+        if preset.trainer_options:
+            self.options_by_trainer[preset.trainer] = preset.trainer_options
+        kept = self.options_by_trainer.pop(trainer, {})
+        new = with_field(with_field(preset, "trainer_options", {}), "trainer", trainer)
+        try:
+            new = with_field(new, "trainer_options", kept)
+        except UserError:
+            kept = {}
+        words = [f"Trainer {preset.trainer} -> {trainer}."]
+        if preset.trainer_options:
+            words.append(
+                f"The {preset.trainer} options ({options_words(preset.trainer_options)}) are set aside: choose "
+                f"{preset.trainer} again to get them back."
+            )
+        if kept:
+            words.append(f"The {trainer} options you had set are back ({options_words(kept)}).")
+        self.notify(" ".join(words), severity="warning" if preset.trainer_options else "information", markup=False)
+        return new
+
     @on(InvalidInput)
     def _invalid(self, message: InvalidInput) -> None:
         self.input_error = f"{message.path} = {message.text!r}: {message.reason}."
         self.refresh_summary()
 
     def refresh_summary(self) -> None:
+        """The plan in one line, then its state: the first error whole (ctrl+r lists them all), what stops it here,
+        or ready (it will start on this machine)."""
         summary = self.query_one("#summary", Static)
         plan = self.plan
         if self.input_error:
@@ -255,10 +284,16 @@ class WizardScreen(Screen[None]):
             summary.update("Planning...")
             return
         if plan.errors:
+            more = len(plan.errors) - 1
             state = [
                 (f" {len(plan.errors)} error(s) ", "bold reverse $error"),
-                (" " + plan.errors[0].paragraph()[:160], "$error"),
+                (" " + plan.errors[0].paragraph(), "$error"),
+                (f" ({more} more: ctrl+r lists them)" if more else "", "$error"),
             ]
+        elif self.blockers:
+            state = [(" cannot start here ", "bold reverse $warning"), (" " + self.blockers[0].paragraph(), "$warning")]
+        elif self.blockers is None:
+            state = [(" checking this machine... ", "reverse $text-muted")]
         else:
             state = [(" ready ", "bold reverse $success")] + (
                 [(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else []
@@ -298,10 +333,8 @@ class WizardScreen(Screen[None]):
         if action == "back":
             return self.step > 0
         if action in ("copy", "export"):
-            return self.step == len(STEPS) - 1
-        if action in ("run", "smoke"):
-            return True if self.plan is None or not self.plan.errors else None
-        return True
+            return None if self.step == len(STEPS) - 1 and self.spec is None else self.step == len(STEPS) - 1
+        return True  # run and smoke always answer: with errors they list them
 
     def action_next(self) -> None:
         self.step = min(self.step + 1, len(STEPS) - 1)
@@ -373,14 +406,17 @@ class WizardScreen(Screen[None]):
         from gpuwizard.tui.dialogs import PresetPicker
 
         self.app.push_screen(
-            PresetPicker(), lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None
+            PresetPicker(self.preset.name if self.preset else None),
+            lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None,
         )
 
     def action_run(self, smoke: bool = False) -> None:
         if self.preset is None:
             return
         if self.plan is not None and self.plan.errors:
-            self.notify(self.plan.errors[0].paragraph(), severity="error", timeout=8)
+            from gpuwizard.tui.problems import ProblemsScreen
+
+            self.app.push_screen(ProblemsScreen("The plan has errors: the job cannot start", self.plan.errors))
             return
         self.notify("Checking and launching...")
         self.launch(self.preset, smoke)
@@ -411,3 +447,8 @@ class WizardScreen(Screen[None]):
         from gpuwizard.runner.rundir import RunDir
 
         self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]
+
+
+def options_words(options: dict) -> str:
+    """trainer_options as `name: value` words for a toast."""
+    return ", ".join(f"{name}: {value}" for name, value in options.items())
