@@ -413,8 +413,8 @@ def machine_problems(preset: Preset, plan: Plan, inventory: Any) -> list[Problem
 def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:
     """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings.
 
-    What stops the job from starting here is in the plan too: an error for a CPU run (it can only run here), a
-    warning for GPUs (a plan made here may be for the training machine; `run` refuses on it)."""
+    What stops a CPU run from starting here is an error of the plan (a CPU run can only run here); GPUs short here
+    are a setup warning (a plan made here may be for the training machine), and `run` refuses on them."""
     if inventory is None:
         return make_plan(preset, resume=resume)
     from gpuwizard.gpus.advice import setup_advice
@@ -424,10 +424,8 @@ def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Pla
         plan.problems += setup_advice(
             inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
         )
-    plan.problems += [
-        p if plan.device == "cpu" else replace(p, level="warning", message=p.message + "; run here refuses")
-        for p in machine_problems(preset, plan, inventory)
-    ]
+    else:
+        plan.problems += machine_problems(preset, plan, inventory)
     return plan, ctx
 
 

@@ -229,7 +229,8 @@ class PreviewStep(Step):
         if spec is None:
             command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
         else:
-            width = (self.scrollable_content_region.width or 76) - 2  # room for the continuation " \\"
+            # room for the continuation " \\" and for a scrollbar that a long preview brings
+            width = (self.content_region.width or 78) - 2 - self.styles.scrollbar_size_vertical
             command.update(Content.styled(pretty_command(spec.argv, width), "bold"))
             env = [f"{k}={v}" for k, v in redacted(spec.env).items()] + [f"unset {n}" for n in spec.unset]
             self.query_one("#environment", Static).update(

@@ -256,6 +256,8 @@ class KeyBar(Static):
             found.append((self.app.get_key_display(binding), binding.description, active.enabled))
         if self.app.ENABLE_COMMAND_PALETTE:
             found.append(("^p", "palette", True))
+        if help_entry is None and callable(getattr(self.app, "action_help", None)):
+            help_entry = ("f1", "Keys", True)  # a modal screen hides the app's `?`; its F1 is a priority binding
         return found, help_entry
 
     def redraw(self, screen: object = None) -> None:

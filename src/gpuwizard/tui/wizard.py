@@ -312,12 +312,20 @@ class WizardScreen(Screen[None]):
 
     # -- steps ---------------------------------------------------------------------------------
     def draw_crumbs(self) -> None:
+        """The steps, the current one named; where all names do not fit, the others show their number only."""
+        crumbs = self.query_one("#steps", Static)
+        full = sum(len(title) + 4 for _, title in STEPS)
+        fits = full <= (crumbs.size.width or 80) - 2
         parts: list[tuple[str, str]] = []
         for i, (_, title) in enumerate(STEPS):
-            parts.append((f" {i + 1} {title} ", "bold reverse $accent" if i == self.step else "$text-muted"))
+            name = f" {i + 1} {title} " if fits or i == self.step else f" {i + 1} "
+            parts.append((name, "bold reverse $accent" if i == self.step else "$text-muted"))
             if i < len(STEPS) - 1:
                 parts.append((">", "$text-muted"))
-        self.query_one("#steps", Static).update(Content.assemble(*parts))
+        crumbs.update(Content.assemble(*parts))
+
+    def on_resize(self) -> None:
+        self.draw_crumbs()
 
     def watch_step(self, step: int) -> None:
         if not self.is_mounted:
