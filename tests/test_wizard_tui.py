@@ -431,3 +431,21 @@ async def test_preview_at_60_columns_never_breaks_a_flag_from_its_value():
         for line in lines:
             assert len(line) <= width or len(line.strip().removesuffix(" \\").split()) == 1, line
         assert "5 Preview" in text_of(app.screen.query_one("#steps")), "the current step keeps its name"
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_runs_screen_with_resumed_smoke_and_multi_node_runs(snap_compare, monkeypatch, size):
+    data = Path("/tmp/gpuwizard-snapshot-runs")
+    hand_made_runs(data)
+    monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
+
+    async def before(pilot):
+        await pilot.press("ctrl+l")
+        for _ in range(200):
+            if len(getattr(pilot.app.screen, "rows", [])) == 5:
+                break
+            await pilot.pause(0.05)
+        await pilot.press("down")
+        await pilot.pause(0.3)
+
+    assert snap_compare(GpuWizardApp(preset=load_preset("demo-cpu")), terminal_size=size, run_before=before)
