@@ -92,7 +92,7 @@ async def test_browsing_the_policy_list_keeps_the_preset_and_a_trainer_change_is
         await settle(pilot, app)
         assert (screen.preset.policy, screen.preset.trainer, screen.preset.trainer_options) == ("xvla", "lerobot", {})
         said = " ".join(toasts)
-        assert "save_every: 100" in said and "choose demo again" in said, said
+        assert "save_every: 100" in said and "choose policy demo again" in said, said
         await pilot.press("down", "enter")
         await settle(pilot, app)
         assert (screen.preset.policy, screen.preset.trainer) == ("demo", "demo")

@@ -207,6 +207,8 @@ class RunsScreen(Screen[None]):
 class CompareScreen(Screen[None]):
     """`gpuwizard compare` as a view: the table, the verdict, and every run's loss against samples seen."""
 
+    HELP = "The runs are lettered A, B, ... in the table and the curves; the lines at the top name each one whole."
+
     BINDINGS = [
         Binding("x", "x_axis", "Samples/time"),
         Binding("escape", "back", "Back"),

@@ -42,8 +42,13 @@ STEPS = [
 
 
 class WizardScreen(Screen[None]):
-    """Steps, a live one-line plan summary, keys for everything in the footer."""
+    """Steps, a live plan summary, the main keys in the footer (`?` lists them all)."""
 
+    HELP = (
+        "Five steps over one preset: ctrl+n and escape move between them, Tab between fields. In the policy list "
+        "enter chooses a policy (moving the cursor only describes it). The line above the keys is the plan and "
+        "whether it will start here; ctrl+r lists the errors that stop it."
+    )
     BINDINGS = [
         Binding("ctrl+n", "next", "Next", priority=True),
         Binding("escape", "back", "Back"),
@@ -218,9 +223,9 @@ class WizardScreen(Screen[None]):
                 trainers = trainers_for(load_catalog()[message.value])
                 user_choice = old.trainer != load_catalog()[old.policy].trainers[0]
                 if old.trainer not in trainers or (not user_choice and old.trainer != trainers[0]):
-                    new = self.with_trainer(new, trainers[0])
+                    new = self.with_trainer(new, trainers[0], undo=f"policy {old.policy}")
             elif message.path == "trainer" and message.value != old.trainer:
-                new = self.with_trainer(old, message.value)
+                new = self.with_trainer(old, message.value, undo=f"trainer {old.trainer}")
             else:
                 new = with_field(old, message.path, message.value)
         except UserError as exc:
@@ -242,9 +247,10 @@ class WizardScreen(Screen[None]):
             gpus_step.show(new, self.inventory)
         self.replan_soon()
 
-    def with_trainer(self, preset: Preset, trainer: str) -> Preset:
+    def with_trainer(self, preset: Preset, trainer: str, undo: str) -> Preset:
         """Another trainer takes other options: the old trainer's are set aside (and the toast says which), and the
-        new one's come back if they were set aside earlier, so choosing the old trainer again undoes the change."""
+        new one's come back if they were set aside earlier, so choosing `undo` (the old policy or trainer) again
+        undoes the change."""
         from gpuwizard.errors import UserError
         from gpuwizard.preset import with_field
 
@@ -260,7 +266,7 @@ class WizardScreen(Screen[None]):
         if preset.trainer_options:
             words.append(
                 f"The {preset.trainer} options ({options_words(preset.trainer_options)}) are set aside: choose "
-                f"{preset.trainer} again to get them back."
+                f"{undo} again to get them back."
             )
         if kept:
             words.append(f"The {trainer} options you had set are back ({options_words(kept)}).")
