@@ -13,6 +13,7 @@ from gpuwizard import datasets
 from gpuwizard.catalog import PolicyEntry, load_catalog
 from gpuwizard.contracts import BuildContext, DetectedDevices, Fit, LaunchSpec, Plan
 from gpuwizard.errors import Problem, UserError, note, problem, warning
+from gpuwizard.machine import machine_problems
 from gpuwizard.preset import Preset
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, resolve_python
@@ -377,37 +378,6 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
             )
         ]
     return str(path.resolve()), []
-
-
-def machine_problems(preset: Preset, plan: Plan, inventory: Any) -> list[Problem]:
-    """What stops this plan from starting on this machine, as the errors `run` refuses with: more CPU processes than
-    cores, fewer GPUs visible than the job needs (SLURM checks its own nodes)."""
-    if preset.launch.scheduler == "slurm":
-        return []
-    if plan.device == "cpu":
-        cores = os.cpu_count() or 1
-        if plan.processes_per_node <= cores:
-            return []
-        return [
-            problem(
-                "hardware.gpus",
-                f"a CPU run starts one process per GPU slot, and this machine has {cores} cores",
-                f"use at most {cores} (2 is enough to exercise the distributed path)",
-                value=preset.hardware.gpus,
-            )
-        ]
-    visible = len(inventory.visible())
-    if visible >= preset.hardware.gpus:
-        return []
-    return [
-        problem(
-            "hardware.gpus",
-            f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here"
-            + (f" ({inventory.message})" if inventory.message else ""),
-            "lower hardware.gpus, use hardware.device: cpu for a CPU dry run, or run it on the training machine",
-            value=preset.hardware.gpus,
-        )
-    ]
 
 
 def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:

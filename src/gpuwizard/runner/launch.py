@@ -17,7 +17,8 @@ from typing import Any
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.contracts import BuildContext, Plan
 from gpuwizard.errors import Problem, UserError, problem
-from gpuwizard.plan import build_command, machine_problems, plan_here, with_gpus
+from gpuwizard.machine import machine_problems
+from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
 from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status

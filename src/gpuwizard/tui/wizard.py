@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
+from gpuwizard.tui.edits import PresetEditor
 from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded, RunStarted
 from gpuwizard.tui.widgets import Edit, InvalidInput, KeyBar
 
@@ -75,8 +76,7 @@ class WizardScreen(Screen[None]):
         self.plan_seq = 0
         self.input_error: str | None = None
         self.replan_timer: Timer | None = None
-        self.options_by_trainer: dict[str, dict] = {}
-        """trainer_options set aside when the trainer changed, by trainer: choosing that trainer again restores them."""
+        self.editor = PresetEditor()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
@@ -156,7 +156,8 @@ class WizardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
-        from gpuwizard.plan import build_command, machine_problems, plan_here
+        from gpuwizard.machine import machine_problems
+        from gpuwizard.plan import build_command, plan_here
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
@@ -202,36 +203,20 @@ class WizardScreen(Screen[None]):
 
     @on(Edit)
     async def _edit(self, message: Edit) -> None:
-        from gpuwizard.catalog import load_catalog
         from gpuwizard.errors import UserError
-        from gpuwizard.plan import trainers_for
-        from gpuwizard.preset import with_field
 
         message.stop()
         old = self.preset
         if old is None:
             return
         try:
-            if message.path == "hardware":
-                new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", message.value["gpus"])
-                new = with_field(new, "hardware.devices", message.value["devices"])
-            elif message.path == "hardware.gpus":
-                new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", message.value)
-            elif message.path == "policy" and message.value != old.policy:
-                # follow the new policy's preferred trainer unless the user picked a non-default one
-                new = with_field(old, "policy", message.value)
-                trainers = trainers_for(load_catalog()[message.value])
-                user_choice = old.trainer != load_catalog()[old.policy].trainers[0]
-                if old.trainer not in trainers or (not user_choice and old.trainer != trainers[0]):
-                    new = self.with_trainer(new, trainers[0], undo=f"policy {old.policy}")
-            elif message.path == "trainer" and message.value != old.trainer:
-                new = self.with_trainer(old, message.value, undo=f"trainer {old.trainer}")
-            else:
-                new = with_field(old, message.path, message.value)
+            new, toast = self.editor.apply(old, message.path, message.value)
         except UserError as exc:
             self.input_error = exc.problems[0].paragraph()
             self.refresh_summary()
             return
+        if toast is not None:
+            self.notify(toast.text, severity=toast.severity, markup=False)
         self.input_error = None
         self.preset = new
         for name in ("gpus", "policy", "trainer", "scaling", "preview"):
@@ -247,74 +232,21 @@ class WizardScreen(Screen[None]):
             gpus_step.show(new, self.inventory)
         self.replan_soon()
 
-    def with_trainer(self, preset: Preset, trainer: str, undo: str) -> Preset:
-        """Another trainer takes other options: the old trainer's are set aside (and the toast says which), and the
-        new one's come back if they were set aside earlier, so choosing `undo` (the old policy or trainer) again
-        undoes the change."""
-        from gpuwizard.errors import UserError
-        from gpuwizard.preset import with_field
-
-        if preset.trainer_options:
-            self.options_by_trainer[preset.trainer] = preset.trainer_options
-        kept = self.options_by_trainer.pop(trainer, {})
-        new = with_field(with_field(preset, "trainer_options", {}), "trainer", trainer)
-        try:
-            new = with_field(new, "trainer_options", kept)
-        except UserError:
-            kept = {}
-        words = [f"Trainer {preset.trainer} -> {trainer}."]
-        if preset.trainer_options:
-            words.append(
-                f"The {preset.trainer} options ({options_words(preset.trainer_options)}) are set aside: choose "
-                f"{undo} again to get them back."
-            )
-        if kept:
-            words.append(f"The {trainer} options you had set are back ({options_words(kept)}).")
-        self.notify(" ".join(words), severity="warning" if preset.trainer_options else "information", markup=False)
-        return new
-
     @on(InvalidInput)
     def _invalid(self, message: InvalidInput) -> None:
         self.input_error = f"{message.path} = {message.text!r}: {message.reason}."
         self.refresh_summary()
 
     def refresh_summary(self) -> None:
-        """The plan in one line, then its state: the first error whole (ctrl+r lists them all), what stops it here,
-        or ready (it will start on this machine)."""
+        from gpuwizard.tui.summary import summary_content
+
         summary = self.query_one("#summary", Static)
-        plan = self.plan
         if self.input_error:
             summary.update(Content.styled(self.input_error, "bold $error"))
-            return
-        if plan is None:
+        elif self.plan is None:
             summary.update("Planning...")
-            return
-        if plan.errors:
-            more = len(plan.errors) - 1
-            state = [
-                (f" {len(plan.errors)} error(s) ", "bold reverse $error"),
-                (" " + plan.errors[0].paragraph(), "$error"),
-                (f" ({more} more: ctrl+r lists them)" if more else "", "$error"),
-            ]
-        elif self.blockers:
-            state = [(" cannot start here ", "bold reverse $warning"), (" " + self.blockers[0].paragraph(), "$warning")]
-        elif self.blockers is None:
-            state = [(" checking this machine... ", "reverse $text-muted")]
         else:
-            state = [(" ready ", "bold reverse $success")] + (
-                [(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else []
-            )
-        summary.update(
-            Content.assemble(
-                f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device "
-                f"{plan.per_device_batch} · effective {plan.effective_batch} · "
-                f"lr {plan.lr:.3g} · {plan.steps} updates"
-                + (f" ({plan.trainer_steps} trainer steps)" if plan.trainer_steps != plan.steps else "")
-                + (f" · {plan.samples_seen} samples" if plan.samples_seen else "")
-                + f" · {plan.strategy} ",
-                *state,
-            )
-        )
+            summary.update(summary_content(self.plan, self.blockers))
 
     # -- steps ---------------------------------------------------------------------------------
     def draw_crumbs(self) -> None:
@@ -461,8 +393,3 @@ class WizardScreen(Screen[None]):
         from gpuwizard.runner.rundir import RunDir
 
         self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]
-
-
-def options_words(options: dict) -> str:
-    """trainer_options as `name: value` words for a toast."""
-    return ", ".join(f"{name}: {value}" for name, value in options.items())
