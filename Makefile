@@ -1,9 +1,12 @@
 # Two commands set everything up on a fresh clone:
 #   make demo   starts the wizard on the built-in demo job (no GPU, no LeRobot needed)
 #   make test   runs the whole test suite
-# Both create .venv on first use (torch 2.13.0 CPU build, then this project with its dev extras).
+# Both create .venv on first use (torch 2.13.0, then this project with its dev extras). Which torch build pip
+# takes is pip's choice (on Linux, PyPI's default is the CUDA build, ~5.5 GB with its NVIDIA libraries); the CPU
+# build: make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 PYTHON ?= python3
+TORCH_INDEX ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
@@ -13,7 +16,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

@@ -210,7 +210,7 @@ def test_plan_uses_detected_memory(gw, monkeypatch):
     assert plan["fits"]["device_gb"] == 24.0 and plan["fits"]["fits"] is True
     assert plan["fits"]["device_source"] == "detected NVIDIA GeForce RTX 4090"
     big = gw("plan", "pi05-openpi-fsdp", "--json").json()
-    assert any("4 GPU" in w or "shows 2" in w for w in big["warnings"])
+    assert any("only 2 of the 4 requested GPUs are visible here" in w for w in big["warnings"])
 
 
 @pytest.mark.skipif(not has_driver(), reason="needs an NVIDIA driver")

@@ -19,6 +19,7 @@ from gpuwizard.runner.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.monitor import MonitorScreen
+from gpuwizard.tui.problems import ProblemsScreen
 from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.tui.wizard import STEPS, WizardScreen
 
@@ -130,9 +131,16 @@ async def test_walk_groot_from_the_policy_table(gpus):
         moves = list(table.rows).index(next(k for k in table.rows if k.value == "groot")) - table.cursor_row
         await pilot.press(*(["down"] * moves if moves > 0 else ["up"] * -moves))
         await settle(pilot, app)
+        assert screen.preset.policy == "demo", "moving the cursor only describes a policy"
+        await pilot.press("enter")
+        await settle(pilot, app)
         assert (screen.preset.policy, screen.preset.trainer) == ("groot", "groot")
         assert any(p.field == "trainer_options.base_model_path" for p in screen.plan.errors)
-        assert screen.check_action("run", ()) is None, "Run is disabled while the plan has errors"
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert isinstance(app.screen, ProblemsScreen), "with errors, ctrl+r lists them instead of doing nothing"
+        await pilot.press("escape")
+        await pilot.pause()
         await goto(pilot, app, 0)
         app.screen.query_one("#f-hardware-device").value = "cuda"
         await type_into(pilot, "#f-hardware-gpus", "4")
@@ -515,22 +523,20 @@ async def test_the_palette_opens_and_runs_a_command(gpus):
         assert not isinstance(app.screen, CommandPalette)
 
 
-async def test_the_key_bar_shows_every_active_key(gpus):
+async def test_the_key_bar_shows_the_main_keys_and_help_lists_every_one(gpus):
     app = GpuWizardApp()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)
         await goto(pilot, app, 4)
         text = str(app.screen.query_one(KeyBar).render())
-        for key, what in (
-            ("^r", "Run"),
-            ("^s", "Save"),
-            ("^o", "Open"),
-            ("^q", "Quit"),
-            ("^t", "Theme"),
-            ("^p", "palette"),
-        ):
+        for key, what in (("^r", "Run"), ("^s", "Save"), ("^o", "Open"), ("^y", "Copy"), ("?", "Keys")):
             assert f"{key} {what}" in text, text
-        assert text.count("^r Run") == 1 and "^l Runs" in text, "each action once"
+        assert text.count("^r Run") == 1, "each action once"
+        await pilot.press("question_mark")
+        await pilot.pause()
+        listed = str(app.screen.query_one("#keys-list").render())
+        for key, what in (("^q", "Quit"), ("^t", "Theme"), ("^l", "Runs"), ("^p", "palette")):
+            assert any(key in line and what in line for line in listed.splitlines()), (key, listed)
 
 
 async def test_a_wizard_edit_that_validation_rejects_is_shown_and_not_applied(gpus):

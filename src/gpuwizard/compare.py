@@ -219,14 +219,22 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
     return f"{head}: {judgement(time_ratio, hours_ratio)}.{per_sample}"
 
 
+def run_labels(c: Comparison) -> dict[str, str]:
+    """A letter per run for the table, so it fits 80 columns while each run id is printed whole (and copyable)."""
+    return {f.run_id: chr(ord("A") + i) if i < 26 else str(i + 1) for i, f in enumerate(c.runs)}
+
+
 def compare_text(c: Comparison) -> str:
-    lines = [  # 80 columns: run ids keep their end (time and preset), the part that tells them apart
-        f"{'run':<22} {'gpus':>4} {'smp/s':>7} {'speed':>6} {'eff':>4} {'loss@eq':>8} {'t->tgt':>7} {'GPU-h':>6} "
-        f"{'cost':>6}"
+    labels = run_labels(c)
+    lines = [f"{labels[f.run_id]:>3}  {f.run_id}" for f in c.runs]
+    lines += [
+        "",
+        f"{'run':>3} {'gpus':>4} {'smp/s':>7} {'speed':>6} {'eff':>4} {'loss@eq':>8} {'t->tgt':>7} {'GPU-h':>6} "
+        f"{'cost':>6}",
     ]
     for f in c.runs:
         lines.append(
-            f"{f.run_id[-22:]:<22} {f.gpus:>4} {fmt(f.samples_per_s, '.1f'):>7} {fmt(f.speedup, '.2f', 'x'):>6} "
+            f"{labels[f.run_id]:>3} {f.gpus:>4} {fmt(f.samples_per_s, '.1f'):>7} {fmt(f.speedup, '.2f', 'x'):>6} "
             f"{fmt(f.efficiency and 100 * f.efficiency, '.0f', '%'):>4} {fmt(f.loss_at_equal_samples, '.4g'):>8} "
             f"{fmt(f.time_to_target_s, '.0f', ' s'):>7} {f.gpu_hours:>6.3f} {fmt(f.cost, '.2f'):>6}"
         )
@@ -234,7 +242,7 @@ def compare_text(c: Comparison) -> str:
     if c.equal_samples is not None:
         lines.append(f"loss@eq: smoothed loss at {c.equal_samples:.0f} samples, the most every run saw")
     if c.equal_time_s is not None:
-        at_time = ", ".join(f"{f.run_id[-22:]} {fmt(f.loss_at_equal_time, '.4g')}" for f in c.runs)
+        at_time = ", ".join(f"{labels[f.run_id]} {fmt(f.loss_at_equal_time, '.4g')}" for f in c.runs)
         lines.append(f"loss at {c.equal_time_s:.0f} s of wall time, the shortest run's length: {at_time}")
     if c.target_loss is not None:
         lines.append(f"t->target: wall time to the worse run's final loss, {c.target_loss:.4g}")

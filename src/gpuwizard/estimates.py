@@ -3,7 +3,6 @@ single-GPU time in the catalog, scaled to other GPU counts with an assumed effic
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -109,8 +108,12 @@ def measured_runs(preset_name: str, per_device_batch: int | None = None) -> list
 
 
 def fmt_hours(hours: float | None) -> str:
+    """To the nearest minute below an hour (1.05 min is "1 min", not "2 min"), else to a tenth of an hour."""
     if hours is None:
         return "?"
-    if hours < 1:
-        return f"{math.ceil(hours * 60)} min"
+    minutes = hours * 60
+    if minutes < 0.5:
+        return "<1 min"
+    if round(minutes) < 60:
+        return f"{round(minutes)} min"
     return f"{hours:.1f} h"

@@ -13,6 +13,7 @@ from gpuwizard import datasets
 from gpuwizard.catalog import PolicyEntry, load_catalog
 from gpuwizard.contracts import BuildContext, DetectedDevices, Fit, LaunchSpec, Plan
 from gpuwizard.errors import Problem, UserError, note, problem, warning
+from gpuwizard.machine import machine_problems
 from gpuwizard.preset import Preset
 from gpuwizard.trainers import get_trainer
 from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, resolve_python
@@ -65,16 +66,6 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
         return "cpu", []
     if wanted == "cuda" or hw.gpu_count:
         found = []
-        if hw.source == "detected" and hw.gpu_count < preset.hardware.gpus:
-            found.append(
-                warning(
-                    "hardware.gpus",
-                    f"this machine shows {hw.gpu_count} NVIDIA GPU(s); run will refuse until {preset.hardware.gpus} "
-                    "are visible",
-                    "lower hardware.gpus, or plan here and run on the training machine",
-                    value=preset.hardware.gpus,
-                )
-            )
         if hw.source != "detected" and wanted == "auto":
             found.append(
                 note(
@@ -394,7 +385,10 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
 
 
 def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:
-    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings."""
+    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings.
+
+    What stops a CPU run from starting here is an error of the plan (a CPU run can only run here); GPUs short here
+    are a setup warning (a plan made here may be for the training machine), and `run` refuses on them."""
     if inventory is None:
         return make_plan(preset, resume=resume)
     from gpuwizard.gpus.advice import setup_advice
@@ -404,6 +398,8 @@ def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Pla
         plan.problems += setup_advice(
             inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
         )
+    else:
+        plan.problems += machine_problems(preset, plan, inventory)
     return plan, ctx
 
 

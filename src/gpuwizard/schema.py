@@ -181,6 +181,15 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
         literal = model_at(root, loc)
         choices = typing.get_args(literal) if typing.get_origin(literal) is Literal else ()
         listed = ", ".join(str(c) for c in choices) or "the documented values"
+        word = yaml_word(value, choices)
+        if word is not None:  # YAML 1.1 reads an unquoted no/yes/off/on as a boolean
+            leaf = str(loc[-1]) if loc else "the value"
+            return problem(
+                field,
+                f"must be one of {listed}; YAML reads an unquoted {word} as {str(value).lower()}",
+                f'quote it: {leaf}: "{word}"',
+                value=value,
+            )
         return problem(field, f"must be one of {listed}", f"use one of: {listed}", value=value)
     if kind in ("string_too_short", "too_short"):
         return problem(field, "must not be empty", "write a value", value=value)
@@ -191,6 +200,16 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
             field, "must be a finite number", "write a number such as 1.0e-4 (not .inf or .nan)", value=value
         )
     return problem(field, err["msg"], "correct the value", value=value)
+
+
+YAML_BOOLEAN_WORDS = {False: ("no", "off", "false", "n"), True: ("yes", "on", "true", "y")}
+
+
+def yaml_word(value: Any, choices: tuple[Any, ...]) -> str | None:
+    """The choice a YAML boolean was probably meant to be (unquoted `no` for the choice "no"), if any."""
+    if not isinstance(value, bool):
+        return None
+    return next((word for word in YAML_BOOLEAN_WORDS[value] if word in choices), None)
 
 
 def as_rules(exc: ValidationError, model: type[BaseModel]) -> ValidationError:

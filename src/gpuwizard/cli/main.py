@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from gpuwizard import __version__
 from gpuwizard.codes import ExitCode
 from gpuwizard.errors import UserError, problem
 from gpuwizard.safetext import safe_text
@@ -30,13 +31,18 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(ExitCode.INVALID)
 
 
+PRESET_HELP = "a preset name (yours first, then the shipped ones) or a YAML file"
+RUN_ID_HELP = "a run id from `gpuwizard runs`, or its unique start"
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="gpuwizard", description="Plan, launch and watch multi-GPU fine-tunes of robot policies.")
     parser.add_argument("--preset", metavar="NAME_OR_FILE", help="start the wizard from a preset")
+    parser.add_argument("--version", action="version", version=f"gpuwizard {__version__}", help="print the version")
     sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
 
     gpus = sub.add_parser("gpus", help="GPU inventory: devices, memory, utilization, topology, processes")
-    gpus.add_argument("--json", action="store_true")
+    gpus.add_argument("--json", action="store_true", help="the inventory as JSON")
     gpus.add_argument(
         "--record", metavar="FILE", help="record this machine's NVML answers for replay (GPUWIZARD_NVML_REPLAY)"
     )
@@ -46,10 +52,10 @@ def build_parser() -> Parser:
         ("preview", "the exact command run would execute"),
     ):
         p = sub.add_parser(name, help=text)
-        p.add_argument("preset", metavar="PRESET")
+        p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
         p.add_argument("--gpus", type=positive_int, metavar="N", help="see the same preset on N GPUs")
         if name == "plan":
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help="the plan as JSON (SPEC section 4)")
         else:
             p.add_argument(
                 "--format",
@@ -91,8 +97,8 @@ def build_parser() -> Parser:
     probe.add_argument("--json", action="store_true", help="print probe.json instead of the table")
 
     run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
-    run.add_argument("preset", metavar="PRESET")
-    run.add_argument("--gpus", type=positive_int, metavar="N")
+    run.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+    run.add_argument("--gpus", type=positive_int, metavar="N", help="run the same preset on N GPUs per node")
     run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
     run.add_argument(
@@ -128,28 +134,34 @@ def build_parser() -> Parser:
     )
 
     attach = sub.add_parser("attach", help="open the live monitor on a run (default: the newest)")
-    attach.add_argument("run_id", nargs="?", metavar="RUN_ID")
-    attach.add_argument("--headless", action="store_true")
-    attach.add_argument("--log", action="store_true")
+    attach.add_argument("run_id", nargs="?", metavar="RUN_ID", help=RUN_ID_HELP + " (default: the newest)")
+    attach.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
+    attach.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
 
     runs = sub.add_parser("runs", help="run history")
-    runs.add_argument("--json", action="store_true")
+    runs.add_argument("--json", action="store_true", help="the history as JSON rows, newest first")
 
     stop = sub.add_parser("stop", help="stop a run and every process of it (default: the newest active run)")
-    stop.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    stop.add_argument("run_id", nargs="?", metavar="RUN_ID", help=RUN_ID_HELP + " (default: the newest active run)")
 
     compare = sub.add_parser(
         "compare", help="did more GPUs pay? throughput, efficiency, loss per sample and per hour, GPU-hours, cost"
     )
-    compare.add_argument("run_ids", nargs="+", metavar="RUN_ID")
-    compare.add_argument("--json", action="store_true")
+    compare.add_argument("run_ids", nargs="+", metavar="RUN_ID", help=RUN_ID_HELP + "; two or more")
+    compare.add_argument("--json", action="store_true", help="the comparison as JSON")
     compare.add_argument(
         "--gpu-hour", type=float, metavar="PRICE", help="price of a GPU-hour (default: each run's costs.gpu_hour)"
     )
 
     presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME, schema")
-    presets.add_argument("action", nargs="?", choices=["list", "show", "delete", "schema"], default="list")
-    presets.add_argument("name", nargs="?", metavar="NAME")
+    presets.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "show", "delete", "schema"],
+        default="list",
+        help="list (default) | show NAME: the file | delete NAME: one of yours | schema: the JSON Schema",
+    )
+    presets.add_argument("name", nargs="?", metavar="NAME", help="the preset to show or delete")
     return parser
 
 

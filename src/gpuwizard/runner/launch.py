@@ -17,6 +17,7 @@ from typing import Any
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.contracts import BuildContext, Plan
 from gpuwizard.errors import Problem, UserError, problem
+from gpuwizard.machine import machine_problems
 from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
@@ -227,28 +228,7 @@ def prepare_run(
 
             errors += cluster_problems()  # the nodes' GPUs and cores are SLURM's to check, not this machine's
             errors += secret_problems(preset.slurm.sbatch_args, sorted(split_secrets(spec.env)[1]), dict(os.environ))
-        elif plan.device == "cuda":
-            visible = len(inventory.visible())
-            if visible < preset.hardware.gpus:
-                errors.append(
-                    problem(
-                        "hardware.gpus",
-                        f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here"
-                        + (f" ({inventory.message})" if inventory.message else ""),
-                        "lower hardware.gpus, or use hardware.device: cpu for a CPU dry run",
-                        value=preset.hardware.gpus,
-                    )
-                )
-        cores = os.cpu_count() or 1
-        if not on_slurm and plan.device == "cpu" and plan.processes_per_node > cores:
-            errors.append(
-                problem(
-                    "hardware.gpus",
-                    f"a CPU run starts one process per GPU slot, and this machine has {cores} cores",
-                    f"use at most {cores} (2 is enough to exercise the distributed path)",
-                    value=preset.hardware.gpus,
-                )
-            )
+        errors += machine_problems(preset, plan, inventory)  # the plan showed them; here they refuse
     if not errors and not on_slurm and preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
         from gpuwizard.network import preflight
 

@@ -34,6 +34,8 @@ class GpuWizardApp(App[int]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+t", "next_theme", "Theme"),
         Binding("ctrl+l", "runs", "Runs"),
+        Binding("question_mark", "help", "Keys", key_display="?"),
+        Binding("f1", "help", "Keys", show=False, priority=True),  # also while a field that takes `?` has focus
     ]
 
     def __init__(self, preset: Preset | str | None = None, run: RunDir | None = None, exit_on_error: bool = False):
@@ -47,7 +49,10 @@ class GpuWizardApp(App[int]):
             self.register_theme(theme)
         self.own_themes = [t.name for t in themes]
         wanted = raw_theme() or DEFAULT_THEME
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        if wanted not in self.available_themes:
+            self.theme_problems.append(unknown_theme(wanted, list(self.available_themes)))
+            wanted = DEFAULT_THEME
+        self.theme = wanted
 
     def on_mount(self) -> None:
         if not self.is_headless:
@@ -93,6 +98,15 @@ class GpuWizardApp(App[int]):
         else:
             self.push_screen(MonitorScreen(run))
 
+    def action_help(self) -> None:
+        """The keys of the screen in front; pressed again (or escape), it closes."""
+        from gpuwizard.tui.keys import KeysScreen
+
+        if isinstance(self.screen, KeysScreen):
+            self.screen.dismiss(None)
+        else:
+            self.push_screen(KeysScreen(self.screen))
+
     def action_runs(self) -> None:
         """The run history: open, compare, resume."""
         from gpuwizard.tui.runs import RunsScreen
@@ -118,11 +132,10 @@ class GpuWizardApp(App[int]):
             self.exit()
 
     def action_next_theme(self) -> None:
-        names = self.own_themes + [
-            n for n in ("textual-dark", "textual-light", "ansi-dark") if n in self.available_themes
-        ]
+        """gpuwizard's own themes only (Textual's are in the palette's "Change theme")."""
+        names = self.own_themes
         self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
-        self.notify(f"Theme: {self.theme}")
+        self.notify(f"Theme: {self.theme} (ctrl+t cycles {', '.join(names)}; remembered)", markup=False)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -150,3 +163,20 @@ class GpuWizardApp(App[int]):
         yield SystemCommand("runs: History", "Every run: open, compare, resume (ctrl+l)", self.action_runs)
         for name in self.own_themes:
             yield SystemCommand(f"theme: {name}", "Switch theme (remembered)", partial(setattr, self, "theme", name))
+
+
+def unknown_theme(name: str, known: list[str]) -> str:
+    """settings.yaml names a theme that does not exist: refused, with the closest name."""
+    import difflib
+
+    from gpuwizard import paths
+    from gpuwizard.errors import problem
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    fix = f"write theme: {close[0]}" if close else f"use one of {', '.join(sorted(known))}"
+    return problem(
+        "theme",
+        "no such theme, so the default is used" + (f"; did you mean {close[0]}?" if close else ""),
+        fix,
+        value=name,
+    ).paragraph(str(paths.settings_file()))

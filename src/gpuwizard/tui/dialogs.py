@@ -5,9 +5,9 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, OptionList
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpuwizard.errors import UserError
@@ -71,28 +71,43 @@ class PresetPicker(ModalScreen[Preset | None]):
         Binding("escape", "cancel", "Cancel"),
     ]
 
+    def __init__(self, current: str | None = None):
+        super().__init__()
+        self.current = current
+
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog wide"):
+        with Vertical(classes="dialog wide", id="picker"):
             yield Label("Presets", classes="dialog-title")
             yield OptionList(id="presets")
-            yield Label("", id="picker-error", classes="dialog-hint")
+            with VerticalScroll(id="picker-problems"):
+                yield Static("", id="picker-error", classes="dialog-hint", markup=False)
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.reload()
 
     def reload(self) -> None:
+        """One line per preset; the wizard's preset (else the first) is highlighted, so the first Down moves on."""
         options = self.query_one("#presets", OptionList)
         options.clear_options()
         for name, source, path in listed_presets():
             source = "yours" if source == "user" else source
             try:
                 preset = load_preset_file(path)
-                text = f"{name:<22} {source:<8} {preset.trainer:<8} {preset.world_size} GPU  {preset.description[:50]}"
+                text = f"{name:<22} {source:<8} {preset.trainer:<8} {preset.world_size} GPU  {preset.description}"
             except UserError:
-                text = f"{name:<22} {source:<8} (invalid: open it in an editor)"
+                text = f"{name:<22} {source:<8} (invalid: enter shows why)"
             options.add_option(Option(text, id=f"{source}:{name}"))
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        current = next((i for i, option_id in enumerate(ids) if option_id.endswith(f":{self.current}")), 0)
+        options.highlighted = current if ids else None
         options.focus()
+
+    def show_error(self, exc: UserError) -> None:
+        """Each problem whole, the file named once above them (not in front of every line)."""
+        lines = [f"{exc.source}:"] if exc.source else []
+        lines += [f"- {found.paragraph()}" for found in exc.problems]
+        self.query_one("#picker-error", Static).update("\n".join(lines))
 
     def selected(self) -> tuple[str, str] | None:
         options = self.query_one("#presets", OptionList)
@@ -110,7 +125,7 @@ class PresetPicker(ModalScreen[Preset | None]):
             try:
                 self.dismiss(load_preset_file(self.path_of(*chosen)))
             except UserError as exc:
-                self.query_one("#picker-error", Label).update(exc.paragraph())
+                self.show_error(exc)
 
     @on(OptionList.OptionSelected)
     def _selected(self) -> None:
@@ -128,7 +143,7 @@ class PresetPicker(ModalScreen[Preset | None]):
                 preset = with_field(load_preset_file(self.path_of(*chosen)), "name", name)
                 save_user_preset(preset, overwrite=False)
             except UserError as exc:
-                self.query_one("#picker-error", Label).update(exc.paragraph())
+                self.show_error(exc)
                 return
             self.reload()
 
@@ -139,7 +154,7 @@ class PresetPicker(ModalScreen[Preset | None]):
         if not chosen:
             return
         if chosen[0] != "yours":
-            self.query_one("#picker-error", Label).update(
+            self.query_one("#picker-error", Static).update(
                 "Shipped presets cannot be deleted; duplicate one to change it."
             )
             return

@@ -10,6 +10,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from gpuwizard.compare import Comparison
     from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
+    from gpuwizard.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.preset import Preset
     from gpuwizard.runner.follow import RunUpdate
@@ -30,9 +31,14 @@ class InventoryReady(Message):
 
 
 class PlanReady(Message):
-    def __init__(self, seq: int, plan: Plan, ctx: BuildContext, spec: LaunchSpec | None):
+    """A plan, its command (None while it has errors), and what stops it from starting on this machine (None while
+    the machine is not yet known)."""
+
+    def __init__(
+        self, seq: int, plan: Plan, ctx: BuildContext, spec: LaunchSpec | None, blockers: list[Problem] | None
+    ):
         super().__init__()
-        self.seq, self.plan, self.ctx, self.spec = seq, plan, ctx, spec
+        self.seq, self.plan, self.ctx, self.spec, self.blockers = seq, plan, ctx, spec, blockers
 
 
 class RunStarted(Message):

@@ -20,22 +20,25 @@ from gpuwizard.safetext import safe_line, safe_text
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
 
-COLUMNS = ("*", "state", "run", "preset", "GPUs", "step", "time", "smp/s", "baseline")
+COLUMNS = ("*", "state", "GPUs", "step", "time", "smp/s", "run")
+"""The run id is last and whole (it names the preset): short columns first, so none is pushed off at 80 columns."""
 
 
-def short_id(run_id: str, preset: str) -> str:
-    """The run id without its preset's name (the preset has its own column): 20261201-010717."""
-    return run_id.removesuffix(f"-{preset}")
+def column_widths(rows: list[list[str]]) -> list[int]:
+    """Each column as wide as its widest cell, fixed before the first row is drawn (the header never shifts)."""
+    return [max([len(label), *(len(cells[i]) for cells in rows)]) for i, label in enumerate(COLUMNS)]
 
 
 class RunsScreen(Screen[None]):
     """Every run, newest first; the history is read off the UI thread."""
 
+    HELP = "Every run, newest first. The line under the table names the highlighted run whole; y copies its id."
     BINDINGS = [
-        Binding("enter", "open", "Open"),
+        Binding("enter", "open", "Open", key_display="enter", priority=True),  # before the table's own enter
         Binding("space", "mark", "Mark"),
-        Binding("c", "compare", "Compare marked"),
+        Binding("c", "compare", "Compare"),
         Binding("r", "resume", "Resume"),
+        Binding("y", "copy_id", "Copy id"),
         Binding("escape", "back", "Back"),
     ]
 
@@ -45,14 +48,15 @@ class RunsScreen(Screen[None]):
         self.marked: set[str] = set()
 
     def compose(self) -> ComposeResult:
-        yield Static("Runs · newest first · space marks runs to compare", id="runs-title")
+        yield Static("Runs · newest first · space marks runs to compare · ? lists every key", id="runs-title")
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="runs-hint")
         yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one("#runs-table", DataTable)
-        table.add_columns(*COLUMNS)
+        for label in COLUMNS:
+            table.add_column(label, key=label)
         table.focus()
         self.load()
 
@@ -68,35 +72,74 @@ class RunsScreen(Screen[None]):
     def _loaded(self, message: RunsLoaded) -> None:
         self.rows = message.rows
         table = self.query_one("#runs-table", DataTable)
-        table.clear()
-        for row in self.rows:
-            table.add_row(*(Text(safe_line(cell)) for cell in self.cells(row)), key=row["run_id"])  # no markup
-        hint = "no runs yet: ctrl+r in the wizard starts one" if not self.rows else f"{len(self.rows)} runs"
-        self.query_one("#runs-hint", Static).update(hint)
+        cells = [[safe_line(cell) for cell in self.cells(row)] for row in self.rows]
+        table.clear(columns=True)
+        for label, width in zip(COLUMNS, column_widths(cells), strict=True):
+            table.add_column(label, key=label, width=width)
+        for row, row_cells in zip(self.rows, cells, strict=True):
+            table.add_row(*(Text(cell) for cell in row_cells), key=row["run_id"])  # plain text: no markup
+        self.describe()
 
     def cells(self, row: dict[str, Any]) -> list[str]:
         mark = "*" if row["run_id"] in self.marked else ""
         if row["state"] == "corrupt":
-            return [mark, "corrupt", row["run_id"], row.get("problem") or "", "", "", "", "", ""]
-        gpus = f"{row['world_size']}" + (f" ({row['nodes']} nodes)" if row["nodes"] > 1 else "")
-        if row["slurm_job_id"]:
-            gpus += " slurm"
+            return [mark, "corrupt", "", "", "", "", row["run_id"]]
+        gpus = f"{row['world_size']}" + (f"/{row['nodes']}n" if row["nodes"] > 1 else "")
         step = f"{row['step'] if row['step'] is not None else '-'}/{row['steps']}"
         rate = f"{row['samples_per_s']:.0f}" if row["samples_per_s"] else "-"
-        smoke = " smoke" if row["smoke"] else ""
-        resumed = f" <- {short_id(row['resumed_from'], row['preset'])}" if row["resumed_from"] else ""
-        baseline = "green" if row["baseline_green"] else "never"
+        tags = [
+            tag
+            for tag, on in (("smoke", row["smoke"]), ("probe", row.get("probe")), ("resumed", row["resumed_from"]))
+            if on
+        ]
         return [
             mark,
-            row["state"] + smoke,
-            short_id(row["run_id"], row["preset"]) + resumed,
-            row["preset"],
+            row["state"],
             gpus,
             step,
             clock(row["duration_s"]),  # runner.follow's: the same time the headless status lines show
             rate,
-            baseline,
+            row["run_id"] + (f" ({', '.join(tags)})" if tags else ""),
         ]
+
+    def describe(self) -> None:
+        """The highlighted run under the table: its whole id and what the columns leave out."""
+        hint = self.query_one("#runs-hint", Static)
+        row = self.selected()
+        if row is None:
+            hint.update("no runs yet: ctrl+r in the wizard starts one")
+            return
+        if row["state"] == "corrupt":
+            hint.update(safe_text(f"{row['run_id']}: {row.get('problem') or 'cannot be read'}\n{row['path']}"))
+            return
+        facts = [f"preset {row['preset']}"]
+        if row["nodes"] > 1:
+            facts.append(f"{row['world_size']} processes on {row['nodes']} nodes")
+        if row["slurm_job_id"]:
+            facts.append(f"SLURM job {row['slurm_job_id']}")
+        if row["smoke"]:
+            facts.append("smoke run")
+        if row.get("probe"):
+            facts.append(f"a measurement of probe {row['probe']}")
+        if row["resumed_from"]:
+            facts.append(f"resumed from {row['resumed_from']}")
+        facts.append("a green 1-GPU baseline exists" if row["baseline_green"] else "never green on 1 GPU")
+        marked = f" · {len(self.marked)} marked: c compares them" if self.marked else ""
+        hint.update(
+            Content.assemble(
+                (safe_line(row["run_id"]), "bold"), f"  ({len(self.rows)} runs{marked})\n", safe_line(" · ".join(facts))
+            )
+        )
+
+    @on(DataTable.RowHighlighted, "#runs-table")
+    def _highlighted(self) -> None:
+        self.describe()
+
+    def action_copy_id(self) -> None:
+        row = self.selected()
+        if row is not None:
+            self.app.copy_to_clipboard(row["run_id"])
+            self.notify(f"Copied {row['run_id']} (OSC 52: works over SSH in most terminals).", markup=False)
 
     @on(DataTable.RowSelected, "#runs-table")
     def _row_selected(self) -> None:
@@ -121,8 +164,8 @@ class RunsScreen(Screen[None]):
             return
         self.marked ^= {row["run_id"]}
         table = self.query_one("#runs-table", DataTable)
-        table.update_cell(row["run_id"], table.ordered_columns[0].key, "*" if row["run_id"] in self.marked else "")
-        self.query_one("#runs-hint", Static).update(f"{len(self.marked)} marked: c compares them")
+        table.update_cell(row["run_id"], "*", "*" if row["run_id"] in self.marked else "")
+        self.describe()
 
     def action_compare(self) -> None:
         from gpuwizard.runner.rundir import RunDir
@@ -174,6 +217,8 @@ class RunsScreen(Screen[None]):
 class CompareScreen(Screen[None]):
     """`gpuwizard compare` as a view: the table, the verdict, and every run's loss against samples seen."""
 
+    HELP = "The runs are lettered A, B, ... in the table and the curves; the lines at the top name each one whole."
+
     BINDINGS = [
         Binding("x", "x_axis", "Samples/time"),
         Binding("escape", "back", "Back"),
@@ -219,13 +264,15 @@ class CompareScreen(Screen[None]):
         self.draw()
 
     def draw(self) -> None:
+        from gpuwizard.compare import run_labels
+
+        labels = run_labels(self.result)
         self.plot.clear()
         for run in self.result.runs:
             points = [(p.wall_s / 60 if self.by_time else p.samples, p.loss) for p in run.curve]
             if len(points) >= 2:
-                self.plot.plot(
-                    [x for x, _ in points], [y for _, y in points], label=safe_line(f"{run.gpus}: {run.run_id[-20:]}")
-                )
+                label = f"{labels[run.run_id]}: {run.gpus} GPU(s)"  # the text above names each letter's run whole
+                self.plot.plot([x for x, _ in points], [y for _, y in points], label=label)
         self.plot.set_xlabel("minutes" if self.by_time else "samples seen")
         self.plot.show_legend()
 

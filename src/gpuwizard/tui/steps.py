@@ -1,38 +1,21 @@
-"""The wizard's five steps: each shows part of the plan and posts Edit messages for its fields."""
+"""The wizard's first steps (GPUs, policy and dataset) and the registry of all five; each shows part of the plan
+and posts Edit messages for its fields."""
 
 from __future__ import annotations
 
-import shlex
-
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import DataTable, Label, RadioButton, RadioSet, SelectionList, Static
+from textual.widgets import DataTable, SelectionList, Static
 
 from gpuwizard import datasets
 from gpuwizard.catalog import load_catalog
-from gpuwizard.contracts import LaunchSpec, Plan
+from gpuwizard.contracts import Plan
 from gpuwizard.gpus.inventory import Inventory
-from gpuwizard.plan import scale, trainers_for
 from gpuwizard.preset import Preset
-from gpuwizard.secrets import redacted
-from gpuwizard.trainers import get_trainer
-from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, options_form, row
-
-RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
-RULES_HELP = (
-    "none keeps lr and steps as tuned · linear_lr: lr x k plus a warmup · sqrt_lr: lr x sqrt(k) · "
-    "divide_steps: steps / k"
-)
-
-
-class Step(VerticalScroll):
-    """A wizard step, built when first shown from the wizard's current preset."""
-
-    def __init__(self, preset: Preset, **kw: object):
-        super().__init__(**kw)
-        self.preset = preset
+from gpuwizard.tui.job_steps import PreviewStep, ScalingStep, TrainerStep
+from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, Step, row
 
 
 class GpusStep(Step):
@@ -47,7 +30,63 @@ class GpusStep(Step):
             "cpu: processes on the CPU with gloo",
         )
         yield row("GPUs / procs", FieldInput("hardware.gpus", "int", preset.hardware.gpus), "per node")
-        yield row("nodes", FieldInput("hardware.nodes", "int", preset.hardware.nodes))
+        yield row(
+            "GPU memory GB",
+            FieldInput(
+                "hardware.gpu_memory_gb", "optional_float", preset.hardware.gpu_memory_gb, placeholder="detected"
+            ),
+            "plan against it where no GPU is detected",
+        )
+        yield row("nodes", FieldInput("hardware.nodes", "int", preset.hardware.nodes), "machines")
+        yield row(
+            "node rank",
+            FieldInput("hardware.node_rank", "int", preset.hardware.node_rank),
+            "this machine; 0 hosts the rendezvous",
+            classes="multi-node",
+        )
+        yield row(
+            "rdzv endpoint",
+            FieldInput(
+                "hardware.rdzv_endpoint",
+                "optional_str",
+                preset.hardware.rdzv_endpoint,
+                placeholder="host:port of node 0, e.g. 10.0.0.1:29500",
+            ),
+            classes="multi-node",
+        )
+        yield row(
+            "scheduler",
+            FieldSelect("launch.scheduler", ["local", "slurm"], preset.launch.scheduler),
+            "slurm: submit with sbatch",
+        )
+        yield row("partition", FieldInput("slurm.partition", "optional_str", preset.slurm.partition), classes="slurm")
+        yield row(
+            "time limit",
+            FieldInput("slurm.time", "optional_str", preset.slurm.time, placeholder="e.g. 04:00:00"),
+            classes="slurm",
+        )
+        yield row("account", FieldInput("slurm.account", "optional_str", preset.slurm.account), classes="slurm")
+        yield row(
+            "sbatch args",
+            FieldInput("slurm.sbatch_args", "list", preset.slurm.sbatch_args, placeholder="e.g. --qos=high"),
+            classes="slurm",
+        )
+        yield row(
+            "node setup",
+            FieldInput("slurm.setup", "list", preset.slurm.setup, placeholder="'module load cuda' ..."),
+            classes="slurm",
+        )
+
+    def on_mount(self) -> None:
+        self.sync(self.preset)
+
+    def sync(self, preset: Preset) -> None:
+        """Multi-node fields with more than one node, SLURM's with the slurm scheduler."""
+        for widget in self.query(".multi-node"):
+            widget.display = preset.hardware.nodes > 1 or preset.hardware.rdzv_endpoint is not None
+        for widget in self.query(".slurm"):
+            widget.display = preset.launch.scheduler == "slurm"
+        self.call_after_refresh(self.keep_focus_reachable)
 
     def show(self, preset: Preset, inventory: Inventory | None) -> None:
         info = self.query_one("#gpu-info", Static)
@@ -65,6 +104,7 @@ class GpusStep(Step):
                 )
             )
             select.display = False
+            self.call_after_refresh(self.keep_focus_reachable)  # it may have been focused while GPUs were detected
             return
         visible = inventory.visible()
         info.update(
@@ -117,8 +157,8 @@ class PolicyStep(Step):
 
     def compose(self) -> ComposeResult:
         table = DataTable(id="policies", cursor_type="row", zebra_stripes=True)
-        for label in ("policy", "params", "VRAM need", "fits", "trainers"):
-            table.add_column(label, key=label)
+        for label in ("chosen", "policy", "params", "VRAM need", "fits", "trainers"):
+            table.add_column("" if label == "chosen" else label, key=label)
         yield table
         yield Static("", id="policy-summary")
         yield DatasetBox(self.preset, id="dataset-box")
@@ -137,6 +177,7 @@ class PolicyStep(Step):
                 else (f"{entry.params_m / 1000:g}B" if entry.params_m else "?")
             )
             table.add_row(
+                ">" if entry.key == preset.policy else "",
                 entry.key,
                 params,
                 f"{entry.vram.full_gb:g} GB @{entry.vram.at_batch}",
@@ -158,14 +199,35 @@ class PolicyStep(Step):
             for key, policy in load_catalog().items():
                 need = policy.estimate_gb(policy.vram.at_batch, preset.mixed_precision)
                 table.update_cell(key, "fits", "yes" if need <= plan.fits.device_gb * 0.92 else "no")
-        self.query_one("#policy-summary", Static).update(f"{entry.title}: {entry.summary}")
+        for key in load_catalog():
+            table.update_cell(key, "chosen", ">" if key == preset.policy else "")
+        self.describe(self.highlighted() or entry.key)
         if plan is not None:
             self.query_one(DatasetBox).show(preset, plan)
 
+    def highlighted(self) -> str | None:
+        table = self.query_one("#policies", DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def describe(self, key: str) -> None:
+        """The highlighted policy; the preset changes only when one is chosen with enter."""
+        entry = load_catalog()[key]
+        text = f"{entry.title}: {entry.summary}"
+        if key != self.preset.policy:
+            text += f"\nenter chooses {key} (the preset has {self.preset.policy}, marked >)"
+        self.query_one("#policy-summary", Static).update(text)
+
     @on(DataTable.RowHighlighted, "#policies")
-    def _chosen(self, event: DataTable.RowHighlighted) -> None:
-        """Only the user's cursor moves choose a policy (filling the table highlights row 0 first)."""
-        if event.row_key.value and self.has_focus_within:
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Browsing the list only describes a policy: a cursor move never changes the preset."""
+        if event.row_key.value:
+            self.describe(event.row_key.value)
+
+    @on(DataTable.RowSelected, "#policies")
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value and event.row_key.value != self.preset.policy:
             self.post_message(Edit("policy", event.row_key.value))
 
 
@@ -205,159 +267,6 @@ class DatasetBox(Vertical):
             info.update(f"The {preset.trainer} trainer writes its synthetic dataset here on the first run.")
 
 
-class TrainerStep(Step):
-    shown_rows: list[tuple[str, str, str]] = []
-
-    def compose(self) -> ComposeResult:
-        preset = self.preset
-        yield row("trainer", FieldSelect("trainer", trainers_for(load_catalog()[preset.policy]), preset.trainer))
-        yield Static("", id="batch-meaning")
-        with Horizontal(id="batch-area"):
-            with Vertical(id="batch-fields"):
-                yield row("batch size", FieldInput("batch.size", "int", preset.batch.size))
-                yield row("grad accum", FieldInput("batch.grad_accum", "int", preset.batch.grad_accum))
-                yield row("lr", FieldInput("optim.lr", "optional_float", preset.optim.lr, placeholder="policy default"))
-                yield row("steps", FieldInput("optim.steps", "int", preset.optim.steps))
-                yield row("precision", FieldSelect("mixed_precision", ["no", "bf16", "fp16"], preset.mixed_precision))
-                yield row("strategy", FieldSelect("strategy", ["auto", "single", "ddp", "fsdp"], preset.strategy))
-            table = DataTable(id="batch-table", cursor_type="none", show_cursor=False)
-            table.add_columns("GPUs", "per device", "effective")
-            yield table
-        yield Label("Launch", classes="section")
-        yield row(
-            "python",
-            FieldInput(
-                "launch.python",
-                "optional_str",
-                preset.launch.python,
-                placeholder="training env interpreter (default: PATH)",
-            ),
-        )
-        yield row(
-            "output dir",
-            FieldInput("output_dir", "optional_str", preset.output_dir, placeholder=f"outputs/train/{preset.name}"),
-        )
-        yield Label("Trainer options", classes="section")
-        yield Vertical(*options_form(get_trainer(preset.trainer).Options, preset.trainer_options), id="options")
-
-    async def rebuild_options(self, preset: Preset) -> None:
-        box = self.query_one("#options", Vertical)
-        await box.remove_children()
-        await box.mount_all(options_form(get_trainer(preset.trainer).Options, preset.trainer_options))
-        trainer_select = self.query_one("#f-trainer", FieldSelect)
-        with trainer_select.prevent(FieldSelect.Changed):
-            trainer_select.set_options([(t, t) for t in trainers_for(load_catalog()[preset.policy])])
-            trainer_select.value = preset.trainer
-
-    def show(self, preset: Preset, plan: Plan | None) -> None:
-        if plan is None:
-            return
-        self.query_one("#batch-meaning", Static).update(
-            Content.assemble(("What the number means: ", "bold"), plan.batch_meaning)
-        )
-        rows = [
-            (
-                f"{r['gpus']}{' <' if r['chosen'] else ''}",
-                "-" if r["per_device"] is None else str(r["per_device"]),
-                "-" if r["effective"] is None else str(r["effective"]),
-            )
-            for r in plan.batch_table
-        ]
-        if rows != self.shown_rows:
-            self.shown_rows = rows
-            table = self.query_one("#batch-table", DataTable)
-            table.clear()
-            for cells in rows:
-                table.add_row(*cells)
-
-
-class ScalingStep(Step):
-    def compose(self) -> ComposeResult:
-        preset = self.preset
-        with RadioSet(id="rules"):
-            for rule in RULES:
-                yield RadioButton(rule, value=rule == preset.scaling.rule, id=f"rule-{rule}")
-        yield Static(RULES_HELP, classes="field-hint")
-        yield row(
-            "ref. GPUs",
-            FieldInput("scaling.reference_gpus", "int", preset.scaling.reference_gpus),
-            "the GPU count lr and steps were tuned on",
-        )
-        yield Static("", id="estimates")
-        yield Static("", id="advice")
-
-    def show(self, preset: Preset, plan: Plan | None) -> None:
-        if plan is None:
-            return
-        k = plan.scale_factor or 1.0
-        trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
-        self.query_one("#rules", RadioSet).border_title = (
-            f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} "
-            f"on {plan.reference_gpus} GPU(s)"
-        )
-        for rule in RULES:
-            lr, steps, warmup, _, _ = scale(
-                rule,
-                k,
-                plan.base_lr,
-                preset.optim.steps,
-                lambda steps: trainer.default_warmup_steps(preset, policy, steps, plan.trainer_steps_per_update),
-                preset.optim.warmup_ratio,
-            )
-            self.query_one(
-                f"#rule-{rule}", RadioButton
-            ).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}"
-        self.query_one("#estimates", Static).update(estimates_text(plan))
-        self.query_one("#advice", Static).update("\n".join(f"- {a}" for a in plan.advice))
-
-    @on(RadioSet.Changed, "#rules")
-    def _rule(self, event: RadioSet.Changed) -> None:
-        self.post_message(Edit("scaling.rule", event.pressed.id.removeprefix("rule-")))
-
-
-def estimates_text(plan: Plan) -> str:
-    """Time, GPU-hours and cost per GPU count, each with its source (the chosen count marked)."""
-    from gpuwizard.estimates import fmt_hours
-
-    lines = ["time and cost (wall · GPU-hours · cost · basis; `gpuwizard plan` names each source):"]
-    for e in plan.estimates:
-        mark = ">" if e["gpus"] == plan.world_size else " "
-        hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
-        cost = f" · {e['cost']:.2f}" if e["cost"] is not None else ""
-        lines.append(f"{mark}{e['gpus']:>2} GPU  {fmt_hours(e['wall_h']):>7} · {hours} GPU-h{cost} · {e['basis']}")
-    return "\n".join(lines)
-
-
-class PreviewStep(Step):
-    def compose(self) -> ComposeResult:
-        yield Static("", id="command")
-        yield Static("", id="environment")
-        yield Static("", id="problems")
-
-    def show(self, plan: Plan | None, spec: LaunchSpec | None) -> None:
-        if plan is None:
-            return
-        command = self.query_one("#command", Static)
-        if spec is None:
-            command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
-        else:
-            command.update(Content.styled(pretty_command(spec.argv), "bold"))
-            env = [f"{k}={v}" for k, v in redacted(spec.env).items()] + [f"unset {n}" for n in spec.unset]
-            self.query_one("#environment", Static).update(
-                f"workdir: {spec.workdir}\nenv: " + (" ".join(env) or "(unchanged)")
-            )
-        parts = [
-            (f"{level}: {p.paragraph()}\n", style)
-            for level, items, style in (
-                ("error", plan.errors, "bold $error"),
-                ("warning", plan.warnings, "$warning"),
-                ("note", plan.notes, "$text-muted"),
-            )
-            for p in items
-        ]
-        self.query_one("#problems", Static).update(Content.assemble(*parts))
-
-
 STEP_CLASSES = {
     "gpus": GpusStep,
     "policy": PolicyStep,
@@ -365,22 +274,3 @@ STEP_CLASSES = {
     "scaling": ScalingStep,
     "preview": PreviewStep,
 }
-
-
-def pretty_command(argv: list[str], width: int = 74) -> str:
-    """The argv packed into continuation lines, keeping each flag next to its value."""
-    tokens: list[str] = []
-    for arg in argv:
-        quoted = shlex.quote(arg)
-        if tokens and tokens[-1].startswith("-") and "=" not in tokens[-1] and not arg.startswith("-"):
-            tokens[-1] += " " + quoted
-        else:
-            tokens.append(quoted)
-    lines, current = [], ""
-    for token in tokens:
-        if current and len(current) + 1 + len(token) > width:
-            lines.append(current)
-            current = "  " + token
-        else:
-            current = f"{current} {token}" if current else token
-    return " \\\n".join([*lines, current])

@@ -1,4 +1,5 @@
-"""Small widgets shared by the wizard steps: typed inputs and a form built from a trainer's options model."""
+"""Small widgets shared by the wizard steps: the step base, typed inputs, a form built from a trainer's options
+model, and the key bar."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import typing
 from typing import TYPE_CHECKING, Any, Literal
 
 from textual import on
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
 if TYPE_CHECKING:
+    from gpuwizard.preset import Preset
     from gpuwizard.trainers.base import TrainerOptions
 
 
@@ -37,6 +39,7 @@ KIND_WORDS = {
     "int": "expects a whole number",
     "float": "expects a number, e.g. 1e-4",
     "list": "expects words separated by spaces (quote one with spaces)",
+    "env": "expects NAME=VALUE words separated by spaces, e.g. NCCL_P2P_DISABLE=1",
     "str": "expects text",
 }
 
@@ -53,6 +56,11 @@ def parse(kind: str, text: str) -> Any:
         return float(text)
     if base == "list":
         return shlex.split(text)
+    if base == "env":
+        pairs = [word.partition("=") for word in shlex.split(text)]
+        if any(not sep or not name for name, sep, _ in pairs):
+            raise ValueError(text)
+        return {name: value for name, _, value in pairs}
     return text
 
 
@@ -61,6 +69,8 @@ def show(value: Any) -> str:
         return ""
     if isinstance(value, list):
         return shlex.join(value)
+    if isinstance(value, dict):
+        return shlex.join(f"{name}={text}" for name, text in value.items())
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
@@ -128,12 +138,15 @@ class FieldCheckbox(Checkbox):
         self.post_message(Edit(self.path, event.value))
 
 
-def row(label: str, widget: Widget, hint: str = "") -> Horizontal:
-    """A labelled form row."""
-    children: list[Widget] = [Label(label, classes="field-label"), widget]
+def row(label: str, widget: Widget, hint: str = "", classes: str = "", label_width: int | None = None) -> Horizontal:
+    """A labelled form row (label_width: for a form whose labels are longer than the usual column)."""
+    name = Label(label, classes="field-label")
+    if label_width is not None:
+        name.styles.width = label_width
+    children: list[Widget] = [name, widget]
     if hint:
         children.append(Label(hint, classes="field-hint"))
-    return Horizontal(*children, classes="field-row")
+    return Horizontal(*children, classes=f"field-row {classes}".strip())
 
 
 def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Widget]:
@@ -141,6 +154,7 @@ def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Wi
     from gpuwizard.schema import MISSING, unwrap  # the core loads after the first frame
 
     rows: list[Widget] = []
+    width = max([LABEL_WIDTH, *(len(name) + 2 for name in model.model_fields)])  # no label is cut
     for name, info in model.model_fields.items():
         annotation, optional = unwrap(info.annotation)
         path = f"trainer_options.{name}"
@@ -148,11 +162,12 @@ def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Wi
         current = values.get(name, default)
         label = name.replace("_", " ")
         if annotation is bool:
-            rows.append(FieldCheckbox(path, label, bool(current), classes="option-check", tooltip=info.description))
+            check = FieldCheckbox(path, label, bool(current), classes="option-check", tooltip=info.description)
+            check.styles.margin = (0, 0, 1, width)
+            rows.append(check)
         elif typing.get_origin(annotation) is Literal:
-            rows.append(
-                row(label, FieldSelect(path, list(typing.get_args(annotation)), current, tooltip=info.description))
-            )
+            select = FieldSelect(path, list(typing.get_args(annotation)), current, tooltip=info.description)
+            rows.append(row(label, select, label_width=width))
         elif annotation in (int, float, str) or typing.get_origin(annotation) is list:
             kind = {int: "int", float: "float", str: "str"}.get(annotation, "list")
             required = (
@@ -168,23 +183,51 @@ def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Wi
                         placeholder=required or "default",
                         tooltip=info.description,
                     ),
+                    label_width=width,
                 )
             )
     return rows
 
 
+LABEL_WIDTH = 14
+"""The label column of the wizard's forms (app.tcss .field-label); a trainer's longer option names widen its form."""
 REQUIRED_HINTS = {"base_model_path", "embodiment_tag", "config_name", "script"}
 
 
+class Step(VerticalScroll):
+    """A wizard step, built when first shown from the wizard's current preset."""
+
+    def __init__(self, preset: Preset, **kw: object):
+        super().__init__(**kw)
+        self.preset = preset
+
+    def sync(self, preset: Preset) -> None:
+        """After any edit: show the fields that apply to the preset as it now is."""
+
+    def focus_first(self) -> None:
+        """The first field that Tab reaches (never a hidden one), else the step itself so the arrow and page keys
+        scroll it (the preview)."""
+        first = next((w for w in self.screen.focus_chain if self in w.ancestors), None)
+        (first or self).focus()
+
+    def keep_focus_reachable(self) -> None:
+        """After a field is hidden: focus never stays on a widget that Tab cannot reach."""
+        focused = self.screen.focused
+        if focused is not None and self in focused.ancestors and focused not in self.screen.focus_chain:
+            self.focus_first()
+
+
 class KeyBar(Static):
-    """The footer: every active key and what it does, as one widget.
+    """The footer: the active keys that fit on one line, the focused widget's first, then the screen's, then the
+    app's; the help key (which lists every key, hidden ones too) is always shown.
 
     Textual's Footer rebuilds a widget per key whenever the bindings change (each focus or step
-    change); redrawing one line of text keeps those changes fast on slow machines and SSH.
+    change) and wraps when they do not fit; redrawing one line of text keeps those changes fast on slow
+    machines and SSH and never takes a second line.
     """
 
     DEFAULT_CSS = """
-    KeyBar { dock: bottom; height: auto; max-height: 2; background: $panel; padding: 0 1; }
+    KeyBar { dock: bottom; height: 1; background: $panel; padding: 0 1; }
     """
 
     def on_mount(self) -> None:
@@ -194,18 +237,42 @@ class KeyBar(Static):
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
 
-    def redraw(self, screen: object = None) -> None:
-        parts: list[Any] = []
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def entries(self) -> tuple[list[tuple[str, str, bool]], tuple[str, str, bool] | None]:
+        """(key, description, enabled) of each shown binding, once per action, and the help key's own entry."""
+        found: list[tuple[str, str, bool]] = []
+        help_entry = None
         seen: set[str] = set()
         for active in self.screen.active_bindings.values():
             binding = active.binding
+            if binding.action == "help":
+                help_entry = help_entry or (self.app.get_key_display(binding), binding.description, True)
+                continue
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)
-            key_style, text_style = (
-                ("bold $accent", "$foreground") if active.enabled else ("$text-disabled", "$text-disabled")
-            )
-            parts += [(self.app.get_key_display(binding), key_style), " ", (binding.description, text_style), " "]
+            found.append((self.app.get_key_display(binding), binding.description, active.enabled))
         if self.app.ENABLE_COMMAND_PALETTE:
-            parts += [("^p", "bold $accent"), " palette"]
+            found.append(("^p", "palette", True))
+        if help_entry is None and callable(getattr(self.app, "action_help", None)):
+            help_entry = ("f1", "Keys", True)  # a modal screen hides the app's `?`; its F1 is a priority binding
+        return found, help_entry
+
+    def redraw(self, screen: object = None) -> None:
+        found, help_entry = self.entries()
+        room = max(self.size.width - 2, 0) or 78  # before the first layout: assume 80 columns
+        help_width = len(f"{help_entry[0]} {help_entry[1]}") if help_entry else 0
+        parts: list[Any] = []
+        used = 0
+        for key, description, enabled in found:
+            width = len(key) + 1 + len(description) + 1
+            if used + width + help_width > room:
+                break
+            key_style, text_style = ("bold $accent", "$foreground") if enabled else ("$text-disabled", "$text-disabled")
+            parts += [(key, key_style), " ", (description, text_style), " "]
+            used += width
+        if help_entry is not None:
+            parts += [(help_entry[0], "bold $accent"), " ", (help_entry[1], "$foreground")]
         self.update(Content.assemble(*parts))

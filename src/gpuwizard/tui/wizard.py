@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
+from gpuwizard.tui.edits import PresetEditor
 from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded, RunStarted
 from gpuwizard.tui.widgets import Edit, InvalidInput, KeyBar
 
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
     from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
+    from gpuwizard.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.preset import Preset
-    from gpuwizard.tui.steps import Step
+    from gpuwizard.tui.widgets import Step
 
 REPLAN_DELAY_S = 0.12
 STEPS = [
@@ -41,8 +43,13 @@ STEPS = [
 
 
 class WizardScreen(Screen[None]):
-    """Steps, a live one-line plan summary, keys for everything in the footer."""
+    """Steps, a live plan summary, the main keys in the footer (`?` lists them all)."""
 
+    HELP = (
+        "Five steps over one preset: ctrl+n and escape move between them, Tab between fields. In the policy list "
+        "enter chooses a policy (moving the cursor only describes it). The line above the keys is the plan and "
+        "whether it will start here; ctrl+r lists the errors that stop it."
+    )
     BINDINGS = [
         Binding("ctrl+n", "next", "Next", priority=True),
         Binding("escape", "back", "Back"),
@@ -64,9 +71,12 @@ class WizardScreen(Screen[None]):
         self.plan: Plan | None = None
         self.ctx: BuildContext | None = None
         self.spec: LaunchSpec | None = None
+        self.blockers: list[Problem] | None = None
+        """What stops the plan from starting on this machine (None until the machine is known)."""
         self.plan_seq = 0
         self.input_error: str | None = None
         self.replan_timer: Timer | None = None
+        self.editor = PresetEditor()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
@@ -126,7 +136,7 @@ class WizardScreen(Screen[None]):
             self.call_later(self.finish_build, self.slot(name).mount(widget), widget)
         else:
             self.render_step()
-            self.call_after_refresh(self.focus_first, widget)
+            self.call_after_refresh(widget.focus_first)
 
     async def finish_build(self, mounted: AwaitMount, widget: Step) -> None:
         """Draw and focus a new step once its children exist (a refresh alone does not guarantee that)."""
@@ -135,12 +145,7 @@ class WizardScreen(Screen[None]):
             widget.show(self.preset, self.inventory)
         self.render_step()
         if self.built(STEPS[self.step][0]) is widget:
-            self.focus_first(widget)
-
-    def focus_first(self, widget: Step) -> None:
-        """The step's first field, else the step itself so the arrow and page keys scroll it (the preview)."""
-        first = next((w for w in widget.query("*") if w.focusable), None)
-        (first or widget).focus()
+            widget.focus_first()
 
     # -- background work: workers post messages, handlers own the state ------------------------
     @work(thread=True, group="inventory", exit_on_error=False)
@@ -151,12 +156,14 @@ class WizardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
+        from gpuwizard.machine import machine_problems
         from gpuwizard.plan import build_command, plan_here
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
         plan, ctx = plan_here(preset, inventory)
-        self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx)))
+        blockers = None if inventory is None else machine_problems(preset, plan, inventory)
+        self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx), blockers))
 
     def replan_soon(self) -> None:
         """Typing fast plans once, 120 ms after the last key."""
@@ -176,12 +183,12 @@ class WizardScreen(Screen[None]):
     def _plan(self, message: PlanReady) -> None:
         if message.seq != self.plan_seq:
             return
-        could_run = self.plan is None or not self.plan.errors
-        self.plan, self.ctx, self.spec = message.plan, message.ctx, message.spec
+        had_command = self.spec is not None
+        self.plan, self.ctx, self.spec, self.blockers = message.plan, message.ctx, message.spec, message.blockers
         self.render_step()
         self.refresh_summary()
-        if could_run != (not self.plan.errors):
-            self.refresh_bindings()  # the footer is rebuilt only when Run turns on or off
+        if had_command != (self.spec is not None):
+            self.refresh_bindings()  # the footer is rebuilt only when Copy and Export turn on or off
 
     def render_step(self) -> None:
         """Only the visible step is redrawn; the others are drawn when entered (keeps typing fast)."""
@@ -196,42 +203,27 @@ class WizardScreen(Screen[None]):
 
     @on(Edit)
     async def _edit(self, message: Edit) -> None:
-        from gpuwizard.catalog import load_catalog
         from gpuwizard.errors import UserError
-        from gpuwizard.plan import trainers_for
-        from gpuwizard.preset import with_field
 
         message.stop()
         old = self.preset
         if old is None:
             return
         try:
-            if message.path == "hardware":
-                new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", message.value["gpus"])
-                new = with_field(new, "hardware.devices", message.value["devices"])
-            elif message.path == "hardware.gpus":
-                new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", message.value)
-            elif message.path == "policy" and message.value != old.policy:
-                # follow the new policy's preferred trainer unless the user picked a non-default one
-                new = with_field(old, "policy", message.value)
-                trainers = trainers_for(load_catalog()[message.value])
-                user_choice = old.trainer != load_catalog()[old.policy].trainers[0]
-                if old.trainer not in trainers or (not user_choice and old.trainer != trainers[0]):
-                    new = with_field(with_field(new, "trainer_options", {}), "trainer", trainers[0])
-            elif message.path == "trainer" and message.value != old.trainer:
-                new = with_field(with_field(old, "trainer_options", {}), "trainer", message.value)
-            else:
-                new = with_field(old, message.path, message.value)
+            new, toast = self.editor.apply(old, message.path, message.value)
         except UserError as exc:
             self.input_error = exc.problems[0].paragraph()
             self.refresh_summary()
             return
+        if toast is not None:
+            self.notify(toast.text, severity=toast.severity, markup=False)
         self.input_error = None
         self.preset = new
         for name in ("gpus", "policy", "trainer", "scaling", "preview"):
             widget = self.built(name)
             if widget is not None:
                 widget.preset = new
+                widget.sync(new)
         trainer_step = self.built("trainer")
         if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
             await trainer_step.rebuild_options(new)
@@ -246,43 +238,32 @@ class WizardScreen(Screen[None]):
         self.refresh_summary()
 
     def refresh_summary(self) -> None:
+        from gpuwizard.tui.summary import summary_content
+
         summary = self.query_one("#summary", Static)
-        plan = self.plan
         if self.input_error:
             summary.update(Content.styled(self.input_error, "bold $error"))
-            return
-        if plan is None:
+        elif self.plan is None:
             summary.update("Planning...")
-            return
-        if plan.errors:
-            state = [
-                (f" {len(plan.errors)} error(s) ", "bold reverse $error"),
-                (" " + plan.errors[0].paragraph()[:160], "$error"),
-            ]
         else:
-            state = [(" ready ", "bold reverse $success")] + (
-                [(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else []
-            )
-        summary.update(
-            Content.assemble(
-                f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device "
-                f"{plan.per_device_batch} · effective {plan.effective_batch} · "
-                f"lr {plan.lr:.3g} · {plan.steps} updates"
-                + (f" ({plan.trainer_steps} trainer steps)" if plan.trainer_steps != plan.steps else "")
-                + (f" · {plan.samples_seen} samples" if plan.samples_seen else "")
-                + f" · {plan.strategy} ",
-                *state,
-            )
-        )
+            summary.update(summary_content(self.plan, self.blockers))
 
     # -- steps ---------------------------------------------------------------------------------
     def draw_crumbs(self) -> None:
+        """The steps, the current one named; where all names do not fit, the others show their number only."""
+        crumbs = self.query_one("#steps", Static)
+        full = sum(len(title) + 4 for _, title in STEPS)
+        fits = full <= (crumbs.size.width or 80) - 2
         parts: list[tuple[str, str]] = []
         for i, (_, title) in enumerate(STEPS):
-            parts.append((f" {i + 1} {title} ", "bold reverse $accent" if i == self.step else "$text-muted"))
+            name = f" {i + 1} {title} " if fits or i == self.step else f" {i + 1} "
+            parts.append((name, "bold reverse $accent" if i == self.step else "$text-muted"))
             if i < len(STEPS) - 1:
                 parts.append((">", "$text-muted"))
-        self.query_one("#steps", Static).update(Content.assemble(*parts))
+        crumbs.update(Content.assemble(*parts))
+
+    def on_resize(self) -> None:
+        self.draw_crumbs()
 
     def watch_step(self, step: int) -> None:
         if not self.is_mounted:
@@ -298,10 +279,8 @@ class WizardScreen(Screen[None]):
         if action == "back":
             return self.step > 0
         if action in ("copy", "export"):
-            return self.step == len(STEPS) - 1
-        if action in ("run", "smoke"):
-            return True if self.plan is None or not self.plan.errors else None
-        return True
+            return None if self.step == len(STEPS) - 1 and self.spec is None else self.step == len(STEPS) - 1
+        return True  # run and smoke always answer: with errors they list them
 
     def action_next(self) -> None:
         self.step = min(self.step + 1, len(STEPS) - 1)
@@ -373,14 +352,17 @@ class WizardScreen(Screen[None]):
         from gpuwizard.tui.dialogs import PresetPicker
 
         self.app.push_screen(
-            PresetPicker(), lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None
+            PresetPicker(self.preset.name if self.preset else None),
+            lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None,
         )
 
     def action_run(self, smoke: bool = False) -> None:
         if self.preset is None:
             return
         if self.plan is not None and self.plan.errors:
-            self.notify(self.plan.errors[0].paragraph(), severity="error", timeout=8)
+            from gpuwizard.tui.problems import ProblemsScreen
+
+            self.app.push_screen(ProblemsScreen("The plan has errors: the job cannot start", self.plan.errors))
             return
         self.notify("Checking and launching...")
         self.launch(self.preset, smoke)
