@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.errors import UserError, problem
-from gpuwizard.runner.follow import RunFollower, event_text, request_stop, status_line
+from gpuwizard.runner.follow import RunFollower, event_text, request_stop, run_leftovers, status_line, stop_orphan
 from gpuwizard.runner.records import RecordError, Status
 from gpuwizard.runner.rundir import (
     RunDir,
@@ -253,30 +254,66 @@ def runs_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+STOP_WAIT_S = 30.0
+
+
 def stop_command(args: argparse.Namespace) -> int:
-    """Stop a run with or without its supervisor; exit 0 once nothing of it is left."""
+    """Stop a run with or without its supervisor, or with its folder deleted; exit 0 once a fresh look finds nothing
+    of it left."""
+    from gpuwizard.runner.follow import orphaned_runs
+
     if args.run_id is None:
         active = [e.run for e in list_runs() if e.status is not None and e.status.claims_active]
         if not active:
+            orphans = sorted(orphaned_runs())
+            if orphans:
+                return stop_deleted(orphans[-1])
             print("no active run to stop")
             return ExitCode.OK
         run = active[0]
     else:
-        run = chosen_run(args.run_id)
+        found = find_run(args.run_id) if args.run_id.strip() else None
+        if found is None:
+            orphans = sorted(p for p in orphaned_runs() if p.name.startswith(args.run_id.strip() or "\0"))
+            if orphans:
+                return stop_deleted(orphans[-1])
+        run = found or chosen_run(args.run_id)
     status = readable_status(run)
-    if status.final and not alive_processes(run, status):
+    if status.final and not run_leftovers(run):
         print(f"run {run.run_id} already ended ({status.state})")
         return ExitCode.OK
     request_stop(run)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline:
+        if not run.path.exists():
+            return stop_deleted(run.path)
         status = readable_status(run)
-        if status.final and not alive_processes(run, status):
+        if status.final and not run_leftovers(run):
             print(f"run {run.run_id} stopped; nothing of it is left")
             return ExitCode.OK
         time.sleep(0.2)
-    print(f"run {run.run_id}: processes {alive_processes(run, status)} are still there after 30 s", file=sys.stderr)
+    left = stop_orphan(run.path)  # the supervisor did not manage it (stuck, or stopped with SIGSTOP): end it all here
+    if not left:
+        print(
+            f"run {run.run_id} stopped (its supervisor did not answer, so every process was ended here); nothing of "
+            "it is left"
+        )
+        return ExitCode.OK
+    print(f"run {run.run_id}: processes {left} are still there after {STOP_WAIT_S:.0f} s", file=sys.stderr)
     return ExitCode.FAILED
+
+
+def stop_deleted(path: Path) -> int:
+    """A run whose folder was deleted while it ran: found by the marker its processes carry, and ended."""
+    from gpuwizard.runner.follow import stop_orphan
+
+    print(f"run {path.name}: its folder was deleted; stopping every process that carries its marker", flush=True)
+    left = stop_orphan(path)
+    if left:
+        print(f"run {path.name}: processes {left} are still there", file=sys.stderr)
+        return ExitCode.FAILED
+    print(f"run {path.name} stopped; nothing of it is left")
+    return ExitCode.OK
 
 
 def compare_command(args: argparse.Namespace) -> int:

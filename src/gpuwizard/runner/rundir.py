@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import time
@@ -67,7 +68,7 @@ class RunDir:
         return self.path / "stacks"
 
     def write(self, name: str, record: Record) -> None:
-        atomic_write(self.path / name, record.to_json_text())
+        atomic_write(self.path / name, record.to_json_text(), make_parents=False)  # a deleted run stays deleted
 
     def read(self, name: str, kind: type[RecordT]) -> RecordT:
         """A record file; RecordError says why it cannot be read."""
@@ -101,10 +102,21 @@ class RunDir:
         except RecordError:
             return None
 
-    def update_status(self, **fields: Any) -> Status:
-        """Rewrite status.json with some fields changed, validated as a whole."""
+    def update_status(self, in_place: bool = False, **fields: Any) -> Status:
+        """Rewrite status.json with some fields changed, validated as a whole. `in_place` overwrites the file in the
+        blocks it already has (a last resort on a full disk, where a new file cannot be made; not atomic)."""
         status = Status.model_validate(self.status().model_dump() | fields)
-        self.write("status.json", status)
+        if in_place:
+            data = status.to_json_text().encode()
+            with open(self.path / "status.json", "r+b") as fh:
+                if len(data) > os.fstat(fh.fileno()).st_blocks * 512:
+                    raise OSError(errno.ENOSPC, "status.json has no room for the new status")
+                fh.write(data)
+                fh.truncate()
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            self.write("status.json", status)
         return status
 
     def append_line(self, path: Path, record: Record) -> None:

@@ -7,7 +7,9 @@ records events, dumps stacks on a suspected hang, and stops the whole process tr
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.monitor import STOPPED_STATUSES, JobMonitor
-from gpuwizard.runner.procs import JobProcesses
-from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample
+from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
+from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample, RecordError
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runner.tail import LogTail
@@ -37,17 +40,44 @@ PROGRESS_EVERY_S = 0.5
 
 
 PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+"""Blocked by whoever spawns a supervisor, unblocked once its handlers are in: a stop sent while it still imports is
+kept pending, not fatal (a supervisor killed there would leave a 'starting' run that later reads 'lost')."""
+RESERVE = ".space-reserve"
+RESERVE_BYTES = 256 << 10
+"""Written when the supervisor starts, freed when the job has ended: room for the final records on a full disk."""
+FOLDER_GONE = "run folder deleted"
 
 
-def stop_with_parent() -> None:
-    """In the launcher's child, before exec: SIGTERM it when the supervisor dies, even by kill -9, so torchrun stops its
-    ranks instead of training on unsupervised (Linux prctl; elsewhere `gpuwizard stop` remains)."""
-    import ctypes
+def job_preexec(cgroup: JobCgroup | None) -> Callable[[], None]:
+    """What the launcher's child does before exec: join the job's cgroup (before it can fork), start with no signal
+    blocked, and get SIGTERM when the supervisor dies, even by kill -9, so torchrun stops its ranks instead of
+    training on unsupervised (Linux prctl; elsewhere `gpuwizard stop` remains)."""
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    def preexec() -> None:
+        import ctypes
+
+        if cgroup is not None:
+            try:
+                cgroup.join()
+            except OSError:
+                pass  # checked from outside: the job is then tracked by its marker
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+
+    return preexec
+
+
+def disk_full(exc: OSError) -> bool:
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_problem(exc: OSError) -> str:
+    reason = f"could not write the run folder: {exc.strerror or exc}"
+    return f"disk full: {reason}" if disk_full(exc) else reason
 
 
 class Supervisor:
@@ -64,6 +94,9 @@ class Supervisor:
         self.failure: str | None = None
         self.output_lock: OutputLock | None = None
         self.write_error: str | None = None
+        self.cgroup: JobCgroup | None = None
+        self.folder_id: tuple[int, int] | None = None
+        self.gpu_seen: dict[int, float] = {}
 
     def request_stop(self, signum: int, frame: Any) -> None:
         self.stop_reason = self.stop_reason or "user"
@@ -77,11 +110,14 @@ class Supervisor:
         for name in cfg.unset:
             env.pop(name, None)
         env.update(cfg.env)
+        env[MARKER] = marker_value(self.run.path)  # every process of the job carries it, daemons included
+        safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.run.run_id)[:80]
+        self.cgroup = JobCgroup.create(f"{safe_name}-{os.getpid()}")
         log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.job = subprocess.Popen(
                 cfg.argv,
-                preexec_fn=stop_with_parent,
+                preexec_fn=job_preexec(self.cgroup),
                 umask=self.job_umask,
                 cwd=cfg.workdir,
                 env=env,
@@ -92,6 +128,8 @@ class Supervisor:
             )
         except (OSError, ValueError) as exc:
             os.write(log_fd, f"gpuwizard: could not start {cfg.argv[0]}: {exc}\n".encode())
+            if self.cgroup is not None:
+                self.cgroup.remove()
             self.run.update_status(
                 state=RunState.FAILED,
                 exit_code=int(ExitCode.NOT_STARTED),
@@ -102,7 +140,10 @@ class Supervisor:
             return False
         finally:
             os.close(log_fd)
-        self.run.update_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
+        if self.cgroup is not None and not self.cgroup.contains(self.job.pid):
+            self.cgroup.remove()  # it could not join (the marker still finds every process)
+            self.cgroup = None
+        self.set_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
         return True
 
     def persist(self, write: Callable[..., None], *args: Any, **kwargs: Any) -> None:
@@ -111,7 +152,39 @@ class Supervisor:
         try:
             write(*args, **kwargs)
         except OSError as exc:
-            self.write_error = self.write_error or f"could not write the run folder: {exc.strerror or exc}"
+            self.write_error = self.write_error or write_problem(exc)
+
+    def set_status(self, **fields: Any) -> None:
+        """A status change while the job runs: a full disk or a vanished folder never kills the supervisor."""
+        try:
+            self.persist(self.run.update_status, **fields)
+        except RecordError as exc:
+            self.write_error = self.write_error or f"could not read the run's status: {exc}"
+
+    def folder_gone(self) -> bool:
+        """The run folder was deleted (or replaced): nobody could follow or stop the job through it any more."""
+        try:
+            st = os.stat(self.run.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) != self.folder_id
+
+    def reserve_space(self) -> None:
+        try:
+            with open(self.run.path / RESERVE, "wb") as fh:
+                fh.write(bytes(RESERVE_BYTES))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            (self.run.path / RESERVE).unlink(missing_ok=True)
+
+    def release_space(self) -> None:
+        try:
+            (self.run.path / RESERVE).unlink(missing_ok=True)
+        except OSError:
+            pass
 
     def hold_output_dir(self) -> bool:
         """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
@@ -147,14 +220,18 @@ class Supervisor:
 
     def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""
+        seen = time.monotonic()
         for sample in samples:
+            self.gpu_seen[sample.index] = seen
             self.persist(self.run.append_line, self.run.gpu_file, sample)
 
-    def gpu_samples(self, now: float) -> list[GpuSample]:
+    def gpu_samples(self, mono: float) -> list[GpuSample]:
         """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a lost device is one event."""
         if self.gpu_sampler is None:
             return []
-        samples = [s for s in self.gpu_sampler.latest() if now - s.t <= GPU_SAMPLE_MAX_AGE_S]
+        samples = [
+            s for s in self.gpu_sampler.latest() if mono - self.gpu_seen.get(s.index, -1e9) <= GPU_SAMPLE_MAX_AGE_S
+        ]
         for s in samples:
             if s.lost and s.index not in self.lost_gpus:
                 self.lost_gpus.add(s.index)
@@ -167,13 +244,14 @@ class Supervisor:
                             detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
                             suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other "
                             "devices.",
-                            t=now,
                         )
                     ]
                 )
         return samples
 
     def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
+        if self.folder_gone():
+            return  # dumping stacks would make the folder again; the loop stops the job
         report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
         event.data["stacks"] = report.to_json()
         stopped = [r.rank for r in monitor.last_ranks if r.alive and r.status in STOPPED_STATUSES]
@@ -199,14 +277,24 @@ class Supervisor:
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, self.request_dump)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop sent while it started is handled now
+        st = os.stat(self.run.path)
+        self.folder_id = (st.st_dev, st.st_ino)
         self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
+        self.reserve_space()
         if self.job_cfg.scheduler == "slurm":
             return self.follow_slurm()
-        if not self.hold_output_dir() or not self.start_job():
-            return int(ExitCode.NOT_STARTED)
+        if self.stop_reason:
+            return self.stopped_before_start()
+        if not self.hold_output_dir():
+            return self.end_unstarted()
+        if self.stop_reason:
+            return self.stopped_before_start()
+        if not self.start_job():
+            return self.end_unstarted()
         assert self.job is not None
         monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
-        procs = JobProcesses(self.job.pid)
+        procs = JobProcesses(self.job.pid, launcher=self.job, cgroup=self.cgroup, marker=marker_value(self.run.path))
         if self.job_cfg.device == "cuda":
             from gpuwizard.gpus.sampler import GpuSampler, open_sample_source
 
@@ -221,22 +309,24 @@ class Supervisor:
                     on_sample=self.write_gpu_samples,
                 ).start()
         tail = LogTail(self.run.log)
-        last_tick = last_progress = 0.0
+        last_tick = last_progress = -float("inf")  # durations on the monotonic clock: a wall-clock jump is no hang
         rc: int | None = None
         while True:
             chunk = tail.read()
             if chunk:
                 self.ingest(monitor, chunk)
-            now = time.time()
-            if now - last_tick >= TICK_S:
-                last_tick = now
+            mono = time.monotonic()
+            if mono - last_tick >= TICK_S:
+                last_tick = mono
+                if self.folder_gone():
+                    self.stop_reason = FOLDER_GONE
                 procs.refresh()
                 ranks = procs.sample_ranks()
                 if ranks:
-                    self.persist(self.run.append_line, self.run.ranks_file, RanksSample(t=now, ranks=ranks))
+                    self.persist(self.run.append_line, self.run.ranks_file, RanksSample(t=time.time(), ranks=ranks))
                 self.run_pids = procs.pids()
-                gpus = self.gpu_samples(now)
-                for event in monitor.tick(now, ranks, gpus):
+                gpus = self.gpu_samples(mono)
+                for event in monitor.tick(mono, ranks, gpus):
                     if event.kind == "hang_suspected":
                         self.handle_hang(monitor, event)
                     else:
@@ -256,11 +346,12 @@ class Supervisor:
                         )
                     ]
                 )
-            if now - last_progress >= PROGRESS_EVERY_S:
-                last_progress = now
+            if mono - last_progress >= PROGRESS_EVERY_S and self.stop_reason != FOLDER_GONE:
+                last_progress = mono
                 self.persist(self.run.write, "progress.json", monitor.progress)
             if self.stop_reason:
-                self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
+                if self.stop_reason != FOLDER_GONE:
+                    self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
                 survivors = procs.stop(grace_s=self.job_cfg.stop_grace_s)
                 rc = self.job.wait()
                 break
@@ -269,9 +360,14 @@ class Supervisor:
                 time.sleep(POLL_S)
                 while chunk := tail.read():
                     self.ingest(monitor, chunk)
-                survivors = procs.stop(grace_s=2) if procs.alive() else []
+                survivors = procs.stop(grace_s=2) if procs.remaining() else []  # what the job left running
                 break
             time.sleep(POLL_S)
+        procs.close()
+        tail.close()
+        if self.stop_reason == FOLDER_GONE or self.folder_gone():
+            return self.end_without_folder(survivors)
+        self.release_space()  # the job has ended: its room is for the final records
         self.persist(self.run.write, "progress.json", monitor.progress)
         if self.job_cfg.device == "cuda" and self.job_cfg.python:
             from gpuwizard.runner.flight import analyze
@@ -287,7 +383,7 @@ class Supervisor:
             held = run_memory_held(self.gpu_sampler.source, set(procs.known))
             self.gpu_sampler.source.close()
             if held:
-                self.run.update_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
+                self.set_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
                 self.record(
                     [
                         Event(
@@ -301,6 +397,30 @@ class Supervisor:
                     ]
                 )
         return self.finish(rc, survivors)
+
+    def stopped_before_start(self) -> int:
+        """Stopped while it was still starting: the job never ran, and the status says so (not 'lost' later)."""
+        self.write_final(
+            state=RunState.STOPPED,
+            exit_code=int(ExitCode.STOPPED),
+            ended=time.time(),
+            stop_reason=self.stop_reason,
+            error="stopped before the job started",
+        )
+        return int(ExitCode.STOPPED)
+
+    def end_unstarted(self) -> int:
+        """The job could not start (the status already says why)."""
+        self.release_space()
+        return int(ExitCode.NOT_STARTED)
+
+    def end_without_folder(self, survivors: list[int]) -> int:
+        """The run folder was deleted: the job is stopped, and there is nowhere left to record it."""
+        if self.output_lock is not None and not survivors:
+            self.output_lock.release()
+        left = f"; processes left: {survivors}" if survivors else "; nothing of it is left"
+        print(f"gpuwizard: the run folder {self.run.path} was deleted: the job was stopped{left}", file=sys.stderr)
+        return int(ExitCode.STOPPED)
 
     def follow_slurm(self) -> int:
         """Follow the SLURM job `run` submitted: queued (with squeue's reason), running (the log streams into the run
@@ -318,14 +438,14 @@ class Supervisor:
             return int(ExitCode.NOT_STARTED)
         monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
         tail = LogTail(self.run.log)
-        submitted = time.time()
+        submitted = time.monotonic()
         queue_limit = self.job_cfg.expect.first_step_timeout_s or self.job_cfg.expect.hang_timeout_s
         shown: tuple[str, str | None] | None = None
         long_wait_reported = running = False
         state: Any = None
-        last_poll = last_progress = 0.0
+        last_poll = last_progress = -float("inf")
         while True:
-            now = time.time()
+            now = time.monotonic()
             slow = running and not monitor.progress.finished
             if now - last_poll >= (SLURM_RUNNING_POLL_S if slow else TICK_S):
                 last_poll = now
@@ -340,8 +460,8 @@ class Supervisor:
                     self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=True)])
                 if state is not None and not state.queued and not running:
                     running = True
-                    monitor.progress.started_t = monitor.last_output_t = now  # the clocks start when it runs
-                    self.run.update_status(state=RunState.RUNNING, started=now)
+                    monitor.restart_clock(now)  # the clocks start when it runs
+                    self.set_status(state=RunState.RUNNING, started=time.time())
                 if state is not None and state.ended:
                     break
             chunk = tail.read()
@@ -356,7 +476,7 @@ class Supervisor:
                 last_progress = now
                 self.persist(self.run.write, "progress.json", monitor.progress)
             if self.stop_reason:
-                self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
+                self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
                 slurm.cancel(job_id)
                 deadline = time.monotonic() + self.job_cfg.stop_grace_s + 60
                 while time.monotonic() < deadline:
@@ -369,6 +489,7 @@ class Supervisor:
         time.sleep(POLL_S)
         while chunk := tail.read():
             self.ingest(monitor, chunk)
+        self.release_space()
         self.persist(self.run.write, "progress.json", monitor.progress)
         final = slurm.job_state(job_id) or state
         if final is not None and final.state == "CANCELLED":
@@ -393,14 +514,31 @@ class Supervisor:
             state, code = RunState.FINISHED, ExitCode.OK
         else:
             state, code = RunState.FAILED, job_exit
-        reason = self.failure or self.write_error
-        extra = {"error": reason} if reason else {}
+        if self.cgroup is not None and not survivors:
+            self.cgroup.remove()
         if self.output_lock is not None and not survivors:
             self.output_lock.release()  # before the final status: whoever waits on it may start the next run at once
-        self.run.update_status(
-            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors, **extra
+        self.write_final(
+            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors
         )
         return int(code)
+
+    def write_final(self, **fields: Any) -> None:
+        """The final status, whatever the disk: the reserved room is free by now; failing that, status.json is
+        rewritten in the blocks it already has. The first write failure is the reason shown."""
+        self.release_space()
+        for in_place in (False, True):
+            reason = self.failure or self.write_error
+            extra = {"error": reason} if reason and "error" not in fields else {}
+            try:
+                self.run.update_status(in_place=in_place, **fields, **extra)
+                return
+            except OSError as exc:
+                self.write_error = self.write_error or write_problem(exc)
+            except RecordError as exc:
+                self.write_error = self.write_error or f"could not read the run's status: {exc}"
+                break
+        print(f"gpuwizard: the final status of {self.run.path} was not written: {self.write_error}", file=sys.stderr)
 
 
 def slurm_queued_event(job_id: str, reason: str | None, waited_s: float, long_wait: bool) -> Event:
@@ -434,7 +572,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         import traceback
 
-        traceback.print_exc()
+        try:
+            traceback.print_exc()
+        except OSError:
+            pass  # supervisor.log is on the full disk too
         try:
             job_id = run.status().slurm_job_id
             if job_id:
@@ -442,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 cancel(job_id)  # nothing left in the queue without anyone following it
             run.update_status(
+                in_place=True,
                 state=RunState.FAILED,
                 exit_code=int(ExitCode.FAILED),
                 error=f"supervisor: {type(exc).__name__}: {exc}",
