@@ -149,6 +149,12 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     out.write(event_text(event) + "\n")
                 progress = update.progress or progress
                 status = update.status
+                if status is None and not run.path.exists():
+                    out.write(f"the run folder {run.path} was deleted; stopping every process of the run\n")
+                    out.flush()
+                    left = stop_orphan(run.path)
+                    out.write(f"processes left: {left}\n" if left else "nothing of the run is left\n")
+                    return ExitCode.FAILED
                 if status is None:
                     out.write(f"the run folder can no longer be read: {update.problem}\n")
                     return ExitCode.FAILED

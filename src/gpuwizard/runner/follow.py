@@ -137,6 +137,8 @@ def request_stop(run: RunDir) -> None:
         procs.stop()
     finally:
         procs.close()
+    with contextlib.suppress(OSError):
+        run.space_reserve.unlink(missing_ok=True)  # the dead supervisor's
     if not status.final:
         with contextlib.suppress(OSError, RecordError):  # a full disk: the stop itself is what matters
             run.update_status(

@@ -380,14 +380,9 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
 
     Interrupted anywhere on the way (Ctrl-C), it leaves no half-made folder, no process and no run that still says
     'starting': the run ends as stopped before it returns."""
+    started = StartUp()
     try:
-        run, stage = new_run_dir(prepared.preset.name)
-    except OSError as exc:
-        raise UserError(
-            problem(None, f"cannot create the run folder: {exc}", "set GPUWIZARD_DATA_DIR to a writable folder")
-        ) from None
-    started = StartUp(run, stage)
-    try:
+        started.run, started.stage = run, stage = new_run_dir(prepared.preset.name)
         secret_env = write_run_folder(prepared, on_hang, run, stage)
         publish(stage, run)
         started.published = True
@@ -399,12 +394,9 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
     except BaseException as exc:
         started.abandon(exc)
         if isinstance(exc, OSError) and not started.published:
+            where = f"write the run folder {started.run.path}" if started.run else "create the run folder"
             raise UserError(
-                problem(
-                    None,
-                    f"cannot write the run folder {run.path}: {exc.strerror or exc}",
-                    "free disk space or set GPUWIZARD_DATA_DIR",
-                )
+                problem(None, f"cannot {where}: {exc.strerror or exc}", "free disk space or set GPUWIZARD_DATA_DIR")
             ) from None
         raise
 
@@ -507,8 +499,8 @@ ABANDON_WAIT_S = 30.0
 class StartUp:
     """How far start_run got, so an interrupt anywhere undoes exactly that much."""
 
-    run: RunDir
-    stage: RunDir
+    run: RunDir | None = None
+    stage: RunDir | None = None
     published: bool = False
     supervisor: subprocess.Popen[bytes] | None = None
 
@@ -528,6 +520,8 @@ class StartUp:
                 continue
 
     def _abandon(self, why: str) -> None:
+        if self.run is None or self.stage is None:
+            return  # new_run_dir cleans up after itself
         shutil.rmtree(self.stage.path, ignore_errors=True)
         if not self.published:
             with contextlib.suppress(OSError):

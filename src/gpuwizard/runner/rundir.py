@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import os
@@ -66,6 +67,11 @@ class RunDir:
     @property
     def stacks_dir(self) -> Path:
         return self.path / "stacks"
+
+    @property
+    def space_reserve(self) -> Path:
+        """Room the supervisor holds while the job runs, freed for the final records (a full disk at the end)."""
+        return self.path / ".space-reserve"
 
     def write(self, name: str, record: Record) -> None:
         atomic_write(self.path / name, record.to_json_text(), make_parents=False)  # a deleted run stays deleted
@@ -196,9 +202,15 @@ def new_run_dir(preset_name: str) -> tuple[RunDir, RunDir]:
         except FileExistsError:
             continue
         staging = base / f".{candidate.name}.staging"
-        staging.mkdir(mode=PRIVATE)
-        for folder in (candidate, staging):
-            os.chmod(folder, PRIVATE)  # mkdir's mode is cut by the umask
+        try:
+            staging.mkdir(mode=PRIVATE)
+            for folder in (candidate, staging):
+                os.chmod(folder, PRIVATE)  # mkdir's mode is cut by the umask
+        except BaseException:  # an interrupt (Ctrl-C) or a full disk: no empty folder is left behind
+            for folder in (staging, candidate):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
         return RunDir(candidate), RunDir(staging)
     raise OSError(f"could not allocate a run folder under {base}")
 

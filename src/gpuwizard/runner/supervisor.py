@@ -7,6 +7,7 @@ records events, dumps stacks on a suspected hang, and stops the whole process tr
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -30,10 +31,6 @@ from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 
 POLL_S = 0.1
-SLURM_RUNNING_POLL_S = 5.0
-"""squeue once in this many seconds while the job trains (the log carries the progress); every second while it is
-queued or once its log says training finished."""
-
 TICK_S = 1.0
 GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 PROGRESS_EVERY_S = 0.5
@@ -43,7 +40,6 @@ PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 """Blocked by whoever spawns a supervisor, unblocked once its handlers are in: a stop sent while it still imports is
 kept pending, not fatal (a supervisor killed there would leave a 'starting' run that later reads 'lost')."""
-RESERVE = ".space-reserve"
 RESERVE_BYTES = 256 << 10
 """Written when the supervisor starts, freed when the job has ended: room for the final records on a full disk."""
 FOLDER_GONE = "run folder deleted"
@@ -163,6 +159,8 @@ class Supervisor:
 
     def folder_gone(self) -> bool:
         """The run folder was deleted (or replaced): nobody could follow or stop the job through it any more."""
+        if self.folder_id is None:
+            return False  # not started yet
         try:
             st = os.stat(self.run.path)
         except FileNotFoundError:
@@ -173,18 +171,16 @@ class Supervisor:
 
     def reserve_space(self) -> None:
         try:
-            with open(self.run.path / RESERVE, "wb") as fh:
+            with open(self.run.space_reserve, "wb") as fh:
                 fh.write(bytes(RESERVE_BYTES))
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError:
-            (self.run.path / RESERVE).unlink(missing_ok=True)
+            self.release_space()
 
     def release_space(self) -> None:
-        try:
-            (self.run.path / RESERVE).unlink(missing_ok=True)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            self.run.space_reserve.unlink(missing_ok=True)
 
     def hold_output_dir(self) -> bool:
         """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
@@ -283,7 +279,9 @@ class Supervisor:
         self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
         self.reserve_space()
         if self.job_cfg.scheduler == "slurm":
-            return self.follow_slurm()
+            from gpuwizard.runner.slurmjob import follow_slurm
+
+            return follow_slurm(self)
         if self.stop_reason:
             return self.stopped_before_start()
         if not self.hold_output_dir():
@@ -362,7 +360,7 @@ class Supervisor:
                     self.ingest(monitor, chunk)
                 survivors = procs.stop(grace_s=2) if procs.remaining() else []  # what the job left running
                 break
-            time.sleep(POLL_S)
+            time.sleep(0 if chunk.skipped else POLL_S)  # dropping a cut line costs nothing: catch up at once
         procs.close()
         tail.close()
         if self.stop_reason == FOLDER_GONE or self.folder_gone():
@@ -422,86 +420,6 @@ class Supervisor:
         print(f"gpuwizard: the run folder {self.run.path} was deleted: the job was stopped{left}", file=sys.stderr)
         return int(ExitCode.STOPPED)
 
-    def follow_slurm(self) -> int:
-        """Follow the SLURM job `run` submitted: queued (with squeue's reason), running (the log streams into the run
-        folder from sbatch --output), ended (state and exit code from scontrol). Stop is scancel."""
-        from gpuwizard import slurm
-
-        job_id = self.run.status().slurm_job_id
-        if job_id is None:
-            self.run.update_status(
-                state=RunState.FAILED,
-                exit_code=int(ExitCode.NOT_STARTED),
-                ended=time.time(),
-                error="no SLURM job id was recorded for this run",
-            )
-            return int(ExitCode.NOT_STARTED)
-        monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
-        tail = LogTail(self.run.log)
-        submitted = time.monotonic()
-        queue_limit = self.job_cfg.expect.first_step_timeout_s or self.job_cfg.expect.hang_timeout_s
-        shown: tuple[str, str | None] | None = None
-        long_wait_reported = running = False
-        state: Any = None
-        last_poll = last_progress = -float("inf")
-        while True:
-            now = time.monotonic()
-            slow = running and not monitor.progress.finished
-            if now - last_poll >= (SLURM_RUNNING_POLL_S if slow else TICK_S):
-                last_poll = now
-                state = slurm.job_state(job_id) or state
-                if state is not None and (state.state, state.reason) != shown:
-                    shown = (state.state, state.reason)
-                    self.persist(self.run.update_status, slurm_state=state.state, slurm_reason=state.reason)
-                    if state.queued and state.reason:
-                        self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=False)])
-                if state is not None and state.queued and not long_wait_reported and now - submitted > queue_limit:
-                    long_wait_reported = True
-                    self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=True)])
-                if state is not None and not state.queued and not running:
-                    running = True
-                    monitor.restart_clock(now)  # the clocks start when it runs
-                    self.set_status(state=RunState.RUNNING, started=time.time())
-                if state is not None and state.ended:
-                    break
-            chunk = tail.read()
-            if chunk:
-                self.ingest(monitor, chunk)
-            if running:
-                for event in monitor.tick(now, [], None):
-                    self.record([event])
-                    if event.kind == "hang_suspected" and self.job_cfg.on_hang == "stop":
-                        self.stop_reason = self.stop_reason or "hang"
-            if now - last_progress >= PROGRESS_EVERY_S:
-                last_progress = now
-                self.persist(self.run.write, "progress.json", monitor.progress)
-            if self.stop_reason:
-                self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
-                slurm.cancel(job_id)
-                deadline = time.monotonic() + self.job_cfg.stop_grace_s + 60
-                while time.monotonic() < deadline:
-                    state = slurm.job_state(job_id) or state
-                    if state is None or state.ended:
-                        break
-                    time.sleep(0.5)
-                break
-            time.sleep(POLL_S)
-        time.sleep(POLL_S)
-        while chunk := tail.read():
-            self.ingest(monitor, chunk)
-        self.release_space()
-        self.persist(self.run.write, "progress.json", monitor.progress)
-        final = slurm.job_state(job_id) or state
-        if final is not None and final.state == "CANCELLED":
-            self.stop_reason = self.stop_reason or "user"  # scancel from outside is a stop too
-        if final is not None:
-            self.persist(self.run.update_status, slurm_state=final.state, slurm_reason=final.reason)
-        rc = final.exit_code if final is not None and final.exit_code is not None else 1
-        if final is not None and final.state not in ("COMPLETED", "CANCELLED") and not self.failure:
-            self.failure = f"SLURM job {job_id} ended {final.state}" + (f" ({final.reason})" if final.reason else "")
-            rc = rc or 1
-        return self.finish(rc, [])
-
     def finish(self, rc: int, survivors: list[int]) -> int:
         job_exit = rc if rc >= 0 else 128 - rc
         if self.stop_reason == "hang":
@@ -539,29 +457,6 @@ class Supervisor:
                 self.write_error = self.write_error or f"could not read the run's status: {exc}"
                 break
         print(f"gpuwizard: the final status of {self.run.path} was not written: {self.write_error}", file=sys.stderr)
-
-
-def slurm_queued_event(job_id: str, reason: str | None, waited_s: float, long_wait: bool) -> Event:
-    from gpuwizard.slurm import pending_advice
-
-    why = reason or "no reason given yet"
-    if long_wait:
-        return Event(
-            kind="slurm_pending_long",
-            severity="warning",
-            title=f"SLURM job {job_id} still queued after {waited_s:.0f} s: {why}",
-            detail=f"{why}: {pending_advice(reason)}.",
-            suggestion="Wait, ask for fewer nodes or GPUs or a shorter time, or pick another partition "
-            "(slurm.partition); `s` (or `gpuwizard stop`) cancels it.",
-            data={"job_id": job_id, "reason": reason, "waited_s": round(waited_s, 1)},
-        )
-    return Event(
-        kind="slurm_pending",
-        severity="info",
-        title=f"SLURM job {job_id} queued: {why}",
-        detail=f"{why}: {pending_advice(reason)}.",
-        data={"job_id": job_id, "reason": reason},
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

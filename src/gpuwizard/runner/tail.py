@@ -29,6 +29,8 @@ class Chunk:
 
     text: str | None = None
     bar: str | None = None
+    skipped: int = 0
+    """Bytes of a cut line dropped by this read (it read something, even with nothing to show)."""
 
     @functools.cached_property
     def lines(self) -> list[str]:
@@ -39,7 +41,7 @@ class Chunk:
         return self.text.count("\n") + 1 if self.text is not None else 0
 
     def __bool__(self) -> bool:
-        return self.text is not None or self.bar is not None
+        return self.text is not None or self.bar is not None or self.skipped > 0
 
 
 def collapse(text: str) -> str:
@@ -99,14 +101,15 @@ class LogTail:
         if not data:
             return Chunk()
         self.offset += len(data)
-        text = self.decoder.decode(data)
-        if self.cutting:  # the rest of a line already cut: dropped up to its newline
-            end = text.find("\n")
-            if end < 0:
-                return Chunk()
-            text, self.cutting = text[end + 1 :], False
-        text = self.partial + text
         out = Chunk()
+        if self.cutting:  # the rest of a line already cut: dropped up to its newline, without decoding it
+            end = data.find(b"\n")
+            if end < 0:
+                out.skipped = len(data)
+                return out
+            out.skipped, data, self.cutting = end + 1, data[end + 1 :], False
+            self.decoder.reset()
+        text = self.partial + self.decoder.decode(data)
         cut = text.rfind("\n")
         if cut >= 0:
             body = collapse(text[: cut + 1])[:-1]
