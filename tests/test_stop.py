@@ -83,6 +83,11 @@ def start_supervisor(run_path: Path, cgroup: bool = True) -> subprocess.Popen:
     )
 
 
+def delete_folder(path: Path) -> None:
+    """rm -rf, again if the supervisor wrote a file into the folder meanwhile (rm would say 'Directory not empty')."""
+    assert wait_for(lambda: shutil.rmtree(path, ignore_errors=True) or not path.exists(), timeout=30, every=0.01)
+
+
 def marked_with(path: Path) -> list[int]:
     """Every process whose environment names this run folder (however the supervisor spelled the marker)."""
     wanted = str(path.resolve())
@@ -159,7 +164,7 @@ def test_the_supervisor_stops_the_job_when_its_run_folder_is_deleted(tmp_path):
     try:
         assert wait_for(lambda: run.progress() is not None and (run.progress().step or 0) >= 3, timeout=60)
         job = job_processes(run.status().job.pid)
-        shutil.rmtree(run.path)
+        delete_folder(run.path)
         assert wait_for(lambda: sup.poll() is not None, timeout=60), "the supervisor noticed its folder is gone"
         assert wait_for(lambda: not any(running(p) for p in job), timeout=30), "and stopped the job"
         assert not run.path.exists(), "nothing wrote the folder back (a run folder holding only progress.json)"
@@ -183,7 +188,7 @@ def test_stop_finds_and_ends_a_job_whose_folder_was_deleted(tmp_path, named):
         assert wait_for(lambda: run.progress() is not None and (run.progress().step or 0) >= 3, timeout=60)
         job = job_processes(run.status().job.pid)
         os.kill(sup.pid, signal.SIGSTOP)
-        shutil.rmtree(run.path)
+        delete_folder(run.path)
         stopped = gw_subprocess("stop", *([run.run_id] if named else []), timeout=120)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert f"run {run.run_id}" in stopped.stdout and "folder was deleted" in stopped.stdout, stopped.stdout

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.monitor import JobMonitor
 from gpuwizard.runner.records import Event
-from gpuwizard.runner.supervisor import POLL_S, PROGRESS_EVERY_S, TICK_S, Supervisor
 from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 
-SLURM_RUNNING_POLL_S = 5.0
-"""squeue once in this many seconds while the job trains (the log carries the progress); every second while it is
-queued or once its log says training finished."""
+if TYPE_CHECKING:
+    from gpuwizard.runner.supervisor import Supervisor
+
+LOG_POLL_S = 0.1
+QUEUED_POLL_S = 1.0
+RUNNING_POLL_S = 5.0
+"""squeue once in this many seconds while the job trains (the log carries the progress); every QUEUED_POLL_S while
+it is queued or once its log says training finished."""
+PROGRESS_WRITE_S = 0.5
 
 
 def follow_slurm(sup: Supervisor) -> int:
@@ -42,7 +47,7 @@ def follow_slurm(sup: Supervisor) -> int:
     while True:
         now = time.monotonic()
         slow = running and not monitor.progress.finished
-        if now - last_poll >= (SLURM_RUNNING_POLL_S if slow else TICK_S):
+        if now - last_poll >= (RUNNING_POLL_S if slow else QUEUED_POLL_S):
             last_poll = now
             state = slurm.job_state(job_id) or state
             if state is not None and (state.state, state.reason) != shown:
@@ -67,7 +72,7 @@ def follow_slurm(sup: Supervisor) -> int:
                 sup.record([event])
                 if event.kind == "hang_suspected" and sup.job_cfg.on_hang == "stop":
                     sup.stop_reason = sup.stop_reason or "hang"
-        if now - last_progress >= PROGRESS_EVERY_S:
+        if now - last_progress >= PROGRESS_WRITE_S:
             last_progress = now
             sup.persist(sup.run.write, "progress.json", monitor.progress)
         if sup.stop_reason:
@@ -80,8 +85,8 @@ def follow_slurm(sup: Supervisor) -> int:
                     break
                 time.sleep(0.5)
             break
-        time.sleep(POLL_S)
-    time.sleep(POLL_S)
+        time.sleep(LOG_POLL_S)
+    time.sleep(LOG_POLL_S)
     while chunk := tail.read():
         sup.ingest(monitor, chunk)
     sup.release_space()
