@@ -61,7 +61,7 @@ raise SystemExit(main(sys.argv[1:]))
 def can_make_cgroups() -> bool:
     from gpuwizard.runner.cgroup import JobCgroup
 
-    group = JobCgroup.create(f"probe-{os.getpid()}")
+    group = JobCgroup.create("probe")
     if group is None:
         return False
     group.remove()
@@ -342,3 +342,28 @@ def test_stop_of_an_ended_run_checks_for_leftovers(tmp_path):
     finally:
         if left.poll() is None:
             left.kill()
+
+
+def test_the_empty_cgroup_of_a_killed_supervisor_is_removed_by_the_next_one():
+    """kill -9 of a supervisor leaves its job's cgroup (emptied by the parent-death signal); the next supervisor
+    made under the same parent removes it, and never the cgroup of a supervisor still alive."""
+    from gpuwizard.runner.cgroup import JobCgroup
+
+    if not can_make_cgroups():
+        pytest.skip("this machine lends no writable cgroup v2 sub-tree")
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no supervisor has any more
+    mine = JobCgroup.create("mine")
+    assert mine is not None
+    abandoned = mine.path.parent / f"gpuwizard-job-killed-{dead.pid}"
+    abandoned.mkdir()
+    alive_owner = mine.path  # named after this (live) process
+    fresh = JobCgroup.create("next")
+    try:
+        assert not abandoned.exists() and alive_owner.exists()
+    finally:
+        for group in (mine, fresh):
+            if group is not None:
+                group.remove()
+        if abandoned.exists():
+            abandoned.rmdir()

@@ -11,7 +11,15 @@ from typing import TextIO
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.errors import UserError, problem
-from gpuwizard.runner.follow import RunFollower, event_text, request_stop, run_leftovers, status_line, stop_orphan
+from gpuwizard.runner.follow import (
+    RunFollower,
+    event_text,
+    orphaned_runs,
+    request_stop,
+    run_leftovers,
+    status_line,
+    stop_all,
+)
 from gpuwizard.runner.records import RecordError, Status
 from gpuwizard.runner.rundir import (
     RunDir,
@@ -20,6 +28,7 @@ from gpuwizard.runner.rundir import (
     green_baselines,
     history_row,
     list_runs,
+    run_processes,
     scaling_report,
     scaling_text,
     supervisor_lost,
@@ -152,7 +161,7 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                 if status is None and not run.path.exists():
                     out.write(f"the run folder {run.path} was deleted; stopping every process of the run\n")
                     out.flush()
-                    left = stop_orphan(run.path)
+                    left = stop_all(run.path)
                     out.write(f"processes left: {left}\n" if left else "nothing of the run is left\n")
                     return ExitCode.FAILED
                 if status is None:
@@ -266,8 +275,6 @@ STOP_WAIT_S = 30.0
 def stop_command(args: argparse.Namespace) -> int:
     """Stop a run with or without its supervisor, or with its folder deleted; exit 0 once a fresh look finds nothing
     of it left."""
-    from gpuwizard.runner.follow import orphaned_runs
-
     if args.run_id is None:
         active = [e.run for e in list_runs() if e.status is not None and e.status.claims_active]
         if not active:
@@ -298,7 +305,8 @@ def stop_command(args: argparse.Namespace) -> int:
             print(f"run {run.run_id} stopped; nothing of it is left")
             return ExitCode.OK
         time.sleep(0.2)
-    left = stop_orphan(run.path)  # the supervisor did not manage it (stuck, or stopped with SIGSTOP): end it all here
+    # the supervisor did not manage it (stuck, or stopped with SIGSTOP): end it all from here
+    left = stop_all(run.path, run_processes(run, status))
     if not left:
         print(
             f"run {run.run_id} stopped (its supervisor did not answer, so every process was ended here); nothing of "
@@ -311,10 +319,8 @@ def stop_command(args: argparse.Namespace) -> int:
 
 def stop_deleted(path: Path) -> int:
     """A run whose folder was deleted while it ran: found by the marker its processes carry, and ended."""
-    from gpuwizard.runner.follow import stop_orphan
-
     print(f"run {path.name}: its folder was deleted; stopping every process that carries its marker", flush=True)
-    left = stop_orphan(path)
+    left = stop_all(path)
     if left:
         print(f"run {path.name}: processes {left} are still there", file=sys.stderr)
         return ExitCode.FAILED

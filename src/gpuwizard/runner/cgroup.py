@@ -39,6 +39,19 @@ def v2_path(pid: int | str = "self") -> str | None:
     return None
 
 
+def prune_abandoned(parent: Path) -> None:
+    """Remove the empty job cgroups of supervisors that died without removing theirs (kill -9): each name ends with
+    its supervisor's pid, and a live supervisor's cgroup is never touched."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        owner = entry.name.rpartition("-")[2]
+        if entry.name.startswith(PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            JobCgroup(Path(entry.path)).remove()  # refused while anything is still in it
+
+
 class JobCgroup:
     """One job's cgroup: its members at any moment, SIGKILL to all of them at once, removed once empty."""
 
@@ -47,11 +60,13 @@ class JobCgroup:
 
     @classmethod
     def create(cls, name: str) -> JobCgroup | None:
-        """A fresh sub-tree under this process's own cgroup, or None where it cannot be made or joined."""
+        """A fresh sub-tree under this process's own cgroup (named after `name` and this pid), or None where it
+        cannot be made or joined."""
         mount, own = v2_mount(), v2_path()
         if mount is None or own is None or own.endswith(" (deleted)"):
             return None
-        path = mount / own.lstrip("/") / f"{PREFIX}{name}"
+        path = mount / own.lstrip("/") / f"{PREFIX}{name}-{os.getpid()}"
+        prune_abandoned(path.parent)
         try:
             path.mkdir()
         except OSError:

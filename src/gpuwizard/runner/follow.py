@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def request_stop(run: RunDir) -> None:
             )
 
 
-def run_tracker(run_path: Path, refs: list[ProcessRef]) -> JobProcesses:
+def run_tracker(run_path: Path, refs: Sequence[ProcessRef]) -> JobProcesses:
     """Every process of a run as found now, from outside its supervisor: the recorded ones by identity, any carrying
     its marker (daemons, a job whose folder is gone), and its cgroup (found from any of them)."""
     procs = JobProcesses(None, marker=marker_value(run_path))
@@ -160,7 +161,7 @@ def run_tracker(run_path: Path, refs: list[ProcessRef]) -> JobProcesses:
     return procs
 
 
-def leftovers(run_path: Path, refs: list[ProcessRef]) -> list[int]:
+def leftovers(run_path: Path, refs: Sequence[ProcessRef]) -> list[int]:
     """Pids of a run still running, looked up afresh; empty means nothing of it is left."""
     procs = run_tracker(run_path, refs)
     try:
@@ -188,9 +189,10 @@ def orphaned_runs() -> dict[Path, list[int]]:
     return found
 
 
-def stop_orphan(run_path: Path) -> list[int]:
-    """Stop every process of a run whose folder is gone; returns those still running after it."""
-    procs = run_tracker(run_path, [])
+def stop_all(run_path: Path, refs: Sequence[ProcessRef] = ()) -> list[int]:
+    """Stop every process of a run from here (its folder gone, or its supervisor not answering); returns those still
+    running after it."""
+    procs = run_tracker(run_path, refs)
     try:
         return procs.stop()
     finally:

@@ -388,7 +388,13 @@ def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 12
         started.published = True
         if prepared.preset.launch.scheduler == "slurm":
             submit_to_slurm(run)
-        started.supervisor = spawn_supervisor(run, secret_env)
+        from gpuwizard.runner.supervisor import STOP_SIGNALS
+
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the child starts with them blocked, and a
+        try:  # Ctrl-C meanwhile is raised only once the supervisor is known here (so abandon stops it)
+            started.supervisor = spawn_supervisor(run, secret_env)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         wait_until_launched(run, started.supervisor, wait_s)
         return run
     except BaseException as exc:
@@ -468,14 +474,12 @@ def write_run_folder(prepared: PreparedRun, on_hang: str, run: RunDir, stage: Ru
 
 
 def spawn_supervisor(run: RunDir, secret_env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """The supervisor, in its own session, with its stop signals blocked until its handlers are in (see
-    supervisor.STOP_SIGNALS); it and every process of its job carry the run marker."""
+    """The supervisor, in its own session (called with its stop signals blocked: it keeps them so until its handlers
+    are in, see supervisor.STOP_SIGNALS); it and every process of its job carry the run marker."""
     from gpuwizard.runner.procs import MARKER, marker_value
-    from gpuwizard.runner.supervisor import STOP_SIGNALS
 
     env = {**os.environ, **secret_env, MARKER: marker_value(run.path)}  # secrets by environment, never the folder
     log_fd = os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the child starts with them blocked
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
@@ -487,7 +491,6 @@ def spawn_supervisor(run: RunDir, secret_env: dict[str, str]) -> subprocess.Pope
             close_fds=True,
         )
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a Ctrl-C that came meanwhile is raised now
         os.close(log_fd)
 
 

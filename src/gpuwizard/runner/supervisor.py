@@ -108,7 +108,7 @@ class Supervisor:
         env.update(cfg.env)
         env[MARKER] = marker_value(self.run.path)  # every process of the job carries it, daemons included
         safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.run.run_id)[:80]
-        self.cgroup = JobCgroup.create(f"{safe_name}-{os.getpid()}")
+        self.cgroup = JobCgroup.create(safe_name)
         log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.job = subprocess.Popen(
