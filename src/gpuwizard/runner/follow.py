@@ -13,7 +13,7 @@ from pathlib import Path
 from gpuwizard import paths
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.runner.cgroup import JobCgroup
-from gpuwizard.runner.procs import JobProcesses, marked_pids, marker_value
+from gpuwizard.runner.procs import JobProcesses, Pinned, marked_pids, marker_value
 from gpuwizard.runner.records import (
     Event,
     GpuSample,
@@ -126,8 +126,7 @@ class RunFollower:
 def request_stop(run: RunDir) -> None:
     """Ask the supervisor to stop the job (it stops every process of it); without one, stop them all here."""
     status = run.status()
-    if status.supervisor is not None and status.supervisor.alive():
-        os.kill(status.supervisor.pid, signal.SIGTERM)
+    if signal_supervisor(status, signal.SIGTERM):
         return
     if status.slurm_job_id and not status.final:
         from gpuwizard.slurm import cancel
@@ -200,11 +199,21 @@ def stop_all(run_path: Path, refs: Sequence[ProcessRef] = ()) -> list[int]:
 
 
 def request_stack_dump(run: RunDir) -> bool:
-    status = run.status()
-    if status.supervisor is not None and status.supervisor.alive():
-        os.kill(status.supervisor.pid, signal.SIGUSR1)
-        return True
-    return False
+    return signal_supervisor(run.status(), signal.SIGUSR1)
+
+
+def signal_supervisor(status: Status, sig: int) -> bool:
+    """Signal the run's supervisor if it is the very process recorded (pinned first: a pid reused by another program
+    in between is never signalled); False when it is gone."""
+    ref = status.supervisor
+    pin = Pinned.open(ref.pid, ref.start_ticks) if ref is not None and ref.alive() else None
+    if pin is None:
+        return False
+    try:
+        pin.signal(sig)
+    finally:
+        pin.close()
+    return True
 
 
 def clock(seconds: float | None) -> str:
