@@ -17,7 +17,8 @@ import pytest
 
 from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.procs import read_environ
-from test_runner import hand_made_run
+from gpuwizard.runner.rundir import RunDir
+from test_runner import DEMO, hand_made_run
 
 pytestmark = pytest.mark.slow
 
@@ -367,3 +368,44 @@ def test_the_empty_cgroup_of_a_killed_supervisor_is_removed_by_the_next_one():
                 group.remove()
         if abandoned.exists():
             abandoned.rmdir()
+
+
+def test_a_headless_run_whose_folder_is_deleted_ends_with_nothing_left(tmp_path):
+    """`run --headless` follows a real demo run; its folder is deleted: the client says so, ends every process of
+    the run (its supervisor stops the job too) and exits 1."""
+    preset = tmp_path / "demo-gone.yaml"
+    preset.write_text(
+        DEMO.format(
+            name="demo-gone", gpus=2, steps=5000, root=tmp_path, options="  step_time_s: 0.05", hang=30, lr="1.0e-3"
+        )
+    )
+    client = subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    runs = tmp_path / "data" / "runs"
+    folder: Path | None = None
+    try:
+
+        def stepping() -> bool:
+            nonlocal folder
+            folder = next((p for p in sorted(runs.glob("2*")) if (p / "progress.json").exists()), None)
+            progress = RunDir(folder).progress() if folder else None
+            return bool(progress and progress.step)
+
+        assert wait_for(stepping, timeout=120)
+        delete_folder(folder)
+        out, err = client.communicate(timeout=120)
+        assert client.returncode == 1, out + err
+        assert f"the run folder {folder} was deleted" in out and "nothing of the run is left" in out, out
+        assert "Traceback" not in out + err
+        assert wait_for(lambda: marked_with(folder) == [], timeout=30), marked_with(folder)
+        assert not folder.exists()
+    finally:
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+        if folder is not None:
+            kill_all([], folder)
