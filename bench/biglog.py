@@ -1,5 +1,7 @@
 """A 10,000,000-line (about 1 GB) log in the monitor: attach shows the tail, `/` finds a string on the first
-line, and the TUI's memory stays flat, because the pane reads the run's own log file through a line index."""
+line, and the TUI's memory stays flat, because the pane reads the run's own log file through a line index.
+Also one line of 100 and 300 MB without a newline through the real supervisor: its memory stays flat and its
+progress writes never stall (the tail keeps the line's head and drops the rest as it reads)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from common import PYTHON, ROOT, isolated_env, median, record
+from ingest import make_run as make_job_run
 from startup import first_frame
 
 LINES = 10_000_000
@@ -148,3 +151,94 @@ def run(quick: bool = False) -> None:
         "biglog", "`/` search for a string on no line: the whole file scanned (ref: wc -l)", absent, "s", wc, "(info)"
     )
     record("biglog", "TUI resident memory after attach and search", rss, "MB", None, "< 150 MB", rss < 150)
+    endless_lines(quick)
+
+
+ENDLESS_LINE_JOB = """
+import sys, time
+from pathlib import Path
+megabytes, done = int(sys.argv[1]), Path(sys.argv[2])
+print("[demo] step 1/3 loss=0.5 lr=1.000e-03 samples/s=10.0", flush=True)
+block = b"x" * (1 << 20)
+for _ in range(megabytes):
+    sys.stdout.buffer.write(block)
+    sys.stdout.buffer.flush()
+print("", flush=True)
+for step in (2, 3):
+    print(f"[demo] step {step}/3 loss=0.5 lr=1.000e-03 samples/s=10.0", flush=True)
+done.write_text(str(time.time()))
+time.sleep(2.0)
+"""
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    """Peak resident memory of a process so far (VmHWM), in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def endless_line(megabytes: int) -> dict[str, float]:
+    """The real supervisor on a job that prints one line of `megabytes` MB without a newline, then two steps:
+    its peak memory, the longest gap between its progress writes, and how long after the line it had step 3."""
+    from gpuwizard.runner.rundir import RunDir
+
+    env = isolated_env()
+    base = Path(env["GPUWIZARD_DATA_DIR"])
+    done = base / "line-done"
+    run = RunDir(make_job_run(base, 300, argv=[PYTHON, "-c", ENDLESS_LINE_JOB, str(megabytes), str(done)]))
+    sup = subprocess.Popen([PYTHON, "-m", "gpuwizard.runner.supervisor", str(run.path)], env=env, cwd=ROOT)
+    peak, gap, last_write, seen_step3 = 0.0, 0.0, None, None
+    progress = run.path / "progress.json"
+    while sup.poll() is None:
+        peak = max(peak, vm_hwm_mb(sup.pid) or 0.0)
+        try:
+            mtime = progress.stat().st_mtime
+        except OSError:
+            mtime = None
+        now = time.time()
+        if mtime is not None and mtime != last_write:
+            if last_write is not None:
+                gap = max(gap, mtime - last_write)
+            last_write = mtime
+        if seen_step3 is None and done.exists() and (run.progress() and run.progress().step == 3):
+            seen_step3 = now - float(done.read_text())
+        time.sleep(0.02)
+    return {"peak_mb": peak, "gap_s": gap, "catch_up_s": seen_step3 if seen_step3 is not None else float("inf")}
+
+
+def endless_lines(quick: bool) -> None:
+    baseline = endless_line(0)
+    for megabytes in (100,) if quick else (100, 300):
+        found = endless_line(megabytes)
+        record(
+            "biglog",
+            f"supervisor peak memory, one {megabytes} MB line without newline (ref: no long line)",
+            found["peak_mb"],
+            "MB",
+            baseline["peak_mb"],
+            "< ref + 40 MB",
+            found["peak_mb"] < baseline["peak_mb"] + 40,
+        )
+        record(
+            "biglog",
+            f"longest gap between progress writes during that {megabytes} MB line",
+            found["gap_s"],
+            "s",
+            baseline["gap_s"],
+            "< 1.5 s",
+            found["gap_s"] < 1.5,
+        )
+        record(
+            "biglog",
+            f"step after the {megabytes} MB line in progress.json, after it was printed",
+            found["catch_up_s"],
+            "s",
+            None,
+            "< 2 s",
+            found["catch_up_s"] < 2.0,
+        )

@@ -64,8 +64,8 @@ def supervisor_stage(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def make_run(base: Path, total: int) -> Path:
-    """A run folder whose job is the flood script, started by the real supervisor."""
+def make_run(base: Path, total: int, argv: list[str] | None = None) -> Path:
+    """A run folder whose job is the flood script (or `argv`), started by the real supervisor."""
     from gpuwizard.runner.records import Expectations, Job, Status
     from gpuwizard.runner.rundir import RunDir
 
@@ -77,7 +77,7 @@ def make_run(base: Path, total: int) -> Path:
     run.write(
         "job.json",
         Job(
-            argv=[PYTHON, str(ROOT / "bench" / "flood_job.py"), str(total)],
+            argv=argv or [PYTHON, str(ROOT / "bench" / "flood_job.py"), str(total)],
             env={"PYTHONUNBUFFERED": "1"},
             unset=[],
             workdir=str(base),

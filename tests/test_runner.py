@@ -591,7 +591,7 @@ def test_a_full_disk_does_not_kill_the_supervisor_and_the_reason_is_kept(tmp_pat
             signal.signal(sig, handler)
     status = run.status()
     assert code == 0 and status.state == "finished"
-    assert status.error == "could not write the run folder: No space left on device"
+    assert status.error == "disk full: could not write the run folder: No space left on device"
 
 
 def test_process_counts_are_capped_before_anything_starts(gw, demo_preset):

@@ -123,9 +123,10 @@ def dumps(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, make_parents: bool = True) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile
 
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -6,11 +6,20 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.errors import UserError, problem
-from gpuwizard.runner.follow import RunFollower, event_text, request_stop, status_line
+from gpuwizard.runner.follow import (
+    RunFollower,
+    event_text,
+    orphaned_runs,
+    request_stop,
+    run_leftovers,
+    status_line,
+    stop_all,
+)
 from gpuwizard.runner.records import RecordError, Status
 from gpuwizard.runner.rundir import (
     RunDir,
@@ -19,6 +28,7 @@ from gpuwizard.runner.rundir import (
     green_baselines,
     history_row,
     list_runs,
+    run_processes,
     scaling_report,
     scaling_text,
     supervisor_lost,
@@ -160,6 +170,12 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                         tell_terminal(hang_notice(run.run_id, event, str(run.path)), notify)
                 progress = update.progress or progress
                 status = update.status
+                if status is None and not run.path.exists():
+                    out.write(f"the run folder {run.path} was deleted; stopping every process of the run\n")
+                    out.flush()
+                    left = stop_all(run.path)
+                    out.write(f"processes left: {left}\n" if left else "nothing of the run is left\n")
+                    return ExitCode.FAILED
                 if status is None:
                     out.write(f"the run folder can no longer be read: {update.problem}\n")
                     return ExitCode.FAILED
@@ -274,25 +290,39 @@ def runs_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+STOP_WAIT_S = 30.0
+
+
 def stop_command(args: argparse.Namespace) -> int:
-    """Stop a run with or without its supervisor; exit 0 once nothing of it is left."""
+    """Stop a run with or without its supervisor, or with its folder deleted; exit 0 once a fresh look finds nothing
+    of it left."""
     if args.run_id is None:
         active = [e.run for e in list_runs() if e.status is not None and e.status.claims_active]
         if not active:
+            orphans = sorted(orphaned_runs())
+            if orphans:
+                return stop_deleted(orphans[-1])
             print("no active run to stop")
             return ExitCode.OK
         run = active[0]
     else:
-        run = chosen_run(args.run_id)
+        found = find_run(args.run_id) if args.run_id.strip() else None
+        if found is None:
+            orphans = sorted(p for p in orphaned_runs() if p.name.startswith(args.run_id.strip() or "\0"))
+            if orphans:
+                return stop_deleted(orphans[-1])
+        run = found or chosen_run(args.run_id)
     status = readable_status(run)
-    if status.final and not alive_processes(run, status):
+    if status.final and not run_leftovers(run):
         print(f"run {run.run_id} already ended ({status.state})")
         return ExitCode.OK
     request_stop(run)
-    deadline, told = time.monotonic() + 30, False
+    deadline, told = time.monotonic() + STOP_WAIT_S, False
     while time.monotonic() < deadline:
+        if not run.path.exists():
+            return stop_deleted(run.path)
         status = readable_status(run)
-        if status.final and not alive_processes(run, status):
+        if status.final and not run_leftovers(run):
             print(f"run {run.run_id} stopped; nothing of it is left")
             return ExitCode.OK
         wait = None if told else next((e for e in run.events()[0] if e.kind == "stop_waits_for_checkpoint"), None)
@@ -306,8 +336,27 @@ def stop_command(args: argparse.Namespace) -> int:
             )
             deadline = max(deadline, time.monotonic() + left + 30)
         time.sleep(0.2)
-    print(f"run {run.run_id}: processes {alive_processes(run, status)} are still there after 30 s", file=sys.stderr)
+    # the supervisor did not manage it (stuck, or stopped with SIGSTOP): end it all from here
+    left = stop_all(run.path, run_processes(run, status))
+    if not left:
+        print(
+            f"run {run.run_id} stopped (its supervisor did not answer, so every process was ended here); nothing of "
+            "it is left"
+        )
+        return ExitCode.OK
+    print(f"run {run.run_id}: processes {left} are still there after {STOP_WAIT_S:.0f} s", file=sys.stderr)
     return ExitCode.FAILED
+
+
+def stop_deleted(path: Path) -> int:
+    """A run whose folder was deleted while it ran: found by the marker its processes carry, and ended."""
+    print(f"run {path.name}: its folder was deleted; stopping every process that carries its marker", flush=True)
+    left = stop_all(path)
+    if left:
+        print(f"run {path.name}: processes {left} are still there", file=sys.stderr)
+        return ExitCode.FAILED
+    print(f"run {path.name} stopped; nothing of it is left")
+    return ExitCode.OK
 
 
 def compare_command(args: argparse.Namespace) -> int:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuwizard import paths
 from gpuwizard.codes import ExitCode, RunState
-from gpuwizard.runner.procs import JobProcesses
+from gpuwizard.runner.cgroup import JobCgroup
+from gpuwizard.runner.procs import JobProcesses, Pinned, marked_pids, marker_value
 from gpuwizard.runner.records import (
     Event,
     GpuSample,
@@ -120,47 +124,96 @@ class RunFollower:
 
 
 def request_stop(run: RunDir) -> None:
-    """Ask the supervisor to stop the job (it signals the whole tree); without one, stop the tree here."""
+    """Ask the supervisor to stop the job (it stops every process of it); without one, stop them all here."""
     status = run.status()
-    if status.supervisor is not None and status.supervisor.alive():
-        os.kill(status.supervisor.pid, signal.SIGTERM)
+    if signal_supervisor(status, signal.SIGTERM):
         return
     if status.slurm_job_id and not status.final:
         from gpuwizard.slurm import cancel
 
         cancel(status.slurm_job_id)  # the job runs on the cluster: scancel it even without its supervisor
-    if status.job is not None and status.job.alive():
-        JobProcesses(status.job.pid).stop()
-    stop_processes([ref for ref in run_processes(run, status) if ref.alive()])  # ranks orphaned by a dead launcher
+    procs = run_tracker(run.path, run_processes(run, status))
+    try:
+        procs.stop()
+    finally:
+        procs.close()
+    with contextlib.suppress(OSError):
+        run.space_reserve.unlink(missing_ok=True)  # the dead supervisor's
     if not status.final:
-        run.update_status(
-            state=RunState.STOPPED,
-            exit_code=int(ExitCode.STOPPED),
-            ended=time.time(),
-            stop_reason="user (supervisor was gone)",
-        )
+        with contextlib.suppress(OSError, RecordError):  # a full disk: the stop itself is what matters
+            run.update_status(
+                state=RunState.STOPPED,
+                exit_code=int(ExitCode.STOPPED),
+                ended=time.time(),
+                stop_reason="user (supervisor was gone)",
+            )
 
 
-def stop_processes(refs: list[ProcessRef], grace_s: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after the grace period, each process checked by identity before it is signalled."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        living = [ref for ref in refs if ref.alive()]
-        for ref in living:
-            try:
-                os.kill(ref.pid, sig)
-            except ProcessLookupError:
-                continue
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and any(ref.alive() for ref in living):
-            time.sleep(0.05)
+def run_tracker(run_path: Path, refs: Sequence[ProcessRef]) -> JobProcesses:
+    """Every process of a run as found now, from outside its supervisor: the recorded ones by identity, any carrying
+    its marker (daemons, a job whose folder is gone), and its cgroup (found from any of them)."""
+    procs = JobProcesses(None, marker=marker_value(run_path))
+    for ref in refs:
+        procs.adopt(ref)
+    procs.sweep()
+    procs.cgroup = next(filter(None, map(JobCgroup.of_process, procs.pids())), None)
+    return procs
+
+
+def leftovers(run_path: Path, refs: Sequence[ProcessRef]) -> list[int]:
+    """Pids of a run still running, looked up afresh; empty means nothing of it is left."""
+    procs = run_tracker(run_path, refs)
+    try:
+        return sorted(procs.remaining())
+    finally:
+        procs.close()
+
+
+def run_leftovers(run: RunDir) -> list[int]:
+    try:
+        refs = run_processes(run, run.status())
+    except RecordError:
+        refs = []
+    return leftovers(run.path, refs)
+
+
+def orphaned_runs() -> dict[Path, list[int]]:
+    """Runs of this data folder whose folder was deleted while processes of them run on, found by their marker."""
+    base = Path(marker_value(paths.runs_dir()))
+    found: dict[Path, list[int]] = {}
+    for pid, value in marked_pids().items():
+        path = Path(value)
+        if path.parent == base and not path.exists():
+            found.setdefault(path, []).append(pid)
+    return found
+
+
+def stop_all(run_path: Path, refs: Sequence[ProcessRef] = ()) -> list[int]:
+    """Stop every process of a run from here (its folder gone, or its supervisor not answering); returns those still
+    running after it."""
+    procs = run_tracker(run_path, refs)
+    try:
+        return procs.stop()
+    finally:
+        procs.close()
 
 
 def request_stack_dump(run: RunDir) -> bool:
-    status = run.status()
-    if status.supervisor is not None and status.supervisor.alive():
-        os.kill(status.supervisor.pid, signal.SIGUSR1)
-        return True
-    return False
+    return signal_supervisor(run.status(), signal.SIGUSR1)
+
+
+def signal_supervisor(status: Status, sig: int) -> bool:
+    """Signal the run's supervisor if it is the very process recorded (pinned first: a pid reused by another program
+    in between is never signalled); False when it is gone."""
+    ref = status.supervisor
+    pin = Pinned.open(ref.pid, ref.start_ticks) if ref is not None and ref.alive() else None
+    if pin is None:
+        return False
+    try:
+        pin.signal(sig)
+    finally:
+        pin.close()
+    return True
 
 
 def clock(seconds: float | None) -> str:

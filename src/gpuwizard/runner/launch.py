@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from gpuwizard.machine import machine_problems
 from gpuwizard.plan import build_command, plan_here, with_gpus
 from gpuwizard.preset import ENV_NAME, Preset, load_preset
 from gpuwizard.runner.locks import output_holder
-from gpuwizard.runner.records import Environment, Expectations, Job, Status
+from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status
 from gpuwizard.runner.resume import resume_source
 from gpuwizard.runner.rundir import RunDir, baseline_green, new_run_dir, publish
 from gpuwizard.safetext import control_characters
@@ -324,111 +326,186 @@ def environment(prepared: PreparedRun) -> Environment:
 
 
 def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 120.0) -> RunDir:
-    """Write the run folder and start its supervisor in a new session; returns once the job is launched."""
+    """Write the run folder and start its supervisor in a new session; returns once the job is launched.
+
+    Interrupted anywhere on the way (Ctrl-C), it leaves no half-made folder, no process and no run that still says
+    'starting': the run ends as stopped before it returns."""
+    started = StartUp()
     try:
-        run, stage = new_run_dir(prepared.preset.name)
-    except OSError as exc:
-        raise UserError(
-            problem(None, f"cannot create the run folder: {exc}", "set GPUWIZARD_DATA_DIR to a writable folder")
-        ) from None
+        started.run, started.stage = run, stage = new_run_dir(prepared.preset.name)
+        secret_env = write_run_folder(prepared, on_hang, run, stage)
+        publish(stage, run)
+        started.published = True
+        if prepared.preset.launch.scheduler == "slurm":
+            submit_to_slurm(run, secret_env)
+        from gpuwizard.runner.supervisor import STOP_SIGNALS
+
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the child starts with them blocked, and a
+        try:  # Ctrl-C meanwhile is raised only once the supervisor is known here (so abandon stops it)
+            started.supervisor = spawn_supervisor(run, secret_env)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        wait_until_launched(run, started.supervisor, wait_s)
+        return run
+    except BaseException as exc:
+        started.abandon(exc)
+        if isinstance(exc, OSError) and not started.published:
+            where = f"write the run folder {started.run.path}" if started.run else "create the run folder"
+            raise UserError(
+                problem(None, f"cannot {where}: {exc.strerror or exc}", "free disk space or set GPUWIZARD_DATA_DIR")
+            ) from None
+        raise
+
+
+def write_run_folder(prepared: PreparedRun, on_hang: str, run: RunDir, stage: RunDir) -> dict[str, str]:
+    """Fill the staging folder (preset, plan, command, job, environment, status); returns the secrets, which travel
+    to the supervisor by environment only."""
     ctx = prepared.ctx
     if prepared.smoke:
         ctx.output_dir = str(run.path / "output")
     spec = build_command(ctx)
     preset, plan = prepared.preset, prepared.plan
-    try:
-        if plan.device == "cuda":
-            from gpuwizard.runner.flight import DUMP_DIR, flight_recorder_env
+    if plan.device == "cuda":
+        from gpuwizard.runner.flight import DUMP_DIR, flight_recorder_env
 
-            (stage.path / DUMP_DIR).mkdir(mode=0o700)
-            spec.env = flight_recorder_env(run.path) | spec.env  # the preset's own values win
-        plain_env, secret_env = split_secrets(spec.env)
-        shown = updated(preset, launch=updated(preset.launch, env=redacted(preset.launch.env)))
-        atomic_write(stage.path / "preset.yaml", shown.to_yaml())
-        atomic_write(stage.path / "plan.json", json.dumps(plan.to_json(), indent=2))
-        atomic_write(stage.path / "command.json", json.dumps(spec.to_json(), indent=2))
-        stage.write(
-            "job.json",
-            Job(
-                argv=spec.argv,
-                env=plain_env,
-                unset=spec.unset,
-                workdir=spec.workdir,
-                trainer=preset.trainer,
-                device=plan.device,
-                on_hang=on_hang,
-                expect=expectations(prepared),
-                output_dir=str(ctx.output_path.resolve()),
-                node_rank=preset.hardware.node_rank,
-                python=ctx.python,
-                scheduler=preset.launch.scheduler,
-            ),
-        )
-        if preset.launch.scheduler == "slurm":
-            from gpuwizard.slurm import batch_script
-
-            atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, run_dir=run.path))
-        stage.write("environment.json", environment(prepared))
-        if prepared.trainer_check is not None:
-            stage.write("trainer-check.json", prepared.trainer_check)
-        stage.write(
-            "status.json",
-            Status(
-                run_id=run.run_id,
-                preset=preset.name,
-                trainer=preset.trainer,
-                policy=preset.policy,
-                world_size=plan.world_size,
-                nodes=plan.nodes,
-                device=plan.device,
-                smoke=prepared.smoke,
-                probe=prepared.probe,
-                steps=plan.trainer_steps,
-                resumed_from=prepared.resumed_from,
-                created=time.time(),
-                state=RunState.STARTING,
-                command=(
-                    shlex.join(["sbatch", str(run.path / SBATCH_SCRIPT)])
-                    if preset.launch.scheduler == "slurm"
-                    else spec.shell()
-                ),
-                on_hang=on_hang,
-            ),
-        )
-        publish(stage, run)
-    except UserError:  # the batch script cannot be written for this run folder
-        shutil.rmtree(stage.path, ignore_errors=True)
-        run.path.rmdir()
-        raise
-    except OSError as exc:
-        shutil.rmtree(stage.path, ignore_errors=True)
-        run.path.rmdir()
-        raise UserError(
-            problem(
-                None,
-                f"cannot write the run folder {run.path}: {exc.strerror or exc}",
-                "free disk space or set GPUWIZARD_DATA_DIR",
-            )
-        ) from None
-
+        (stage.path / DUMP_DIR).mkdir(mode=0o700)
+        spec.env = flight_recorder_env(run.path) | spec.env  # the preset's own values win
+    plain_env, secret_env = split_secrets(spec.env)
+    shown = updated(preset, launch=updated(preset.launch, env=redacted(preset.launch.env)))
+    atomic_write(stage.path / "preset.yaml", shown.to_yaml())
+    atomic_write(stage.path / "plan.json", json.dumps(plan.to_json(), indent=2))
+    atomic_write(stage.path / "command.json", json.dumps(spec.to_json(), indent=2))
+    stage.write(
+        "job.json",
+        Job(
+            argv=spec.argv,
+            env=plain_env,
+            unset=spec.unset,
+            workdir=spec.workdir,
+            trainer=preset.trainer,
+            device=plan.device,
+            on_hang=on_hang,
+            expect=expectations(prepared),
+            output_dir=str(ctx.output_path.resolve()),
+            node_rank=preset.hardware.node_rank,
+            python=ctx.python,
+            scheduler=preset.launch.scheduler,
+        ),
+    )
     if preset.launch.scheduler == "slurm":
-        submit_to_slurm(run, secret_env)
-    with open(os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
-        supervisor = subprocess.Popen(
+        from gpuwizard.slurm import batch_script
+
+        atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, run_dir=run.path))
+    stage.write("environment.json", environment(prepared))
+    if prepared.trainer_check is not None:
+        stage.write("trainer-check.json", prepared.trainer_check)
+    stage.write(
+        "status.json",
+        Status(
+            run_id=run.run_id,
+            preset=preset.name,
+            trainer=preset.trainer,
+            policy=preset.policy,
+            world_size=plan.world_size,
+            nodes=plan.nodes,
+            device=plan.device,
+            smoke=prepared.smoke,
+            probe=prepared.probe,
+            steps=plan.trainer_steps,
+            resumed_from=prepared.resumed_from,
+            created=time.time(),
+            state=RunState.STARTING,
+            command=(
+                shlex.join(["sbatch", str(run.path / SBATCH_SCRIPT)])
+                if preset.launch.scheduler == "slurm"
+                else spec.shell()
+            ),
+            on_hang=on_hang,
+        ),
+    )
+    return secret_env
+
+
+def spawn_supervisor(run: RunDir, secret_env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The supervisor, in its own session (called with its stop signals blocked: it keeps them so until its handlers
+    are in, see supervisor.STOP_SIGNALS); it and every process of its job carry the run marker."""
+    from gpuwizard.runner.procs import MARKER, marker_value
+
+    env = {**os.environ, **secret_env, MARKER: marker_value(run.path)}  # secrets by environment, never the folder
+    log_fd = os.open(run.path / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return subprocess.Popen(
             [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
-            env={**os.environ, **secret_env},  # secrets travel by environment only, never through the run folder
+            env=env,
             stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=log_fd,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
         )
-    try:
-        wait_until_launched(run, supervisor, wait_s)
-    except BaseException:
-        supervisor.terminate()  # an interrupt (or any failure) after the spawn stops the job with it
-        raise
-    return run
+    finally:
+        os.close(log_fd)
+
+
+ABANDON_WAIT_S = 30.0
+"""How long an interrupted start waits for its supervisor to record the stop (the job's stop grace is 10 s)."""
+
+
+@dataclass
+class StartUp:
+    """How far start_run got, so an interrupt anywhere undoes exactly that much."""
+
+    run: RunDir | None = None
+    stage: RunDir | None = None
+    published: bool = False
+    supervisor: subprocess.Popen[bytes] | None = None
+
+    def abandon(self, cause: BaseException) -> None:
+        """Undo a start cut short; a second Ctrl-C meanwhile does not leave it half done."""
+        if isinstance(cause, KeyboardInterrupt):
+            why = "interrupted before the job started"
+        elif isinstance(cause, UserError):
+            why = cause.paragraph()
+        else:
+            why = f"the start failed: {type(cause).__name__}: {cause}"
+        while True:
+            try:
+                self._abandon(why)
+                return
+            except KeyboardInterrupt:
+                continue
+
+    def _abandon(self, why: str) -> None:
+        if self.run is None or self.stage is None:
+            return  # new_run_dir cleans up after itself
+        shutil.rmtree(self.stage.path, ignore_errors=True)
+        if not self.published:
+            with contextlib.suppress(OSError):
+                self.run.path.rmdir()
+            return
+        if self.supervisor is not None:
+            self.supervisor.terminate()  # kept pending until its handlers are in; it then ends the run itself
+            deadline = time.monotonic() + ABANDON_WAIT_S
+            while self.supervisor.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        try:
+            status = self.run.status()
+        except RecordError:
+            return  # the folder went with a refused submission
+        if status.final:
+            return
+        if status.slurm_job_id:
+            from gpuwizard.slurm import cancel
+
+            cancel(status.slurm_job_id)
+        with contextlib.suppress(OSError, RecordError):
+            self.run.update_status(
+                state=RunState.STOPPED,
+                exit_code=int(ExitCode.STOPPED),
+                ended=time.time(),
+                stop_reason="user",
+                error=why,
+            )
 
 
 SBATCH_SCRIPT = "job.sbatch"

@@ -1,45 +1,82 @@
 """One active run per output folder: the supervisor holds a lock on it for the job's lifetime.
 
-The lock file lives in gpuwizard's data folder, not in the output folder (LeRobot refuses to start in an output
-folder that already exists). The kernel drops the lock when the supervisor dies, however it dies.
+The lock file sits next to the output folder (`.<name>.gpuwizard-lock` in its parent), where every user and every
+data folder (XDG_DATA_HOME, GPUWIZARD_DATA_DIR) finds the same one; not inside it, because LeRobot refuses to start
+in an output folder that already exists. Where the parent cannot be written, an existing output folder holds it.
+The kernel drops the lock when the supervisor dies, however it dies.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
-import hashlib
 import os
+import time
 from pathlib import Path
 
-from gpuwizard import paths
+PROBE_RETRIES = 10
+LOCK_MODE = 0o644
+"""Readable by everyone who may share the folder: they take the same lock and read who holds it (a run id)."""
 
 
-def lock_file(output_dir: Path, node_rank: int = 0) -> Path:
-    """One lock per output folder and node: the nodes of one multi-node job share the folder (on one machine too)."""
-    key = str(output_dir.resolve()) + (f"#node{node_rank}" if node_rank else "")
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]  # one lock however the path is written
-    return paths.data_dir() / "locks" / f"output-{digest}.lock"
+def lock_files(output_dir: Path, node_rank: int = 0) -> list[Path]:
+    """Where the lock of an output folder may be, in order: beside it, then inside it. One per node: the nodes of one
+    multi-node job share the folder (on one machine too)."""
+    out = Path(output_dir).resolve()  # one lock however the path is written
+    suffix = f"-node{node_rank}" if node_rank else ""
+    return [out.parent / f".{out.name}.gpuwizard-lock{suffix}", out / f".gpuwizard-lock{suffix}"]
 
 
 class OutputLock:
     """An exclusive lock on one output folder, naming the run that holds it."""
 
     def __init__(self, output_dir: Path, node_rank: int = 0):
-        self.path = lock_file(output_dir, node_rank)
+        self.candidates = lock_files(output_dir, node_rank)
+        self.path = self.candidates[0]
         self.fd: int | None = None
+
+    def _open(self) -> int:
+        """The lock file, made where it can be (the parent folder is made as the trainer would make it)."""
+        beside, inside = self.candidates
+        try:
+            beside.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(beside, os.O_RDWR | os.O_CREAT, LOCK_MODE)
+        except PermissionError:
+            if os.path.exists(beside):
+                return os.open(beside, os.O_RDONLY)  # another user's lock file: flock works on a read-only one
+            if not inside.parent.is_dir():
+                raise
+            self.path = inside
+            try:
+                return os.open(inside, os.O_RDWR | os.O_CREAT, LOCK_MODE)
+            except PermissionError:
+                return os.open(inside, os.O_RDONLY)
+        try:
+            os.fchmod(fd, LOCK_MODE)  # not cut by the supervisor's umask: the next user must open it too
+        except PermissionError:
+            pass
+        return fd
 
     def acquire(self, run_id: str) -> str | None:
         """Take the lock for `run_id`; None on success, else the id of the run holding it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = self._open()
+        for attempt in range(PROBE_RETRIES + 1):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == PROBE_RETRIES:
+                    holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "another run"
+                    os.close(fd)
+                    return holder
+                time.sleep(0.02)  # a probe (output_holder) holds it for an instant
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 256).decode(errors="replace").strip() or "another run"
-            os.close(fd)
-            return holder
-        os.ftruncate(fd, 0)
-        os.write(fd, run_id.encode())
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, run_id.encode(), 0)
+        except OSError as exc:
+            if exc.errno not in (errno.EBADF, errno.EINVAL, errno.EACCES):
+                os.close(fd)
+                raise
         self.fd = fd
         return None
 
@@ -50,12 +87,16 @@ class OutputLock:
 
 
 def output_holder(output_dir: Path, node_rank: int = 0) -> str | None:
-    """The run that holds an output folder now, or None (a probe: the lock is released at once). A data folder that
-    cannot be written is not this check's to report: creating the run folder says so in its own words."""
-    lock = OutputLock(output_dir, node_rank)
-    try:
-        holder = lock.acquire("probe")
-    except OSError:
-        return None
-    lock.release()
-    return holder
+    """The run that holds an output folder now, or None: a probe that makes nothing (no lock file, no folder)."""
+    for path in lock_files(output_dir, node_rank):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 256, 0).decode(errors="replace").strip() or "another run"
+        finally:
+            os.close(fd)
+    return None

@@ -195,14 +195,20 @@ class FailureTable:
 
 
 class JobMonitor:
-    """Feed it log lines in batches and a per-rank sample every second; it keeps progress and raises events."""
+    """Feed it log lines in batches and a per-rank sample every second; it keeps progress and raises events.
+
+    `now` is the monotonic clock (time.monotonic()) for every duration, so a wall-clock jump is never a hang; the
+    records it fills (progress, metrics) carry wall time, for display only.
+    """
 
     def __init__(self, expect: Expectations, trainer: Trainer, now: float | None = None):
         self.expect = expect
         self.parse_line = trainer.parse_line
         self.markers = trainer.progress_markers
-        start = now if now is not None else time.time()
-        self.progress = Progress(total=expect.steps, started_t=start)
+        start = now if now is not None else time.monotonic()
+        self.started_at = start
+        self.last_progress_at: float | None = None
+        self.progress = Progress(total=expect.steps, started_t=time.time())
         self.events: list[Event] = []
         self.intervals: deque[float] = deque(maxlen=64)
         self.checkpoint_started: float | None = None
@@ -231,6 +237,11 @@ class JobMonitor:
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self._seen_signatures: set[str] = set()
 
+    def restart_clock(self, now: float) -> None:
+        """The job starts only now (a SLURM job leaving the queue): its start-up allowance counts from here."""
+        self.started_at = self.last_output_t = now
+        self.progress.started_t = time.time()
+
     # -- log lines -------------------------------------------------------------------------
     def feed(self, raw: str, now: float | None = None) -> list[Event]:
         """One line (tests, small logs)."""
@@ -238,7 +249,7 @@ class JobMonitor:
 
     def feed_text(self, text: str | None, count: int, now: float | None = None, bar: str | None = None) -> list[Event]:
         """`count` complete lines joined by newlines, and the newest bar state; only matching lines are parsed."""
-        now = now if now is not None else time.time()
+        now = now if now is not None else time.monotonic()
         new: list[Event] = []
         if text is not None:
             self.progress.lines += count
@@ -275,9 +286,9 @@ class JobMonitor:
             if self.checkpoint_started is not None:
                 self.checkpoint_durations.append(now - self.checkpoint_started)
                 self.checkpoint_started = None
-            elif p.last_progress_t is not None:
-                self.intervals.append(now - p.last_progress_t)
-            p.step, p.last_progress_t = info.step, now
+            elif self.last_progress_at is not None:
+                self.intervals.append(now - self.last_progress_at)
+            p.step, p.last_progress_t, self.last_progress_at = info.step, time.time(), now
             self.hang_reported = False
             self.slow_extension_until = None
             self.rate_window.append((now, info.step))
@@ -287,7 +298,7 @@ class JobMonitor:
         if info.loss is not None:
             p.loss = info.loss
             metric = Metric(
-                t=now,
+                t=time.time(),  # a record: wall time (durations use the monotonic clock)
                 step=p.step,
                 loss=info.loss,
                 lr=info.lr if info.lr is not None else p.lr,
@@ -560,7 +571,7 @@ class JobMonitor:
         if self.expect.multi_node and self.progress.step is None and ranks_working(ranks, gpus):
             # rank 0 logs the steps, and it may live on another node: here the ranks' own activity is the progress
             self.last_alive_t = now
-        since = max(self.progress.last_progress_t or self.progress.started_t, self.last_alive_t or 0.0)
+        since = max(self.last_progress_at or self.started_at, self.last_alive_t or self.started_at)
         stale = now - since
         limit, why = self.threshold(now)
         if self.slow_extension_until is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import glob
 import os
 import time
@@ -66,8 +68,13 @@ class RunDir:
     def stacks_dir(self) -> Path:
         return self.path / "stacks"
 
+    @property
+    def space_reserve(self) -> Path:
+        """Room the supervisor holds while the job runs, freed for the final records (a full disk at the end)."""
+        return self.path / ".space-reserve"
+
     def write(self, name: str, record: Record) -> None:
-        atomic_write(self.path / name, record.to_json_text())
+        atomic_write(self.path / name, record.to_json_text(), make_parents=False)  # a deleted run stays deleted
 
     def read(self, name: str, kind: type[RecordT]) -> RecordT:
         """A record file; RecordError says why it cannot be read."""
@@ -101,10 +108,21 @@ class RunDir:
         except RecordError:
             return None
 
-    def update_status(self, **fields: Any) -> Status:
-        """Rewrite status.json with some fields changed, validated as a whole."""
+    def update_status(self, in_place: bool = False, **fields: Any) -> Status:
+        """Rewrite status.json with some fields changed, validated as a whole. `in_place` overwrites the file in the
+        blocks it already has (a last resort on a full disk, where a new file cannot be made; not atomic)."""
         status = Status.model_validate(self.status().model_dump() | fields)
-        self.write("status.json", status)
+        if in_place:
+            data = status.to_json_text().encode()
+            with open(self.path / "status.json", "r+b") as fh:
+                if len(data) > os.fstat(fh.fileno()).st_blocks * 512:
+                    raise OSError(errno.ENOSPC, "status.json has no room for the new status")
+                fh.write(data)
+                fh.truncate()
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:
+            self.write("status.json", status)
         return status
 
     def append_line(self, path: Path, record: Record) -> None:
@@ -184,9 +202,15 @@ def new_run_dir(preset_name: str) -> tuple[RunDir, RunDir]:
         except FileExistsError:
             continue
         staging = base / f".{candidate.name}.staging"
-        staging.mkdir(mode=PRIVATE)
-        for folder in (candidate, staging):
-            os.chmod(folder, PRIVATE)  # mkdir's mode is cut by the umask
+        try:
+            staging.mkdir(mode=PRIVATE)
+            for folder in (candidate, staging):
+                os.chmod(folder, PRIVATE)  # mkdir's mode is cut by the umask
+        except BaseException:  # an interrupt (Ctrl-C) or a full disk: no empty folder is left behind
+            for folder in (staging, candidate):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
         return RunDir(candidate), RunDir(staging)
     raise OSError(f"could not allocate a run folder under {base}")
 

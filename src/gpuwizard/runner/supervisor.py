@@ -7,7 +7,10 @@ records events, dumps stacks on a suspected hang, and stops the whole process tr
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,10 +21,11 @@ from typing import Any
 
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.notify import Notice, final_notice, hang_notice, start_command, wanted
+from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.monitor import STOPPED_STATUSES, JobMonitor
-from gpuwizard.runner.procs import JobProcesses
-from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample
+from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
+from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample, RecordError, Status
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runner.tail import LogTail
@@ -29,27 +33,49 @@ from gpuwizard.settings import notify_settings
 from gpuwizard.trainers import get_trainer
 
 POLL_S = 0.1
-SLURM_RUNNING_POLL_S = 5.0
-"""squeue once in this many seconds while the job trains (the log carries the progress); every second while it is
-queued or once its log says training finished."""
-
 TICK_S = 1.0
 GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 PROGRESS_EVERY_S = 0.5
 
 
 PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+"""Blocked by whoever spawns a supervisor, unblocked once its handlers are in: a stop sent while it still imports is
+kept pending, not fatal (a supervisor killed there would leave a 'starting' run that later reads 'lost')."""
+RESERVE_BYTES = 256 << 10
+"""Written when the supervisor starts, freed when the job has ended: room for the final records on a full disk."""
+FOLDER_GONE = "run folder deleted"
 
 
-def stop_with_parent() -> None:
-    """In the launcher's child, before exec: SIGTERM it when the supervisor dies, even by kill -9, so torchrun stops its
-    ranks instead of training on unsupervised (Linux prctl; elsewhere `gpuwizard stop` remains)."""
-    import ctypes
+def job_preexec(cgroup: JobCgroup | None) -> Callable[[], None]:
+    """What the launcher's child does before exec: join the job's cgroup (before it can fork), start with no signal
+    blocked, and get SIGTERM when the supervisor dies, even by kill -9, so torchrun stops its ranks instead of
+    training on unsupervised (Linux prctl; elsewhere `gpuwizard stop` remains)."""
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    def preexec() -> None:
+        import ctypes
+
+        if cgroup is not None:
+            try:
+                cgroup.join()
+            except OSError:
+                pass  # checked from outside: the job is then tracked by its marker
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+
+    return preexec
+
+
+def disk_full(exc: OSError) -> bool:
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_problem(exc: OSError) -> str:
+    reason = f"could not write the run folder: {exc.strerror or exc}"
+    return f"disk full: {reason}" if disk_full(exc) else reason
 
 
 class Supervisor:
@@ -71,6 +97,9 @@ class Supervisor:
         self.failure: str | None = None
         self.output_lock: OutputLock | None = None
         self.write_error: str | None = None
+        self.cgroup: JobCgroup | None = None
+        self.folder_id: tuple[int, int] | None = None
+        self.gpu_seen: dict[int, float] = {}
 
     def request_stop(self, signum: int, frame: Any) -> None:
         self.stop_requests += 1  # a second one does not wait for a checkpoint write
@@ -85,11 +114,14 @@ class Supervisor:
         for name in cfg.unset:
             env.pop(name, None)
         env.update(cfg.env)
+        env[MARKER] = marker_value(self.run.path)  # every process of the job carries it, daemons included
+        safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.run.run_id)[:80]
+        self.cgroup = JobCgroup.create(safe_name)
         log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.job = subprocess.Popen(
                 cfg.argv,
-                preexec_fn=stop_with_parent,
+                preexec_fn=job_preexec(self.cgroup),
                 umask=self.job_umask,
                 cwd=cfg.workdir,
                 env=env,
@@ -100,6 +132,8 @@ class Supervisor:
             )
         except (OSError, ValueError) as exc:
             os.write(log_fd, f"gpuwizard: could not start {cfg.argv[0]}: {exc}\n".encode())
+            if self.cgroup is not None:
+                self.cgroup.remove()
             self.run.update_status(
                 state=RunState.FAILED,
                 exit_code=int(ExitCode.NOT_STARTED),
@@ -110,7 +144,10 @@ class Supervisor:
             return False
         finally:
             os.close(log_fd)
-        self.run.update_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
+        if self.cgroup is not None and not self.cgroup.contains(self.job.pid):
+            self.cgroup.remove()  # it could not join (the marker still finds every process)
+            self.cgroup = None
+        self.set_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
         return True
 
     def persist(self, write: Callable[..., None], *args: Any, **kwargs: Any) -> None:
@@ -119,7 +156,39 @@ class Supervisor:
         try:
             write(*args, **kwargs)
         except OSError as exc:
-            self.write_error = self.write_error or f"could not write the run folder: {exc.strerror or exc}"
+            self.write_error = self.write_error or write_problem(exc)
+
+    def set_status(self, **fields: Any) -> None:
+        """A status change while the job runs: a full disk or a vanished folder never kills the supervisor."""
+        try:
+            self.persist(self.run.update_status, **fields)
+        except RecordError as exc:
+            self.write_error = self.write_error or f"could not read the run's status: {exc}"
+
+    def folder_gone(self) -> bool:
+        """The run folder was deleted (or replaced): nobody could follow or stop the job through it any more."""
+        if self.folder_id is None:
+            return False  # not started yet
+        try:
+            st = os.stat(self.run.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) != self.folder_id
+
+    def reserve_space(self) -> None:
+        try:
+            with open(self.run.space_reserve, "wb") as fh:
+                fh.write(bytes(RESERVE_BYTES))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            self.release_space()
+
+    def release_space(self) -> None:
+        with contextlib.suppress(OSError):
+            self.run.space_reserve.unlink(missing_ok=True)
 
     def hold_output_dir(self) -> bool:
         """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
@@ -158,14 +227,18 @@ class Supervisor:
 
     def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""
+        seen = time.monotonic()
         for sample in samples:
+            self.gpu_seen[sample.index] = seen
             self.persist(self.run.append_line, self.run.gpu_file, sample)
 
-    def gpu_samples(self, now: float) -> list[GpuSample]:
+    def gpu_samples(self, mono: float) -> list[GpuSample]:
         """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a lost device is one event."""
         if self.gpu_sampler is None:
             return []
-        samples = [s for s in self.gpu_sampler.latest() if now - s.t <= GPU_SAMPLE_MAX_AGE_S]
+        samples = [
+            s for s in self.gpu_sampler.latest() if mono - self.gpu_seen.get(s.index, -1e9) <= GPU_SAMPLE_MAX_AGE_S
+        ]
         for s in samples:
             if s.lost and s.index not in self.lost_gpus:
                 self.lost_gpus.add(s.index)
@@ -178,7 +251,6 @@ class Supervisor:
                             detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
                             suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other "
                             "devices.",
-                            t=now,
                         )
                     ]
                 )
@@ -210,7 +282,7 @@ class Supervisor:
             return False
         if not self.stop_wait_shown:
             self.stop_wait_shown = True
-            self.persist(self.run.update_status, state=RunState.STOPPING, stop_reason=self.stop_reason)
+            self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
             self.record(
                 [
                     Event(
@@ -220,13 +292,15 @@ class Supervisor:
                         detail="Stopped mid-write, the run would have no checkpoint to resume from.",
                         suggestion="Stop again to stop at once (s in the monitor, Ctrl-C in a headless run, `gpuwizard "
                         "stop`); this checkpoint is then lost.",
-                        data={"started_t": started, "limit_s": limit},
+                        data={"started_t": time.time() - (now - started), "limit_s": limit},  # wall time, for readers
                     )
                 ]
             )
         return True
 
     def handle_hang(self, monitor: JobMonitor, event: Event) -> None:
+        if self.folder_gone():
+            return  # dumping stacks would make the folder again; the loop stops the job
         report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
         event.data["stacks"] = report.to_json()
         stopped = [r.rank for r in monitor.last_ranks if r.alive and r.status in STOPPED_STATUSES]
@@ -253,14 +327,26 @@ class Supervisor:
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGUSR1, self.request_dump)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop sent while it started is handled now
+        st = os.stat(self.run.path)
+        self.folder_id = (st.st_dev, st.st_ino)
         self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
+        self.reserve_space()
         if self.job_cfg.scheduler == "slurm":
-            return self.follow_slurm()
-        if not self.hold_output_dir() or not self.start_job():
-            return int(ExitCode.NOT_STARTED)
+            from gpuwizard.runner.slurmjob import follow_slurm
+
+            return follow_slurm(self)
+        if self.stop_reason:
+            return self.stopped_before_start()
+        if not self.hold_output_dir():
+            return self.end_unstarted()
+        if self.stop_reason:
+            return self.stopped_before_start()
+        if not self.start_job():
+            return self.end_unstarted()
         assert self.job is not None
         monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
-        procs = JobProcesses(self.job.pid)
+        procs = JobProcesses(self.job.pid, launcher=self.job, cgroup=self.cgroup, marker=marker_value(self.run.path))
         if self.job_cfg.device == "cuda":
             from gpuwizard.gpus.sampler import GpuSampler, open_sample_source
 
@@ -275,22 +361,24 @@ class Supervisor:
                     on_sample=self.write_gpu_samples,
                 ).start()
         tail = LogTail(self.run.log)
-        last_tick = last_progress = 0.0
+        last_tick = last_progress = -float("inf")  # durations on the monotonic clock: a wall-clock jump is no hang
         rc: int | None = None
         while True:
             chunk = tail.read()
             if chunk:
                 self.ingest(monitor, chunk)
-            now = time.time()
-            if now - last_tick >= TICK_S:
-                last_tick = now
+            mono = time.monotonic()
+            if mono - last_tick >= TICK_S:
+                last_tick = mono
+                if self.folder_gone():
+                    self.stop_reason = FOLDER_GONE
                 procs.refresh()
                 ranks = procs.sample_ranks()
                 if ranks:
-                    self.persist(self.run.append_line, self.run.ranks_file, RanksSample(t=now, ranks=ranks))
+                    self.persist(self.run.append_line, self.run.ranks_file, RanksSample(t=time.time(), ranks=ranks))
                 self.run_pids = procs.pids()
-                gpus = self.gpu_samples(now)
-                for event in monitor.tick(now, ranks, gpus):
+                gpus = self.gpu_samples(mono)
+                for event in monitor.tick(mono, ranks, gpus):
                     if event.kind == "hang_suspected":
                         self.handle_hang(monitor, event)
                     else:
@@ -310,11 +398,12 @@ class Supervisor:
                         )
                     ]
                 )
-            if now - last_progress >= PROGRESS_EVERY_S:
-                last_progress = now
+            if mono - last_progress >= PROGRESS_EVERY_S and self.stop_reason != FOLDER_GONE:
+                last_progress = mono
                 self.persist(self.run.write, "progress.json", monitor.progress)
-            if self.stop_reason and not self.waits_for_checkpoint(monitor, now):
-                self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
+            if self.stop_reason and not self.waits_for_checkpoint(monitor, time.monotonic()):
+                if self.stop_reason != FOLDER_GONE:
+                    self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
                 survivors = procs.stop(grace_s=self.job_cfg.stop_grace_s)
                 rc = self.job.wait()
                 break
@@ -323,9 +412,14 @@ class Supervisor:
                 time.sleep(POLL_S)
                 while chunk := tail.read():
                     self.ingest(monitor, chunk)
-                survivors = procs.stop(grace_s=2) if procs.alive() else []
+                survivors = procs.stop(grace_s=2) if procs.remaining() else []  # what the job left running
                 break
-            time.sleep(POLL_S)
+            time.sleep(0 if chunk.skipped else POLL_S)  # dropping a cut line costs nothing: catch up at once
+        procs.close()
+        tail.close()
+        if self.stop_reason == FOLDER_GONE or self.folder_gone():
+            return self.end_without_folder(survivors)
+        self.release_space()  # the job has ended: its room is for the final records
         self.persist(self.run.write, "progress.json", monitor.progress)
         if self.job_cfg.device == "cuda" and self.job_cfg.python:
             from gpuwizard.runner.flight import analyze
@@ -341,7 +435,7 @@ class Supervisor:
             held = run_memory_held(self.gpu_sampler.source, set(procs.known))
             self.gpu_sampler.source.close()
             if held:
-                self.run.update_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
+                self.set_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
                 self.record(
                     [
                         Event(
@@ -356,84 +450,29 @@ class Supervisor:
                 )
         return self.finish(rc, survivors)
 
-    def follow_slurm(self) -> int:
-        """Follow the SLURM job `run` submitted: queued (with squeue's reason), running (the log streams into the run
-        folder from sbatch --output), ended (state and exit code from scontrol). Stop is scancel."""
-        from gpuwizard import slurm
+    def stopped_before_start(self) -> int:
+        """Stopped while it was still starting: the job never ran, and the status says so (not 'lost' later)."""
+        self.write_final(
+            state=RunState.STOPPED,
+            exit_code=int(ExitCode.STOPPED),
+            ended=time.time(),
+            stop_reason=self.stop_reason,
+            error="stopped before the job started",
+        )
+        return int(ExitCode.STOPPED)
 
-        job_id = self.run.status().slurm_job_id
-        if job_id is None:
-            self.run.update_status(
-                state=RunState.FAILED,
-                exit_code=int(ExitCode.NOT_STARTED),
-                ended=time.time(),
-                error="no SLURM job id was recorded for this run",
-            )
-            return int(ExitCode.NOT_STARTED)
-        monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
-        tail = LogTail(self.run.log)
-        submitted = time.time()
-        queue_limit = self.job_cfg.expect.first_step_timeout_s or self.job_cfg.expect.hang_timeout_s
-        shown: tuple[str, str | None] | None = None
-        long_wait_reported = running = False
-        state: Any = None
-        last_poll = last_progress = 0.0
-        while True:
-            now = time.time()
-            slow = running and not monitor.progress.finished
-            if now - last_poll >= (SLURM_RUNNING_POLL_S if slow else TICK_S):
-                last_poll = now
-                state = slurm.job_state(job_id) or state
-                if state is not None and (state.state, state.reason) != shown:
-                    shown = (state.state, state.reason)
-                    self.persist(self.run.update_status, slurm_state=state.state, slurm_reason=state.reason)
-                    if state.queued and state.reason:
-                        self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=False)])
-                if state is not None and state.queued and not long_wait_reported and now - submitted > queue_limit:
-                    long_wait_reported = True
-                    self.record([slurm_queued_event(job_id, state.reason, now - submitted, long_wait=True)])
-                if state is not None and not state.queued and not running:
-                    running = True
-                    monitor.progress.started_t = monitor.last_output_t = now  # the clocks start when it runs
-                    self.run.update_status(state=RunState.RUNNING, started=now)
-                if state is not None and state.ended:
-                    break
-            chunk = tail.read()
-            if chunk:
-                self.ingest(monitor, chunk)
-            if running:
-                for event in monitor.tick(now, [], None):
-                    self.record([event])
-                    if event.kind == "hang_suspected" and self.job_cfg.on_hang == "stop":
-                        self.stop_reason = self.stop_reason or "hang"
-            if now - last_progress >= PROGRESS_EVERY_S:
-                last_progress = now
-                self.persist(self.run.write, "progress.json", monitor.progress)
-            if self.stop_reason:
-                self.run.update_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
-                slurm.cancel(job_id)
-                deadline = time.monotonic() + self.job_cfg.stop_grace_s + 60
-                while time.monotonic() < deadline:
-                    state = slurm.job_state(job_id) or state
-                    if state is None or state.ended:
-                        break
-                    time.sleep(0.5)
-                break
-            time.sleep(POLL_S)
-        time.sleep(POLL_S)
-        while chunk := tail.read():
-            self.ingest(monitor, chunk)
-        self.persist(self.run.write, "progress.json", monitor.progress)
-        final = slurm.job_state(job_id) or state
-        if final is not None and final.state == "CANCELLED":
-            self.stop_reason = self.stop_reason or "user"  # scancel from outside is a stop too
-        if final is not None:
-            self.persist(self.run.update_status, slurm_state=final.state, slurm_reason=final.reason)
-        rc = final.exit_code if final is not None and final.exit_code is not None else 1
-        if final is not None and final.state not in ("COMPLETED", "CANCELLED") and not self.failure:
-            self.failure = f"SLURM job {job_id} ended {final.state}" + (f" ({final.reason})" if final.reason else "")
-            rc = rc or 1
-        return self.finish(rc, [])
+    def end_unstarted(self) -> int:
+        """The job could not start (the status already says why)."""
+        self.release_space()
+        return int(ExitCode.NOT_STARTED)
+
+    def end_without_folder(self, survivors: list[int]) -> int:
+        """The run folder was deleted: the job is stopped, and there is nowhere left to record it."""
+        if self.output_lock is not None and not survivors:
+            self.output_lock.release()
+        left = f"; processes left: {survivors}" if survivors else "; nothing of it is left"
+        print(f"gpuwizard: the run folder {self.run.path} was deleted: the job was stopped{left}", file=sys.stderr)
+        return int(ExitCode.STOPPED)
 
     def finish(self, rc: int, survivors: list[int]) -> int:
         job_exit = rc if rc >= 0 else 128 - rc
@@ -447,38 +486,33 @@ class Supervisor:
             state, code = RunState.FINISHED, ExitCode.OK
         else:
             state, code = RunState.FAILED, job_exit
-        reason = self.failure or self.write_error
-        extra = {"error": reason} if reason else {}
+        if self.cgroup is not None and not survivors:
+            self.cgroup.remove()
         if self.output_lock is not None and not survivors:
             self.output_lock.release()  # before the final status: whoever waits on it may start the next run at once
-        final = self.run.update_status(
-            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors, **extra
+        final = self.write_final(
+            state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors
         )
-        self.tell(final_notice(final, str(self.run.path)))
+        if final is not None:
+            self.tell(final_notice(final, str(self.run.path)))
         return int(code)
 
-
-def slurm_queued_event(job_id: str, reason: str | None, waited_s: float, long_wait: bool) -> Event:
-    from gpuwizard.slurm import pending_advice
-
-    why = reason or "no reason given yet"
-    if long_wait:
-        return Event(
-            kind="slurm_pending_long",
-            severity="warning",
-            title=f"SLURM job {job_id} still queued after {waited_s:.0f} s: {why}",
-            detail=f"{why}: {pending_advice(reason)}.",
-            suggestion="Wait, ask for fewer nodes or GPUs or a shorter time, or pick another partition "
-            "(slurm.partition); `s` (or `gpuwizard stop`) cancels it.",
-            data={"job_id": job_id, "reason": reason, "waited_s": round(waited_s, 1)},
-        )
-    return Event(
-        kind="slurm_pending",
-        severity="info",
-        title=f"SLURM job {job_id} queued: {why}",
-        detail=f"{why}: {pending_advice(reason)}.",
-        data={"job_id": job_id, "reason": reason},
-    )
+    def write_final(self, **fields: Any) -> Status | None:
+        """The final status, whatever the disk: the reserved room is free by now; failing that, status.json is
+        rewritten in the blocks it already has. The first write failure is the reason shown."""
+        self.release_space()
+        for in_place in (False, True):
+            reason = self.failure or self.write_error
+            extra = {"error": reason} if reason and "error" not in fields else {}
+            try:
+                return self.run.update_status(in_place=in_place, **fields, **extra)
+            except OSError as exc:
+                self.write_error = self.write_error or write_problem(exc)
+            except RecordError as exc:
+                self.write_error = self.write_error or f"could not read the run's status: {exc}"
+                break
+        print(f"gpuwizard: the final status of {self.run.path} was not written: {self.write_error}", file=sys.stderr)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -489,7 +523,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         import traceback
 
-        traceback.print_exc()
+        try:
+            traceback.print_exc()
+        except OSError:
+            pass  # supervisor.log is on the full disk too
         try:
             job_id = run.status().slurm_job_id
             if job_id:
@@ -497,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 cancel(job_id)  # nothing left in the queue without anyone following it
             run.update_status(
+                in_place=True,
                 state=RunState.FAILED,
                 exit_code=int(ExitCode.FAILED),
                 error=f"supervisor: {type(exc).__name__}: {exc}",

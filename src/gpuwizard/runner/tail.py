@@ -17,7 +17,9 @@ BAR_BEFORE_TEXT = re.compile(r"^[^|]*\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\](?=\S)")
 MAX_BAR_LINE = 1000
 """A tqdm bar is a short line; longer lines are never searched for one (a regex over a huge line costs its square)."""
 MAX_LINE_CHARS = 1 << 20
-"""An unfinished line longer than this (binary output, a runaway print) is cut into lines of this length."""
+"""A line longer than this (binary output, a runaway print) keeps its head, with CUT_NOTE; the rest of it is dropped
+as it is read, so memory stays flat however long the line grows."""
+CUT_NOTE = " [gpuwizard: line cut here, longer than {} characters]"
 
 
 @dataclass
@@ -27,6 +29,8 @@ class Chunk:
 
     text: str | None = None
     bar: str | None = None
+    skipped: int = 0
+    """Bytes of a cut line dropped by this read (it read something, even with nothing to show)."""
 
     @functools.cached_property
     def lines(self) -> list[str]:
@@ -37,7 +41,7 @@ class Chunk:
         return self.text.count("\n") + 1 if self.text is not None else 0
 
     def __bool__(self) -> bool:
-        return self.text is not None or self.bar is not None
+        return self.text is not None or self.bar is not None or self.skipped > 0
 
 
 def collapse(text: str) -> str:
@@ -75,6 +79,7 @@ class LogTail:
     def __init__(self, path: Path, offset: int = 0, chunk: int = 4 << 20):
         self.path, self.offset, self.chunk = path, offset, chunk
         self.partial = ""
+        self.cutting = False
         self.last_bar = ""
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.fh: IO[bytes] | None = None
@@ -96,11 +101,16 @@ class LogTail:
         if not data:
             return Chunk()
         self.offset += len(data)
-        text = self.partial + self.decoder.decode(data)
         out = Chunk()
+        if self.cutting:  # the rest of a line already cut: dropped up to its newline, without decoding it
+            end = data.find(b"\n")
+            if end < 0:
+                out.skipped = len(data)
+                return out
+            out.skipped, data, self.cutting = end + 1, data[end + 1 :], False
+            self.decoder.reset()
+        text = self.partial + self.decoder.decode(data)
         cut = text.rfind("\n")
-        if cut < 0 and len(text) > MAX_LINE_CHARS:  # no newline in sight: keep the buffer bounded
-            text, cut = text[:MAX_LINE_CHARS] + "\n" + text[MAX_LINE_CHARS:], MAX_LINE_CHARS
         if cut >= 0:
             body = collapse(text[: cut + 1])[:-1]
             out.text = split_bars(body) if "%|" in body else body
@@ -112,6 +122,10 @@ class LogTail:
                 out.bar = state
                 self.last_bar = state
             text = text[bar:]
+        if len(text) > MAX_LINE_CHARS:  # an unfinished line this long: keep its head, drop the rest as it comes
+            head = collapse(text)[:MAX_LINE_CHARS] + CUT_NOTE.format(MAX_LINE_CHARS)
+            out.text = head if out.text is None else out.text + "\n" + head
+            text, self.cutting = "", True
         self.partial = text
         return out
 
