@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import badinput
 import biglog
 import hang
 import history
@@ -31,6 +32,7 @@ SECTIONS = {
     "history": history.run,
     "biglog": biglog.run,
     "slurm": slurm.run,
+    "badinput": badinput.run,
 }
 
 

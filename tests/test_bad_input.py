@@ -4,6 +4,7 @@ one paragraph each."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -160,3 +161,24 @@ def test_a_nul_in_the_dataset_id_is_refused_by_plan_and_run_not_at_launch(write_
 def test_numbers_written_unquoted_in_the_environment_become_text(write_preset):
     path = write_preset(HEAD.format(name="env", trainer="lerobot") + "launch: {env: {NCCL_P2P_DISABLE: 1, X: 0.5}}\n")
     assert load_preset_file(path).launch.env == {"NCCL_P2P_DISABLE": "1", "X": "0.5"}
+
+
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda info: os.mkfifo(info), "info.json cannot be read: not a regular file"),
+        (lambda info: info.write_text("[" * 100_000 + "]" * 100_000), "info.json is not readable JSON"),
+        (
+            lambda info: info.write_text('{"total_episodes": Infinity, "total_frames": 1, "fps": 30}'),
+            "info.json holds an infinite total_episodes or total_frames",
+        ),
+    ],
+)
+def test_a_dataset_folder_with_a_bad_info_json_is_a_paragraph_not_a_hang(tmp_path, make, expected):
+    root = tmp_path / "dataset"
+    (root / "meta").mkdir(parents=True)
+    make(root / "meta" / "info.json")
+    preset = tmp_path / "ds.yaml"
+    preset.write_text(HEAD.format(name="ds", trainer="lerobot").replace("me/pick}", f"me/pick, root: {root}}}"))
+    result = gw_subprocess("plan", preset, timeout=BOMB_TIMEOUT_S)
+    assert "Traceback" not in result.stderr and expected in result.stdout + result.stderr, result.stderr[-2000:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -170,18 +171,35 @@ def loads(text: str, source: str) -> Any:
         raise UserError(problem(None, lead, fix), source) from None
 
 
+NOT_REGULAR = "not a regular file (a FIFO, device or folder in its place)"
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor of a regular file. The open never blocks (a FIFO in its place would wait for a writer
+    forever); OSError for anything else: a FIFO, device or folder, a symlink loop, no permission."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """A regular file's bytes; a FIFO, device or folder is refused without blocking, and so is a huge file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = open_regular(path)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        if info.st_size > max_bytes:
-            raise OSError(f"{path.name} is {info.st_size} bytes, more than the {max_bytes} expected here")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise OSError(errno.EFBIG, f"it is {size} bytes, more than the {max_bytes} expected here")
+        chunks, left = [], max_bytes + 1  # a file still growing is cut, not read without end
+        while left > 0 and (chunk := os.read(fd, min(1 << 16, left))):
             chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise OSError(errno.EFBIG, f"it grew past the {max_bytes} bytes expected here")
         return b"".join(chunks)
     finally:
         os.close(fd)

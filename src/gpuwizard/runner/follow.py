@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -39,6 +40,8 @@ class RunUpdate:
     progress: Progress | None = None
     status: Status | None = None
     problem: str | None = None
+    unreadable: list[str] = field(default_factory=list)
+    """Files of the folder that newly cannot be read (a FIFO or folder in their place), one line each."""
 
 
 NODE_FILES_EVERY_S = 2.0
@@ -77,6 +80,7 @@ class RunFollower:
         self.node_gpu: dict[Path, LinesTail] = {}
         self._nodes_looked = -NODE_FILES_EVERY_S
         self._progress_mtime = 0.0
+        self._told: set[str] = set()
 
     def poll(self) -> RunUpdate:
         update = RunUpdate()
@@ -105,17 +109,23 @@ class RunFollower:
             update.status = self.run.status()
         except RecordError as exc:
             update.problem = str(exc)
+        problems = {tail.problem for tail in self._tails() if tail.problem}
+        update.unreadable = sorted(problems - self._told)
+        self._told = problems
         return update
 
-    def close(self) -> None:
-        for tail in (
+    def _tails(self) -> list[LogTail]:
+        return [
             self.log,
             self.events.tail,
             self.gpu.tail,
             self.ranks.tail,
             self.metrics.tail,
             *(t.tail for t in self.node_gpu.values()),
-        ):
+        ]
+
+    def close(self) -> None:
+        for tail in self._tails():
             tail.close()
 
 
@@ -164,7 +174,7 @@ def request_stack_dump(run: RunDir) -> bool:
 
 
 def clock(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "--:--"
     seconds = int(seconds)
     h, rest = divmod(seconds, 3600)

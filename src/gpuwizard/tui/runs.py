@@ -6,13 +6,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
+from textual.worker import Worker, WorkerState
 
+from gpuwizard.errors import UserError
 from gpuwizard.runner.follow import clock
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
@@ -61,13 +64,21 @@ class RunsScreen(Screen[None]):
         green, now = green_baselines(entries), time.time()
         self.post_message(RunsLoaded([history_row(entry, green, now) for entry in entries]))
 
+    @on(Worker.StateChanged)
+    def _load_failed(self, event: Worker.StateChanged) -> None:
+        """A history that cannot be read at all (the runs folder itself) is said, not left as an empty table."""
+        if event.worker.group == "runs" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            text = error.paragraph() if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+            self.query_one("#runs-hint", Static).update(Text(f"the run history cannot be read: {text}"))
+
     @on(RunsLoaded)
     def _loaded(self, message: RunsLoaded) -> None:
         self.rows = message.rows
         table = self.query_one("#runs-table", DataTable)
         table.clear()
         for row in self.rows:
-            table.add_row(*self.cells(row), key=row["run_id"])
+            table.add_row(*map(Text, self.cells(row)), key=row["run_id"])  # folder text is never markup
         hint = "no runs yet: ctrl+r in the wizard starts one" if not self.rows else f"{len(self.rows)} runs"
         self.query_one("#runs-hint", Static).update(hint)
 
