@@ -132,10 +132,12 @@ DAMAGES: dict[str, Damage] = {
     "status: a symlink loop": Damage(replace_with("status.json", lambda t: os.symlink(t.name, t)), "symbolic links"),
     "status: /dev/zero": Damage(replace_with("status.json", lambda t: os.symlink("/dev/zero", t)), "not a regular"),
     "status: 64 MiB": Damage(replace_with("status.json", sparse(64 << 20)), "bytes, more than"),
-    "log: a FIFO": Damage(replace_with("log.txt", os.mkfifo), "log.txt", status=False),
-    "log: a folder": Damage(replace_with("log.txt", os.mkdir), "log.txt", status=False),
-    "log: a symlink loop": Damage(replace_with("log.txt", lambda t: os.symlink(t.name, t)), "log.txt", status=False),
-    "events: a FIFO": Damage(replace_with("events.jsonl", os.mkfifo), "events.jsonl", status=False),
+    "log: a FIFO": Damage(replace_with("log.txt", os.mkfifo), "log.txt cannot be read", status=False),
+    "log: a folder": Damage(replace_with("log.txt", os.mkdir), "log.txt cannot be read", status=False),
+    "log: a symlink loop": Damage(
+        replace_with("log.txt", lambda t: os.symlink(t.name, t)), "log.txt cannot be read", status=False
+    ),
+    "events: a FIFO": Damage(replace_with("events.jsonl", os.mkfifo), "events.jsonl cannot be read", status=False),
     "events: nested arrays and Infinity": Damage(
         replace_with(
             "events.jsonl",
@@ -144,7 +146,7 @@ DAMAGES: dict[str, Damage] = {
         "",
         status=False,
     ),
-    "metrics: a FIFO": Damage(replace_with("metrics.jsonl", os.mkfifo), "metrics.jsonl", status=False),
+    "metrics: a FIFO": Damage(replace_with("metrics.jsonl", os.mkfifo), "metrics.jsonl cannot be read", status=False),
     "metrics: Infinity and huge steps": Damage(
         replace_with(
             "metrics.jsonl",
@@ -157,8 +159,8 @@ DAMAGES: dict[str, Damage] = {
         "",
         status=False,
     ),
-    "ranks: a FIFO": Damage(replace_with("ranks.jsonl", os.mkfifo), "ranks.jsonl", status=False),
-    "gpu: a FIFO": Damage(replace_with("gpu.jsonl", os.mkfifo), "gpu.jsonl", status=False),
+    "ranks: a FIFO": Damage(replace_with("ranks.jsonl", os.mkfifo), "ranks.jsonl cannot be read", status=False),
+    "gpu: a FIFO": Damage(replace_with("gpu.jsonl", os.mkfifo), "gpu.jsonl cannot be read", status=False),
     "progress: a FIFO": Damage(replace_with("progress.json", os.mkfifo), "", status=False),
     "progress: Infinity and a huge step": Damage(
         rewrite("progress.json", lambda p: p.update(eta_s=float("inf"), samples_per_s=float("inf"), step=10**30)),
@@ -188,10 +190,10 @@ DAMAGES: dict[str, Damage] = {
     ),
     "folder: mode 000": Damage(chmod(None, 0), "Permission denied", unprivileged=True),
     "status: mode 000": Damage(chmod("status.json", 0), "Permission denied", unprivileged=True),
-    "log: mode 000": Damage(chmod("log.txt", 0), "log.txt", status=False, unprivileged=True),
+    "log: mode 000": Damage(chmod("log.txt", 0), "log.txt cannot be read", status=False, unprivileged=True),
     "events: mode 000": Damage(
         lambda run: ((run / "events.jsonl").write_text(""), os.chmod(run / "events.jsonl", 0)),
-        "events.jsonl",
+        "events.jsonl cannot be read",
         status=False,
         unprivileged=True,
     ),
@@ -260,8 +262,9 @@ def gw_call(*args: str, unprivileged: bool = False, timeout: float = CALL_TIMEOU
     return Outcome(args, code, out, time.monotonic() - started)
 
 
-def gw_tui(*args: str, unprivileged: bool = False, timeout: float = CALL_TIMEOUT_S) -> Outcome:
-    """The TUI on a real 80x24 pseudo-terminal: wait for its first frame, press ctrl+q, and wait for it to exit."""
+def gw_tui(*args: str, shows: str = "Stack", unprivileged: bool = False, timeout: float = CALL_TIMEOUT_S) -> Outcome:
+    """The TUI on a real 80x24 pseudo-terminal: wait until it shows `shows` (by default the monitor's key bar),
+    press ctrl+q, and wait for it to exit."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     started = time.monotonic()
@@ -289,7 +292,7 @@ def gw_tui(*args: str, unprivileged: bool = False, timeout: float = CALL_TIMEOUT
                 except OSError:  # every end of the terminal is closed: the app has gone
                     time.sleep(0.1)
 
-    drain(lambda: proc.poll() is not None or b"Stack" in output, timeout / 2)  # the monitor's key bar is drawn
+    drain(lambda: proc.poll() is not None or shows.encode() in output, timeout / 2)
     if proc.poll() is None:
         os.write(master, b"\x11")  # ctrl+q
     drain(lambda: proc.poll() is not None, timeout)
@@ -410,9 +413,10 @@ def campaign(kind: str) -> tuple[list[Outcome], list[str]]:
     compared = refused if damage.status or damage.compare_refuses else {"code": 0}
     call("compare", run_id, GOOD.name, **compared)
     call("plan", "demo-cmp", code=0)
-    if not damage.status:
-        outcomes.append(gw_tui("attach", run_id, unprivileged=low))
-        check(outcomes[-1], problems, code=0)
+    if not damage.status:  # the monitor opens: it names a file it cannot follow in a notification
+        shown = damage.named if damage.named.endswith("cannot be read") else "Stack"
+        outcomes.append(gw_tui("attach", run_id, shows=shown, unprivileged=low))
+        check(outcomes[-1], problems, code=0, says=shown)
     return outcomes, problems
 
 

@@ -87,6 +87,8 @@ class RunFollower:
         if self.read_log:
             chunk = self.log.read()
             update.lines, update.bar = chunk.lines, chunk.bar
+        else:
+            self.log.check()  # the pane reads the log itself; a log that cannot be read is still said
         update.events = self.events.read()
         update.gpu = self.gpu.read()
         if time.monotonic() - self._nodes_looked >= NODE_FILES_EVERY_S:  # a listing, not on every 0.1 s poll

@@ -97,6 +97,10 @@ class LogTail:
             self.fh.seek(self.offset)
         return self.fh
 
+    def check(self) -> None:
+        """Open the file if it is there, so `problem` says why it cannot be read even where nothing reads it."""
+        self._open()
+
     def read(self) -> Chunk:
         fh = self._open()
         if fh is None:
