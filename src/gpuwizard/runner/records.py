@@ -89,6 +89,8 @@ def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
         return kind.model_validate(data)  # the parsed data, not the text again
     except ValidationError as exc:
         raise RecordError(f"{name} is damaged: {first_mistake(exc, kind)}") from None
+    except RecursionError:  # nesting json could still read, called from deeper down
+        raise RecordError(f"{name} nests too deep to be a record") from None
 
 
 def first_mistake(exc: ValidationError, kind: type[BaseModel]) -> str:
