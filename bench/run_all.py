@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import badinput
 import biglog
 import hang
 import history
@@ -35,6 +36,7 @@ SECTIONS = {
     "slurm": slurm.run,
     "probe": probe.run,
     "runstart": runstart.run,
+    "badinput": badinput.run,
 }
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuwizard.runner.records import Metric, RecordError
-from gpuwizard.runner.rundir import RunDir
+from gpuwizard.runner.rundir import RunDir, finite
 
 SMOOTHING = 0.3
 """Weight of each new loss in the exponential average the comparisons read (single losses are noisy)."""
@@ -90,7 +90,7 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> RunFacts:
         if m.step is not None and per_step
     ]
     samples_seen = progress.step * per_step if progress and progress.step is not None and per_step else None
-    if progress and progress.samples_per_s_mean:
+    if progress and finite(progress.samples_per_s_mean):
         rate = progress.samples_per_s_mean
     else:
         rate = samples_seen / duration if samples_seen and duration else None

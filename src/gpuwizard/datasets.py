@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwizard.yamlio import read_regular
+
 
 class DatasetError(Exception):
     """The folder is not a readable LeRobot dataset."""
@@ -40,16 +42,21 @@ def _dim(feature: dict[str, Any] | None) -> int | None:
     return int(shape[0]) if isinstance(shape, list) and shape else None
 
 
+MAX_INFO_BYTES = 16 << 20
+
+
 def read_metadata(root: Path) -> DatasetMeta:
     """Parse meta/info.json (LeRobot v2.1 and v3 share the fields used here)."""
     info_path = root / "meta" / "info.json"
     if not root.is_dir():
         raise DatasetError(f"folder {root} does not exist")
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = json.loads(read_regular(info_path, MAX_INFO_BYTES).decode("utf-8"))  # a FIFO there never blocks
     except FileNotFoundError:
         raise DatasetError(f"{info_path} is missing, so this is not a LeRobot dataset folder") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise DatasetError(f"{info_path} cannot be read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise DatasetError(f"{info_path} is not readable JSON ({exc})") from None
     if not isinstance(info, dict):
         raise DatasetError(f"{info_path} does not hold a JSON object")
@@ -67,6 +74,8 @@ def read_metadata(root: Path) -> DatasetMeta:
             state_dim=_dim(features.get("observation.state")),
             action_dim=_dim(features.get("action")),
         )
+    except OverflowError:  # int(Infinity)
+        raise DatasetError(f"{info_path} holds an infinite total_episodes or total_frames") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise DatasetError(
             f"{info_path} lacks a valid {exc} field (total_episodes, total_frames and fps are required)"

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from gpuwizard import paths, yamlio
 from gpuwizard.errors import UserError, problem
@@ -18,15 +29,52 @@ PRESET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ENDPOINT = re.compile(r"(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})")
 MAX_GPUS_PER_NODE = 1024
 MAX_NODES = 4096
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """A path or id reaches argv, the environment and file names: control characters (a newline) break all three."""
+    if CONTROL.search(text):
+        raise rule_error(
+            None,
+            "contains a control character (a newline, tab, escape or NUL), which a path or id cannot carry",
+            "write it on one line, without control characters",
+            text,
+        )
+    return text
+
+
+OneLine = Annotated[str, AfterValidator(one_line)]
+
+
+def env_text(value: Any) -> Any:
+    """An environment value as text: numbers may be written unquoted (NCCL_P2P_DISABLE: 1); one paragraph otherwise."""
+    if isinstance(value, bool):
+        raise rule_error(
+            None,
+            "true/false is ambiguous for an environment variable",
+            "quote the value you mean, e.g. '1' or 'true'",
+            value,
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise rule_error(None, "must be a finite number", "write a number, or quote the text you mean", value)
+    if isinstance(value, int | float):
+        return str(value)
+    if not isinstance(value, str):
+        raise rule_error(None, "must be text or a number", "write one value (quote text)", value)
+    return value
+
+
+EnvValue = Annotated[str, BeforeValidator(env_text), WithJsonSchema({"type": ["string", "number"]})]
 
 
 class DatasetSpec(Strict):
     """What to train on."""
 
-    repo_id: str | None = Field(
+    repo_id: OneLine | None = Field(
         None, min_length=1, description="Dataset id as the trainer takes it, e.g. myuser/so100_pick."
     )
-    root: str | None = Field(
+    root: OneLine | None = Field(
         None,
         min_length=1,
         description="Local dataset folder; when set, its metadata is read and shown, and it is the dataset path of "
@@ -116,7 +164,7 @@ class Optim(Strict):
 
     lr: float | None = Field(
         None,
-        gt=0,
+        ge=1e-9,
         le=10,
         description="Learning rate as tuned on the reference run; null: the catalog's default for the policy and "
         "trainer.",
@@ -165,12 +213,12 @@ class Fsdp(Strict):
 class Launch(Strict):
     """How the job is started."""
 
-    python: str | None = Field(
+    python: OneLine | None = Field(
         None,
         min_length=1,
         description="Interpreter of the training environment; null: the one on PATH (the demo uses gpuwizard's own).",
     )
-    workdir: str | None = Field(
+    workdir: OneLine | None = Field(
         None,
         min_length=1,
         description="Working directory of the job (e.g. an Isaac-GR00T checkout); null: the current one.",
@@ -182,7 +230,7 @@ class Launch(Strict):
         description="Not used, kept so older presets load: one node runs torchrun --standalone (it binds a free port "
         "itself); several nodes use the port in hardware.rdzv_endpoint.",
     )
-    env: dict[str, str | int | float | bool] = Field(
+    env: dict[str, EnvValue] = Field(
         {}, description="Extra environment variables for the job; numbers may be written unquoted."
     )
     extra_args: list[str] = Field([], description="Appended verbatim to the trainer's arguments.")
@@ -192,33 +240,17 @@ class Launch(Strict):
 
     @model_validator(mode="after")
     def _env(self) -> Launch:
-        """Environment names must be valid; values may be written unquoted in YAML (NCCL_P2P_DISABLE: 1)."""
+        """Environment names must be valid (NUL bytes in any value are Strict's)."""
         rules = Rules("launch")
-        for name, value in self.env.items():
+        for name in self.env:
             if not ENV_NAME.fullmatch(name):
                 rules.add(
-                    f"env.{name}",
+                    ("env", name),
                     "is not a valid environment variable name (letters, digits and _, not starting with a digit)",
                     "rename the variable",
                     name,
                 )
-            elif isinstance(value, bool):
-                rules.add(
-                    f"env.{name}",
-                    "true/false is ambiguous for an environment variable",
-                    "quote the value you mean, e.g. '1' or 'true'",
-                    value,
-                )
-            elif "\0" in str(value):
-                rules.add(f"env.{name}", "contains a NUL byte, which no environment can carry", "remove it", value)
-        for index, arg in enumerate(self.extra_args):
-            if "\0" in arg:
-                rules.add(f"extra_args.{index}", "contains a NUL byte, which no argument can carry", "remove it", arg)
-        for field_name in ("python", "workdir"):
-            if "\0" in (getattr(self, field_name) or ""):
-                rules.add(field_name, "contains a NUL byte", "remove it", getattr(self, field_name))
         rules.raise_any()
-        self.env = {name: str(value) for name, value in self.env.items()}
         return self
 
 
@@ -327,7 +359,7 @@ class Preset(Strict):
     trainer_options: dict[str, Any] = Field(
         {}, description="Typed per trainer (see the trainer's options); defaults are left out when saved."
     )
-    output_dir: str | None = Field(
+    output_dir: OneLine | None = Field(
         None, min_length=1, description="Where the trainer writes checkpoints; null: outputs/train/<name>."
     )
     monitor: Monitor = Field(default_factory=Monitor, description="Hang detection.")
@@ -361,6 +393,18 @@ class Preset(Strict):
                 name,
             )
         return name
+
+    @field_validator("output_dir")
+    @classmethod
+    def _output_dir(cls, folder: str | None) -> str | None:
+        if folder is not None and os.path.normpath(folder) in ("/", "//"):
+            raise rule_error(
+                None,
+                "is the root of the file system: the trainer would write (and may clear) checkpoints there",
+                "name a folder of its own, e.g. outputs/train/<preset name>, or null",
+                folder,
+            )
+        return folder
 
     @field_validator("trainer")
     @classmethod

@@ -6,11 +6,13 @@ text, so every mistake in a file is reported at once, each naming its dotted fie
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
+from collections.abc import Iterator
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticUndefined
 
 from gpuwizard.errors import Problem, problem
@@ -20,10 +22,36 @@ MISSING: Any = PydanticUndefined
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class Strict(BaseModel):
-    """Base for every typed section: unknown keys, wrong types and non-finite numbers are errors."""
+MAX_WHOLE = 2**63 - 1
+"""The largest whole number any setting may hold: what a trainer's 64-bit integer (and torch) can carry."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, validate_default=False)
+
+def uncarriable(value: Any, loc: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str, str, Any]]:
+    """(location, what, fix, value) for each value under `value` that passes its type yet no consumer can carry:
+    a NUL byte (no argument, path or environment holds one), a whole number past 64 bits, a subnormal float."""
+    if isinstance(value, str):
+        if "\0" in value:
+            yield (
+                loc,
+                "contains a NUL byte, which no argument, path or environment variable can carry",
+                "remove it",
+                value,
+            )
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if abs(value) > MAX_WHOLE:
+            yield loc, f"is too large (at most {MAX_WHOLE:,})", "use a realistic number", value
+    elif isinstance(value, float):
+        if value and abs(value) < sys.float_info.min:
+            yield loc, "is too close to 0 to compute with (a subnormal number)", "use a realistic number, or 0", value
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from uncarriable(item, (*loc, index))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from uncarriable(key, (*loc, key))
+            yield from uncarriable(item, (*loc, key))
 
 
 class Rules:
@@ -33,8 +61,14 @@ class Rules:
         self.title = title
         self.found: list[InitErrorDetails] = []
 
-    def add(self, field: str | None, message: str, fix: str | None = None, value: Any = MISSING) -> None:
-        loc = tuple(int(p) if p.isdigit() else p for p in field.split(".")) if field else ()
+    def add(
+        self, field: str | tuple[Any, ...] | None, message: str, fix: str | None = None, value: Any = MISSING
+    ) -> None:
+        """A mistake at a dotted field ("launch.env.X") or at a location tuple (keys that hold dots)."""
+        if isinstance(field, tuple):
+            loc = field
+        else:
+            loc = tuple(int(p) if p.isdigit() else p for p in field.split(".")) if field else ()
         ctx = {"message": message, "fix": fix or "", "has_value": value is not MISSING}
         self.found.append(
             InitErrorDetails(
@@ -45,6 +79,22 @@ class Rules:
     def raise_any(self) -> None:
         if self.found:
             raise ValidationError.from_exception_data(self.title, self.found)
+
+
+class Strict(BaseModel):
+    """Base for every typed section: unknown keys, wrong types and non-finite numbers are errors, and so is a value
+    of the right type that nothing downstream can carry (`uncarriable`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, validate_default=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _carriable(cls, value: Any) -> Any:
+        rules = Rules(cls.__name__)
+        for loc, message, fix, bad in uncarriable(value):
+            rules.add(loc, message, fix, bad)
+        rules.raise_any()
+        return value
 
 
 def rule_error(field: str | None, message: str, fix: str | None = None, value: Any = MISSING) -> ValidationError:

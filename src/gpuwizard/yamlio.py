@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -41,6 +42,10 @@ class DuplicateKey(yaml.MarkedYAMLError):
     """The same key twice in one mapping: YAML would silently keep the last."""
 
 
+class TooLarge(yaml.MarkedYAMLError):
+    """A document past the bounds (an alias bomb, absurd nesting): refused before it is built."""
+
+
 def _mapping_without_duplicates(loader: Any, node: Any, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
@@ -60,37 +65,141 @@ def _mapping_without_duplicates(loader: Any, node: Any, deep: bool = False) -> A
 _Loader.add_constructor(
     "tag:yaml.org,2002:map", lambda loader, node: _mapping_without_duplicates(loader, node, deep=True)
 )
+MAX_INT_DIGITS = 100
+"""Longer whole numbers are refused as written: Python will not even convert one past 4,300 digits."""
+
+
+def _bounded_int(loader: Any, node: Any) -> Any:
+    if len(node.value) > MAX_INT_DIGITS:
+        raise TooLarge(
+            None,
+            None,
+            f"a whole number of {len(node.value):,} digits",
+            node.start_mark,
+            "no setting takes a number that long: write a realistic one",
+        )
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
 MAX_YAML_BYTES = 4 << 20
+MAX_YAML_VALUES = 100_000
+"""Values a document may hold once its aliases are expanded (the policy catalog has under 1,000)."""
+MAX_YAML_TEXT = 16 << 20
+"""Characters its scalars may total once expanded: an alias bomb of long strings is refused too."""
+MAX_YAML_DEPTH = 64
+"""Nesting of lists and mappings; deeper is no configuration, and deep recursion would crash the builder."""
+
+
+def check_bounds(text: str) -> None:
+    """Walk the parser's events, building nothing, and raise TooLarge where the expanded document passes a bound.
+
+    Each collection and scalar counts as one value plus everything under it; an alias counts as the whole of its
+    anchor, so `&a [*b, *b, ...]` towers are measured as the loader would expand them, in time linear in the text.
+    """
+    sizes: dict[str, tuple[int, int]] = {}  # closed anchors: (values, characters)
+    stack: list[list[Any]] = []  # open collections: [anchor, values, characters]
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            stack.append([event.anchor, 1, 0])
+            if len(stack) > MAX_YAML_DEPTH:
+                raise TooLarge(
+                    None,
+                    None,
+                    f"lists and mappings nest deeper than {MAX_YAML_DEPTH} levels",
+                    event.start_mark,
+                    "flatten it: no setting nests that deep",
+                )
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, values, chars = stack.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, values, chars = event.anchor, 1, len(event.value)
+        elif isinstance(event, yaml.AliasEvent):
+            if any(open_anchor == event.anchor for open_anchor, _, _ in stack):
+                raise TooLarge(
+                    None,
+                    None,
+                    f"the alias *{event.anchor} is inside its own anchor (a value that contains itself)",
+                    event.start_mark,
+                    "refer to an anchor only after its value ends",
+                )
+            anchor, (values, chars) = None, sizes.get(event.anchor, (1, 0))  # undefined: the loader names it
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = (values, chars)
+        if stack:
+            stack[-1][1] += values
+            stack[-1][2] += chars
+            values, chars = stack[-1][1], stack[-1][2]
+        if values > MAX_YAML_VALUES or chars > MAX_YAML_TEXT:
+            raise TooLarge(
+                None,
+                None,
+                f"the document expands to more than {MAX_YAML_VALUES:,} values or {MAX_YAML_TEXT >> 20} MiB of text "
+                "through its aliases (*name)",
+                event.start_mark,
+                "write the values out without aliases that multiply them",
+            )
 
 
 def loads(text: str, source: str) -> Any:
-    """Parse YAML text; a syntax error becomes a UserError naming the line."""
+    """Parse YAML text, bounded first; a syntax error or a bomb becomes a UserError naming the line."""
+    if len(text) > MAX_YAML_BYTES:
+        raise UserError(
+            problem(None, f"the text is {len(text):,} characters, more than the {MAX_YAML_BYTES:,} read", "shorten it"),
+            source,
+        )
     try:
+        check_bounds(text)
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)  # PyYAML's documented error attributes
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        fix = (
-            "keep the key once (YAML would silently use the last)"
-            if isinstance(exc, DuplicateKey)
-            else "correct the YAML syntax at that line (indentation, a missing colon or quote)"
-        )
-        raise UserError(problem(None, f"malformed YAML at {where}: {what}", fix), source) from None
+        if isinstance(exc, TooLarge):
+            lead = f"refused at {where}: {what}"
+            fix = exc.note
+        else:
+            lead = f"malformed YAML at {where}: {what}"
+            fix = (
+                "keep the key once (YAML would silently use the last)"
+                if isinstance(exc, DuplicateKey)
+                else "correct the YAML syntax at that line (indentation, a missing colon or quote)"
+            )
+        raise UserError(problem(None, lead, fix), source) from None
+
+
+NOT_REGULAR = "not a regular file (a FIFO, device or folder in its place)"
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor of a regular file. The open never blocks (a FIFO in its place would wait for a writer
+    forever); OSError for anything else: a FIFO, device or folder, a symlink loop, no permission."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """A regular file's bytes; a FIFO, device or folder is refused without blocking, and so is a huge file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = open_regular(path)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        if info.st_size > max_bytes:
-            raise OSError(f"{path.name} is {info.st_size} bytes, more than the {max_bytes} expected here")
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise OSError(errno.EFBIG, f"it is {size} bytes, more than the {max_bytes} expected here")
+        chunks, left = [], max_bytes + 1  # a file still growing is cut, not read without end
+        while left > 0 and (chunk := os.read(fd, min(1 << 16, left))):
             chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise OSError(errno.EFBIG, f"it grew past the {max_bytes} bytes expected here")
         return b"".join(chunks)
     finally:
         os.close(fd)

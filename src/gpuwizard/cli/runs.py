@@ -168,6 +168,8 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     out.write(event_text(event) + "\n")
                     if event.kind == "hang_suspected" and event.t >= since:
                         tell_terminal(hang_notice(run.run_id, event, str(run.path)), notify)
+                for unreadable in update.unreadable:
+                    out.write(f"warning: {unreadable}; following the rest of the run\n")
                 progress = update.progress or progress
                 status = update.status
                 if status is None and not run.path.exists():
@@ -196,7 +198,7 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                 if supervisor_lost(status) and not readable_status(run).final:
                     # (read again: the supervisor writes the final status just before it exits)
                     out.write("the run's supervisor is gone; stopping every process of the run\n")
-                    request_stop(run)
+                    stop_recorded(run)
                     return ExitCode.FAILED
                 if line != last_line and now - last_status_t >= STATUS_EVERY_S:
                     out.write(line + "\n")
@@ -216,10 +218,31 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
                     "waited for, Ctrl-C again stops at once)...\n"
                 )
                 out.flush()
-                request_stop(run)
+                stop_recorded(run)
                 stopping = True
     finally:
         follower.close()
+
+
+def stop_recorded(run: RunDir) -> None:
+    """request_stop, with a folder it cannot write (read-only, full, removed) one paragraph instead of a traceback."""
+    try:
+        request_stop(run)
+    except RecordError as exc:
+        raise UserError(
+            problem("RUN_ID", f"it cannot be stopped: {exc}", f"look inside {run.path}", value=run.run_id)
+        ) from None
+    except OSError as exc:
+        left = alive_processes(run, readable_status(run))
+        raise UserError(
+            problem(
+                "RUN_ID",
+                f"its stop cannot be recorded in {run.path}: {exc.strerror or exc}; "
+                + (f"processes {left} are still running" if left else "nothing of it is running any more"),
+                "make the folder writable (and check the disk has space), then run `gpuwizard stop` again",
+                value=run.run_id,
+            )
+        ) from None
 
 
 EXIT_WAIT_S = 10.0
@@ -316,7 +339,7 @@ def stop_command(args: argparse.Namespace) -> int:
     if status.final and not run_leftovers(run):
         print(f"run {run.run_id} already ended ({status.state})")
         return ExitCode.OK
-    request_stop(run)
+    stop_recorded(run)
     deadline, told = time.monotonic() + STOP_WAIT_S, False
     while time.monotonic() < deadline:
         if not run.path.exists():

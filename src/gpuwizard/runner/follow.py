@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import time
@@ -43,6 +44,8 @@ class RunUpdate:
     progress: Progress | None = None
     status: Status | None = None
     problem: str | None = None
+    unreadable: list[str] = field(default_factory=list)
+    """Files of the folder that newly cannot be read (a FIFO or folder in their place), one line each."""
 
 
 NODE_FILES_EVERY_S = 2.0
@@ -81,12 +84,15 @@ class RunFollower:
         self.node_gpu: dict[Path, LinesTail] = {}
         self._nodes_looked = -NODE_FILES_EVERY_S
         self._progress_mtime = 0.0
+        self._told: set[str] = set()
 
     def poll(self) -> RunUpdate:
         update = RunUpdate()
         if self.read_log:
             chunk = self.log.read()
             update.lines, update.bar = chunk.lines, chunk.bar
+        else:
+            self.log.check()  # the pane reads the log itself; a log that cannot be read is still said
         update.events = self.events.read()
         update.gpu = self.gpu.read()
         if time.monotonic() - self._nodes_looked >= NODE_FILES_EVERY_S:  # a listing, not on every 0.1 s poll
@@ -109,17 +115,23 @@ class RunFollower:
             update.status = self.run.status()
         except RecordError as exc:
             update.problem = str(exc)
+        problems = {tail.problem for tail in self._tails() if tail.problem}
+        update.unreadable = sorted(problems - self._told)
+        self._told = problems
         return update
 
-    def close(self) -> None:
-        for tail in (
+    def _tails(self) -> list[LogTail]:
+        return [
             self.log,
             self.events.tail,
             self.gpu.tail,
             self.ranks.tail,
             self.metrics.tail,
             *(t.tail for t in self.node_gpu.values()),
-        ):
+        ]
+
+    def close(self) -> None:
+        for tail in self._tails():
             tail.close()
 
 
@@ -139,8 +151,8 @@ def request_stop(run: RunDir) -> None:
         procs.close()
     with contextlib.suppress(OSError):
         run.space_reserve.unlink(missing_ok=True)  # the dead supervisor's
-    if not status.final:
-        with contextlib.suppress(OSError, RecordError):  # a full disk: the stop itself is what matters
+    if not status.final:  # the processes are stopped by now; a folder that cannot record it raises OSError
+        with contextlib.suppress(RecordError):
             run.update_status(
                 state=RunState.STOPPED,
                 exit_code=int(ExitCode.STOPPED),
@@ -217,7 +229,7 @@ def signal_supervisor(status: Status, sig: int) -> bool:
 
 
 def clock(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         return "--:--"
     seconds = int(seconds)
     h, rest = divmod(seconds, 3600)

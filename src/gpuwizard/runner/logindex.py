@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuwizard.safetext import safe_line
+from gpuwizard.yamlio import open_regular
 
 BLOCK_BYTES = 1 << 20
 READ_BYTES = 8 << 20
@@ -61,7 +62,7 @@ class LogIndex:
     def extend(self, limit_bytes: int | None = None) -> bool:
         """Index complete lines appended since the last call (at most `limit_bytes`); True if any were added."""
         try:
-            fh = open(self.path, "rb", buffering=0)
+            fh = os.fdopen(open_regular(self.path), "rb", buffering=0)  # a FIFO in its place never blocks the poll
         except OSError:
             return False
         added = False
@@ -125,7 +126,12 @@ class LogIndex:
         return start, end
 
     def _read(self, start: int, end: int) -> bytes:
-        with open(self.path, "rb") as fh:
+        """The bytes of an indexed range; none when the file was replaced by something that cannot be read."""
+        try:
+            fh = os.fdopen(open_regular(self.path), "rb")
+        except OSError:
+            return b""
+        with fh:
             fh.seek(start)
             return fh.read(end - start)
 

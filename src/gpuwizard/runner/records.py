@@ -2,38 +2,68 @@
 
 Every file crosses a process boundary (supervisor, wizard, `runs`, `attach`), so each is written and
 read through one model carrying a format version. A missing, truncated, garbage or foreign file is a
-RecordError with one line saying which, never a traceback.
+RecordError with one line saying which, never a traceback. Every value read is untrusted: times are finite
+and plausible, whole numbers fit the arithmetic done on them, pids are pids.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuwizard.codes import ACTIVE_STATES, FINAL_STATES, RunState
-from gpuwizard.schema import problems_from
+from gpuwizard.schema import problems_from, rule_error
 from gpuwizard.yamlio import read_regular
 
 FORMAT = 1
 MAX_RECORD_BYTES = 16 << 20
 RecordT = TypeVar("RecordT", bound="Record")
+MAX_RECORD_INT = 2**53
+"""Whole numbers past this are no count, step or code (and their division by another overflows a float)."""
+Seconds = Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
+"""A clock reading (Unix or monotonic) or a duration: finite, not negative, before the year 5000."""
+Pid = Annotated[int, Field(gt=0, le=1 << 22)]
+"""A process id within Linux's pid_max, so signalling one never overflows."""
+Count = Annotated[int, Field(ge=1, le=MAX_RECORD_INT)]
+"""A number of processes, nodes or samples that is divided by."""
 
 
 class RecordError(Exception):
     """A run-folder file that cannot be read as its record; `str()` is one line saying why."""
 
 
+def whole_numbers(value: Any) -> Iterator[int]:
+    """Every int under a value (lists and mappings too), bools aside."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from whole_numbers(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from whole_numbers(item)
+
+
 class Record(BaseModel):
-    """Strict, closed and versioned; NaN and infinities are kept (a loss can be NaN)."""
+    """Strict, closed and versioned; NaN and infinities are kept where they are data (a loss can be NaN)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, ser_json_inf_nan="constants")
 
     format: int = FORMAT
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if any(abs(n) > MAX_RECORD_INT for n in whole_numbers(value)):
+            raise rule_error(None, f"holds a whole number past {MAX_RECORD_INT:,}", "no record holds one", value)
+        return value
 
     def to_json_text(self) -> str:
         return self.model_dump_json()
@@ -45,8 +75,10 @@ def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
         raise RecordError(f"{name} is empty")
     try:
         data = json.loads(text)
-    except ValueError:
+    except ValueError:  # 4,300+ digit numbers included
         raise RecordError(f"{name} is not valid JSON (truncated or overwritten?)") from None
+    except RecursionError:
+        raise RecordError(f"{name} nests too deep to be a record") from None
     if not isinstance(data, dict):
         raise RecordError(f"{name} holds {type(data).__name__}, not a record")
     version = data.get("format")  # the one raw look-up: which reader applies
@@ -57,8 +89,14 @@ def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
     try:
         return kind.model_validate(data)  # the parsed data, not the text again
     except ValidationError as exc:
-        first = problems_from(exc, kind)[0]
-        raise RecordError(f"{name} is damaged: {first.paragraph()}") from None
+        raise RecordError(f"{name} is damaged: {first_mistake(exc, kind)}") from None
+    except RecursionError:  # nesting json could still read, called from deeper down
+        raise RecordError(f"{name} nests too deep to be a record") from None
+
+
+def first_mistake(exc: ValidationError, kind: type[BaseModel]) -> str:
+    """The first field a program wrote wrong, and its value, without the fix a person would make to a preset."""
+    return dataclasses.replace(problems_from(exc, kind)[0], fix=None).paragraph()
 
 
 def read_small_file(path: Path) -> bytes:
@@ -98,7 +136,7 @@ def start_ticks(pid: int) -> int | None:
 class ProcessRef(Record):
     """A process by pid, start time and boot, so a reused pid is never mistaken for it."""
 
-    pid: int = Field(gt=0)
+    pid: Pid
     start_ticks: int
     boot_id: str
 
@@ -168,10 +206,10 @@ class Expectations(Record):
     """The lr at each step (the run-time lr check); None: the peak `lr` after a linear `warmup_steps`."""
     log_interval: int | None = None
     """Steps between loss lines that do not name their step (HF's logging_steps); None: they name it."""
-    effective_batch: int | None
-    world_size: int
-    hang_timeout_s: float
-    first_step_timeout_s: float | None = None
+    effective_batch: Count | None
+    world_size: Count
+    hang_timeout_s: Seconds
+    first_step_timeout_s: Seconds | None = None
     multi_node: bool = False
     baseline_green: bool = True
 
@@ -200,7 +238,7 @@ class Job(Record):
     trainer: str
     device: Literal["cpu", "cuda"]
     on_hang: Literal["report", "stop"]
-    stop_grace_s: float = 10.0
+    stop_grace_s: Seconds = 10.0
     expect: Expectations
     output_dir: str | None = None
     node_rank: int = 0
@@ -218,28 +256,28 @@ class Status(Record):
     preset: str
     trainer: str
     policy: str
-    world_size: int
-    nodes: int = 1
+    world_size: Count
+    nodes: Count = 1
     device: Literal["cpu", "cuda"]
     smoke: bool = False
     probe: str | None = None
     """Set for a short measurement run of `gpuwizard probe`: the probe's id."""
-    steps: int
+    steps: int = Field(ge=0)
     """In the trainer's own steps, the unit its log counts (plan.trainer_steps)."""
     resumed_from: str | None = None
     """The run this one continues (`run --resume`)."""
-    created: float
+    created: Seconds
     state: RunState = Field(strict=False)  # a plain string names the state too
     command: str
     on_hang: Literal["report", "stop"] = "report"
     supervisor: ProcessRef | None = None
     job: ProcessRef | None = None
-    started: float | None = None
-    ended: float | None = None
+    started: Seconds | None = None
+    ended: Seconds | None = None
     exit_code: int | None = None
     job_exit_code: int | None = None
     stop_reason: str | None = None
-    survivors: list[int] = []
+    survivors: list[Pid] = []
     error: str | None = None
     gpu_memory_held_mb: dict[str, float] = {}
     slurm_job_id: str | None = None
@@ -274,10 +312,10 @@ class Progress(Record):
     samples_per_s_mean: float | None = None
     samples: int | None = None
     """Samples trained on so far, where the trainer's log says it exactly."""
-    eta_s: float | None = None
-    steps_per_s: float | None = None
-    last_progress_t: float | None = None
-    started_t: float = 0.0
+    eta_s: Seconds | None = None
+    steps_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    last_progress_t: Seconds | None = None
+    started_t: Seconds = 0.0
     lines: int = 0
     checkpoints: int = 0
     finished: bool = False
@@ -292,7 +330,7 @@ class Event(Record):
     detail: str = ""
     suggestion: str = ""
     rank: int | None = None
-    t: float = Field(default_factory=time.time)
+    t: Seconds = Field(default_factory=time.time)
     data: dict[str, Any] = {}
 
 
@@ -301,18 +339,18 @@ class PlanSummary(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    world_size: int
-    nodes: int = 1
+    world_size: Count
+    nodes: Count = 1
     device: str
-    effective_batch: int | None = None
-    trainer_steps_per_update: int = 1
-    steps: int
+    effective_batch: Count | None = None
+    trainer_steps_per_update: Count = 1
+    steps: int = Field(ge=0, le=MAX_RECORD_INT)
 
 
 class Metric(Record):
     """One line of metrics.jsonl: a loss the log reported, with its step and time (the curves and `compare`)."""
 
-    t: float
+    t: Seconds
     step: int | None = None
     loss: float
     lr: float | None = None
@@ -322,7 +360,7 @@ class Metric(Record):
 class GpuSample(Record):
     """One line of gpu.jsonl: one device at one moment (run_* are this run's share)."""
 
-    t: float
+    t: Seconds
     index: int
     utilization: float | None = None
     memory_used_mb: float | None = None
@@ -342,7 +380,7 @@ class RankState(Record):
 
     rank: int
     local_rank: int
-    pid: int
+    pid: Pid
     cpu: float | None
     rss_mb: float | None = None
     """Resident memory: a CPU run's memory per device."""
@@ -354,7 +392,7 @@ class RankState(Record):
 class RanksSample(Record):
     """One line of ranks.jsonl."""
 
-    t: float
+    t: Seconds
     ranks: list[RankState]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from gpuwizard import paths
 from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.errors import UserError, problem
 from gpuwizard.runner.records import (
     Event,
     Job,
@@ -27,6 +29,7 @@ from gpuwizard.runner.records import (
     RecordError,
     RecordT,
     Status,
+    first_mistake,
     parse_lines,
     read_record,
     read_small_file,
@@ -90,8 +93,8 @@ class RunDir:
         """What plan.json says about batch and steps; RecordError when it cannot be read."""
         try:
             return PlanSummary.model_validate_json(read_small_file(self.path / "plan.json"))
-        except ValidationError:
-            raise RecordError("plan.json does not hold a plan") from None
+        except ValidationError as exc:
+            raise RecordError(f"plan.json does not hold a plan: {first_mistake(exc, PlanSummary)}") from None
 
     def metrics(self) -> list[Metric]:
         """Every loss the supervisor read, oldest first (lines that are not a record are skipped)."""
@@ -240,17 +243,24 @@ def list_runs(preset_name: str | None = None) -> list[RunEntry]:
     if not base.is_dir():
         return []
     entries = []
-    if preset_name:
-        name = glob.escape(preset_name)
-        folders = {*base.glob(f"*-{name}"), *base.glob(f"*-{name}-[0-9]*")}
-    else:
-        folders = set(base.iterdir())
+    try:
+        if preset_name:
+            name = glob.escape(preset_name)
+            folders = {*base.glob(f"*-{name}"), *base.glob(f"*-{name}-[0-9]*")}
+        else:
+            folders = set(base.iterdir())
+    except OSError as exc:
+        raise UserError(
+            problem(None, f"the runs folder {base} cannot be read: {exc.strerror or exc}", "make it yours, mode 0700")
+        ) from None
     for path in folders:
-        if path.name.startswith(".") or not path.is_dir() or not any(path.iterdir()):
-            continue  # staging folders and names reserved for a run being written
         run = RunDir(path)
         try:
+            if path.name.startswith(".") or not path.is_dir() or not any(path.iterdir()):
+                continue  # staging folders and names reserved for a run being written
             entries.append(RunEntry(run, run.status()))
+        except OSError as exc:
+            entries.append(RunEntry(run, None, f"the folder cannot be read: {exc.strerror or exc}"))
         except RecordError as exc:
             entries.append(RunEntry(run, None, str(exc)))
     if preset_name:  # "-cpu" also ends "demo-cpu": the status says whose run it is
@@ -294,11 +304,16 @@ def history_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
         "step": progress.step if progress else None,
         "steps": s.steps,
         "duration_s": round(s.elapsed_s(now), 1),
-        "samples_per_s": (progress.samples_per_s_mean or progress.samples_per_s) if progress else None,
+        "samples_per_s": finite((progress.samples_per_s_mean or progress.samples_per_s) if progress else None),
         "baseline_green": s.preset in green,
         "resumed_from": s.resumed_from,
         "path": str(entry.run.path),
     }
+
+
+def finite(value: float | None) -> float | None:
+    """A rate as shown and written as JSON: a job's log may report inf or NaN, which JSON cannot carry."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def green_baselines(entries: list[RunEntry]) -> set[str]:
@@ -326,7 +341,7 @@ def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> l
         if s is None or s.preset != preset_name or s.state != RunState.FINISHED or s.smoke or s.probe:
             continue
         progress = entry.run.progress()
-        rate = progress and (progress.samples_per_s_mean or progress.samples_per_s)
+        rate = finite((progress.samples_per_s_mean or progress.samples_per_s) if progress else None)
         if rate:
             latest[s.world_size] = (float(rate), entry.run.run_id)
     base = latest[1][0] if 1 in latest else None

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import codecs
 import functools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from gpuwizard.yamlio import open_regular
 
 BAR_BEFORE_TEXT = re.compile(r"^[^|]*\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\](?=\S)")
 MAX_BAR_LINE = 1000
@@ -74,24 +77,34 @@ def split_bars(body: str) -> str:
 
 
 class LogTail:
-    """Reads what was appended since the last call; never blocks, never re-reads."""
+    """Reads what was appended since the last call; never blocks, never re-reads. A file that is there but cannot
+    be read (a FIFO or folder in its place, no permission) reads as empty, `problem` saying why."""
 
-    def __init__(self, path: Path, offset: int = 0, chunk: int = 4 << 20):
-        self.path, self.offset, self.chunk = path, offset, chunk
+    def __init__(self, path: os.PathLike[str], offset: int = 0, chunk: int = 4 << 20):
+        self.path, self.offset, self.chunk = Path(path), offset, chunk
         self.partial = ""
         self.cutting = False
         self.last_bar = ""
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.fh: IO[bytes] | None = None
+        self.problem: str | None = None
 
     def _open(self) -> IO[bytes] | None:
         if self.fh is None:
             try:
-                self.fh = open(self.path, "rb")
+                self.fh = os.fdopen(open_regular(self.path), "rb")
             except FileNotFoundError:
                 return None
+            except OSError as exc:
+                self.problem = f"{self.path.name} cannot be read: {exc.strerror or exc}"
+                return None
+            self.problem = None
             self.fh.seek(self.offset)
         return self.fh
+
+    def check(self) -> None:
+        """Open the file if it is there, so `problem` says why it cannot be read even where nothing reads it."""
+        self._open()
 
     def read(self) -> Chunk:
         fh = self._open()

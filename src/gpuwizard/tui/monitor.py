@@ -146,6 +146,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         was_final = self.final if self.status is not None else None
         status_changed = update.status != self.status or update.problem != self.problem
         self.status, self.problem = update.status or self.status, update.problem
+        for unreadable in update.unreadable:  # a FIFO or folder in place of a run file: said, never waited on
+            self.notify(unreadable, title="Run folder", severity="warning", timeout=10, markup=False)
         if update.events:
             self.events += update.events
             for event in update.events:

@@ -14,7 +14,9 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
+from textual.worker import Worker, WorkerState
 
+from gpuwizard.errors import UserError
 from gpuwizard.runner.follow import clock
 from gpuwizard.safetext import safe_line, safe_text
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
@@ -68,6 +70,14 @@ class RunsScreen(Screen[None]):
         green, now = green_baselines(entries), time.time()
         self.post_message(RunsLoaded([history_row(entry, green, now) for entry in entries]))
 
+    @on(Worker.StateChanged)
+    def _load_failed(self, event: Worker.StateChanged) -> None:
+        """A history that cannot be read at all (the runs folder itself) is said, not left as an empty table."""
+        if event.worker.group == "runs" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            text = error.paragraph() if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+            self.query_one("#runs-hint", Static).update(Text(f"the run history cannot be read: {text}"))
+
     @on(RunsLoaded)
     def _loaded(self, message: RunsLoaded) -> None:
         self.rows = message.rows
@@ -83,7 +93,7 @@ class RunsScreen(Screen[None]):
     def cells(self, row: dict[str, Any]) -> list[str]:
         mark = "*" if row["run_id"] in self.marked else ""
         if row["state"] == "corrupt":
-            return [mark, "corrupt", "", "", "", "", row["run_id"]]
+            return [mark, "corrupt", "", "", "", "", f"{row['run_id']}: {row.get('problem') or 'cannot be read'}"]
         gpus = f"{row['world_size']}" + (f"/{row['nodes']}n" if row["nodes"] > 1 else "")
         step = f"{row['step'] if row['step'] is not None else '-'}/{row['steps']}"
         rate = f"{row['samples_per_s']:.0f}" if row["samples_per_s"] else "-"
