@@ -39,6 +39,12 @@ LABELS: dict[str, str] = {
     "decay_steps": "decay over {} steps",
     "decay_lr": "decay to lr {}",
     "dataset": "dataset {}",
+    "model": "model {}",
+    "weights": "weights {}",
+    "fsdp_devices": "FSDP over {} devices",
+    "resume": "resume {}",
+    "overwrite": "overwrite {}",
+    "checkpoint_dir": "checkpoints in {}",
 }
 """The shared value keys, in summary order; a trainer may report others, shown as `key value`."""
 
@@ -52,6 +58,10 @@ FIELDS: dict[str, str] = {
     "decay_steps": "optim.steps",
     "decay_lr": "optim.lr",
     "dataset": "dataset.repo_id",
+    "model": "policy",
+    "fsdp_devices": "trainer_options.fsdp_devices",
+    "overwrite": "trainer_options.overwrite",
+    "checkpoint_dir": "output_dir",
 }
 """The preset field a mismatch of each key points at."""
 
