@@ -133,7 +133,9 @@ def _maybe_float(value: object) -> float | None:
 
 OPENPI_JAX = re.compile(r"Step (?P<step>\d+): (?P<rest>.*)")
 OPENPI_TORCH = re.compile(r"\bstep=(?P<step>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+)")
-OPENPI_BANNER = re.compile(r"total batch size across \d+ GPUs: (?P<eff>\d+)|effective_batch_size=(?P<eff2>\d+)")
+OPENPI_BANNER = re.compile(r"total batch size across \d+ GPUs: (?P<eff>\d+)")
+OPENPI_TORCH_CONFIG = re.compile(r"Training config: batch_size=(?P<batch>\d+), .*num_train_steps=(?P<steps>\d+)")
+"""scripts/train_pytorch.py (openpi 15a9616): batch_size is the global batch; its effective_batch_size is per GPU."""
 OPENPI_PROGRESS = re.compile(r"Progress on: (?P<n>[\d.]+)it/(?P<total>\d+)it")
 
 
@@ -145,7 +147,9 @@ def parse_openpi(line: str) -> LineInfo | None:
     if match := OPENPI_TORCH.search(line):
         return LineInfo(step=int(match["step"]), loss=to_float(match["loss"]), lr=to_float(match["lr"]))
     if match := OPENPI_BANNER.search(line):
-        return LineInfo(effective_batch=int(match["eff"] or match["eff2"]))
+        return LineInfo(effective_batch=int(match["eff"]))
+    if match := OPENPI_TORCH_CONFIG.search(line):
+        return LineInfo(effective_batch=int(match["batch"]), total=int(match["steps"]))
     if match := OPENPI_PROGRESS.search(line):
         return LineInfo(step=int(float(match["n"])), total=int(match["total"]))
     if "Saved checkpoint at step" in line:

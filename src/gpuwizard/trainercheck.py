@@ -41,7 +41,7 @@ LABELS: dict[str, str] = {
     "dataset": "dataset {}",
     "model": "model {}",
     "weights": "weights {}",
-    "fsdp_devices": "FSDP over {} devices",
+    "fsdp_devices": "--fsdp-devices {}",
     "resume": "resume {}",
     "overwrite": "overwrite {}",
     "checkpoint_dir": "checkpoints in {}",

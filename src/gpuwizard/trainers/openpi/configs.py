@@ -101,5 +101,5 @@ def config_source(preset: Preset) -> ConfigSource:
     if answer is not None and answer.status == "refused":
         return ConfigSource(listed or OpenpiConfig(), "the installed openpi", listed is not None, True, answer.error)
     if listed is not None:
-        return ConfigSource(listed, f"gpuwizard's catalog (the installed openpi was not asked: {why})", True)
+        return ConfigSource(listed, f"gpuwizard's catalog; the installed openpi was not asked: {why}", True)
     return ConfigSource(OpenpiConfig(), f"the installed openpi was not asked ({why})", False)
