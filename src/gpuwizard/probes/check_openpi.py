@@ -61,7 +61,7 @@ def values(cfg, world: int | None, entry: str) -> tuple[dict, list[str]]:  # typ
         found |= {"pytorch_weights": cfg.pytorch_weight_path, "data": type(cfg.data).__name__}
     elif entry.endswith("train_pytorch.py"):
         # scripts/train_pytorch.py: effective_batch_size = config.batch_size // world_size (the remainder is dropped);
-        # it loads only <pytorch_weight_path>/model.safetensors, has no FSDP, and builds a Pi0Config from any model config
+        # it loads only <pytorch_weight_path>/model.safetensors, has no FSDP and builds a Pi0Config from any model
         found["per_device_batch"] = cfg.batch_size // world
         found["weights"] = cfg.pytorch_weight_path
         del found["fsdp_devices"]  # JAX only
