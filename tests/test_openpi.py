@@ -159,7 +159,7 @@ def test_pytorch_runs_get_their_weights_or_are_told_why_not(gw, write_preset, tm
     placeholder = gw("plan", write_preset(preset_text("pi05_libero", backend="pytorch")))
     assert placeholder.code == 2 and "openpi's placeholder /path/to/your/pytorch_weight_path" in placeholder.err
     weights = tmp_path / "pi05_pytorch"
-    given = write_preset(preset_text("pi05_libero", backend="pytorch", options=f", pytorch_weight_path: {weights}"))
+    given = write_preset(preset_text("pi05_libero", backend="pytorch", options=f", torch_weights: {weights}"))
     argv, _ = argv_of(gw, given)
     assert flag(argv, "--pytorch-weight-path") == str(weights)
     code, plan, _ = plan_of(gw, write_preset(preset_text("pi0_libero", policy="pi0", backend="pytorch")))
@@ -381,7 +381,7 @@ def debug_preset(root: Path, tmp_path: Path, backend: str) -> Path:
         launch=openpi_launch(root).replace("WANDB_MODE: disabled", "WANDB_MODE: disabled, HF_HUB_OFFLINE: '1'"),
     )
     path = tmp_path / f"debug-{backend}.yaml"
-    path.write_text(text + "monitor: {hang_timeout_s: 600}\n")
+    path.write_text(text + "monitor: {hang_timeout_s: 900, first_step_timeout_s: 2000}\n")  # XLA compiles slowly
     return path
 
 
@@ -391,18 +391,27 @@ def newest_run():
     return list_runs()[0].run
 
 
+def run_headless(preset: Path, timeout: float) -> subprocess.CompletedProcess:
+    """`gpuwizard run --headless`, and whatever it left running stopped if the test ends first."""
+    try:
+        return gw_subprocess("run", preset, "--headless", timeout=timeout)
+    finally:
+        gw_subprocess("stop", timeout=120)
+
+
 KNOWN_FAKE_DATA_FAILURE = "expected input[2, 224, 224, 3] to have 3 channels, but got 224 channels instead"
 """shared/scripts/openpi-env.sh: upstream's FakeDataset images are not transposed for the PyTorch vision encoder."""
 
 
 @pytest.mark.openpi
+@pytest.mark.timeout(1200)
 def test_real_pytorch_debug_logs_the_planned_batch_and_schedule(tmp_path):
     """scripts/train_pytorch.py under torchrun, 2 CPU processes (gloo): its own banner and LR-schedule lines carry the
     plan's global batch, per-GPU batch and the whole schedule; then upstream's fake-data path fails (known)."""
     root = openpi_root()
     preset = debug_preset(root, tmp_path, "pytorch")
     plan = json.loads(gw_subprocess("plan", preset, "--json").stdout)
-    result = gw_subprocess("run", preset, "--headless", timeout=900)
+    result = run_headless(preset, timeout=1100)
     run = newest_run()
     log = run.log.read_text(errors="replace")
     assert result.returncode != 0 and run.status().state == "failed", result.stdout + result.stderr
@@ -425,13 +434,14 @@ def test_real_pytorch_debug_logs_the_planned_batch_and_schedule(tmp_path):
 
 
 @pytest.mark.openpi
+@pytest.mark.timeout(2400)
 def test_real_jax_debug_trains_on_two_cpu_devices_with_fsdp(tmp_path):
     """scripts/train.py, one process over 2 host devices (XLA_FLAGS=--xla_force_host_platform_device_count=2) with
     --fsdp-devices=2: the plan's steps run, loss is read from its `Step N: grad_norm=..., loss=...` lines, and the
     last step's checkpoint lands in <output_dir>/debug/<exp-name>/ (src/openpi/training/checkpoints.py)."""
     root = openpi_root()
     preset = debug_preset(root, tmp_path, "jax")
-    result = gw_subprocess("run", preset, "--headless", timeout=1500)
+    result = run_headless(preset, timeout=2300)
     run = newest_run()
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + run.log.read_text()[-3000:]
     job = run.job()

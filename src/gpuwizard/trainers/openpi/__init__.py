@@ -41,7 +41,7 @@ class OpenpiOptions(TrainerOptions):
     fsdp_devices: int | None = Field(
         None, gt=0, description="--fsdp-devices: devices each parameter is sharded over (JAX)."
     )
-    pytorch_weight_path: str | None = Field(
+    torch_weights: str | None = Field(
         None,
         min_length=1,
         description="--pytorch-weight-path: a folder with model.safetensors (examples/convert_jax_model_to_pytorch.py) "
@@ -141,8 +141,8 @@ class OpenpiTrainer(Trainer):
             f"--data.repo-id={repo}",
             f"--checkpoint-base-dir={ctx.output_dir}",
         ]
-        if opts.backend == "pytorch" and opts.pytorch_weight_path:
-            common.append(f"--pytorch-weight-path={os.path.expanduser(opts.pytorch_weight_path)}")
+        if opts.backend == "pytorch" and opts.torch_weights:
+            common.append(f"--pytorch-weight-path={os.path.expanduser(opts.torch_weights)}")
         if opts.log_interval:
             common.append(f"--log-interval={opts.log_interval}")
         if opts.save_interval:

@@ -153,26 +153,26 @@ def weights_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
     """train_pytorch.py loads only <pytorch_weight_path>/model.safetensors; it never reads the JAX weight loader."""
     opts, own = ctx.preset.options, source.facts
     if opts.backend == "jax":
-        if opts.pytorch_weight_path:
+        if opts.torch_weights:
             return [
                 warning(
-                    "trainer_options.pytorch_weight_path",
+                    "trainer_options.torch_weights",
                     "is used only by backend: pytorch; JAX loads the config's own weight loader",
                     "remove it, or set backend: pytorch",
-                    value=opts.pytorch_weight_path,
+                    value=opts.torch_weights,
                 )
             ]
         return []
-    if opts.pytorch_weight_path:
+    if opts.torch_weights:
         return []
     convert = (
         "convert the JAX checkpoint with examples/convert_jax_model_to_pytorch.py and set "
-        "trainer_options.pytorch_weight_path to the folder it writes"
+        "trainer_options.torch_weights to the folder it writes"
     )
     if own.pytorch_weight_path and own.pytorch_weight_path.startswith(PLACEHOLDER):
         return [
             problem(
-                "trainer_options.pytorch_weight_path",
+                "trainer_options.torch_weights",
                 f"is needed: {opts.config_name}'s own pytorch_weight_path is openpi's placeholder "
                 f"{own.pytorch_weight_path}, which train_pytorch.py fails to load",
                 convert,
@@ -182,7 +182,7 @@ def weights_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
     if own.pytorch_weight_path is None and own.weights:
         return [
             warning(
-                "trainer_options.pytorch_weight_path",
+                "trainer_options.torch_weights",
                 f"is not set and {opts.config_name} has none: train_pytorch.py starts from random weights (the "
                 f"config's JAX weights, {own.weights}, are not read by PyTorch)",
                 convert,
@@ -294,7 +294,7 @@ def preflight(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
         if not (folder / "model.safetensors").is_file():
             return [
                 problem(
-                    "trainer_options.pytorch_weight_path",
+                    "trainer_options.torch_weights",
                     f"has no model.safetensors in {folder}, which train_pytorch.py loads",
                     "give the folder examples/convert_jax_model_to_pytorch.py wrote",
                     value=weights,

@@ -81,7 +81,7 @@ def dataset(ctx: BuildContext) -> tuple[str, str | None, Problem | None]:
 
 
 def pytorch_weights(ctx: BuildContext, own: OpenpiConfig) -> str | None:
-    """The weights a PyTorch run starts from: trainer_options.pytorch_weight_path, else the config's own."""
-    if ctx.preset.options.pytorch_weight_path:
-        return os.path.expanduser(ctx.preset.options.pytorch_weight_path)
+    """The weights a PyTorch run starts from: trainer_options.torch_weights, else the config's own."""
+    if ctx.preset.options.torch_weights:
+        return os.path.expanduser(ctx.preset.options.torch_weights)
     return own.pytorch_weight_path
