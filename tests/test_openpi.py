@@ -188,6 +188,26 @@ def test_a_warmup_longer_than_the_cosine_is_refused_for_jax(gw, write_preset):
     assert ratio.code == 0, ratio.err
 
 
+def test_jax_progress_counts_updates_done_from_its_own_lines():
+    """scripts/train.py writes `Step {step}` after update `step` (0-based) of `for step in pbar`; its non-TTY bar is
+    tqdm_loggable's `Progress on: 2.00it/4.00it` (tqdm's format_sizeof: 3 digits, k past 999); it ends with
+    "Waiting for checkpoint manager to finish"; orbax reports each saved step. Lines from the real debug run."""
+    step = parse_openpi("Step 3: grad_norm=10.3374, loss=2.5969, param_norm=477.8596")
+    assert (step.step, step.loss) == (4, 2.5969)
+    bar = parse_openpi(
+        "09:25:20.525 [I] Progress on: 2.00it/4.00it rate:163.0s/it remaining:05:26 elapsed:08:40 postfix:- "
+        "(32084:tqdm_logging.py:145)"
+    )
+    assert (bar.step, bar.total, bar.step_is_exact) == (2, 4, True)
+    assert parse_openpi("Progress on: -/4 rate:- remaining:? elapsed:00:00 postfix:-") is None
+    rounded = parse_openpi("Progress on: 12.3kit/30.0kit rate:1.6s/it remaining:1:00 elapsed:2:00 postfix:-")
+    assert (rounded.step, rounded.step_is_exact) == (12_300, False)
+    assert parse_openpi("09:30:01.294 [I] Waiting for checkpoint manager to finish   (32084:train.py:276)").finished
+    assert parse_openpi(
+        "[process=0][thread=save_finalize][step=3] CheckpointManager Save Finalize is done on all hosts."
+    ).checkpoint
+
+
 def test_pytorch_config_line_reads_the_global_batch():
     """scripts/train_pytorch.py logs `Training config: batch_size={config.batch_size}, effective_batch_size=
     {config.batch_size // world_size}, ...`: the global batch is batch_size, effective_batch_size is per GPU."""
@@ -373,7 +393,7 @@ def debug_preset(root: Path, tmp_path: Path, backend: str) -> Path:
         dataset="{repo_id: fake}",
         device="cpu",
         batch=2 if jax else 4,
-        optim="{steps: 4}",
+        optim=f"{{steps: {2 if jax else 4}}}",
         strategy="fsdp" if jax else "ddp",
         backend=backend,
         options=", log_interval: 1",
@@ -448,8 +468,9 @@ def test_real_jax_debug_trains_on_two_cpu_devices_with_fsdp(tmp_path):
     assert "--fsdp-devices=2" in job.argv and job.env["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
     log = run.log.read_text(errors="replace")
     losses = [parse_openpi(line) for line in log.splitlines() if re.search(r"Step \d+: ", line)]
-    assert [info.step for info in losses] == [0, 1, 2, 3] and all(info.loss is not None for info in losses)
+    assert [info.step for info in losses] == [1, 2] and all(info.loss is not None for info in losses)
     progress = run.progress()
-    assert progress.step == 3 and progress.loss == losses[-1].loss and progress.finished
+    assert (progress.step, progress.total, progress.finished) == (2, 2, True) and progress.loss == losses[-1].loss
+    assert progress.checkpoints == 1
     assert json.loads((run.path / "trainer-check.json").read_text())["status"] == "accepted"
-    assert (tmp_path / "out" / "debug" / "openpi-debug-jax" / "3").is_dir()
+    assert (tmp_path / "out" / "debug" / "openpi-debug-jax" / "1").is_dir(), "saved at the last step's index"

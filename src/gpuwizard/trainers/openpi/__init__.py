@@ -70,6 +70,8 @@ class OpenpiTrainer(Trainer):
         "Training config:",
         "Progress on:",
         "Saved checkpoint",
+        "Save Finalize is done",
+        "Waiting for checkpoint manager",
         "%|",
     )
     batch_meaning = (
