@@ -457,8 +457,9 @@ def test_real_pytorch_debug_logs_the_planned_batch_and_schedule(tmp_path):
 @pytest.mark.timeout(2400)
 def test_real_jax_debug_trains_on_two_cpu_devices_with_fsdp(tmp_path):
     """scripts/train.py, one process over 2 host devices (XLA_FLAGS=--xla_force_host_platform_device_count=2) with
-    --fsdp-devices=2: the plan's steps run, loss is read from its `Step N: grad_norm=..., loss=...` lines, and the
-    last step's checkpoint lands in <output_dir>/debug/<exp-name>/ (src/openpi/training/checkpoints.py)."""
+    --fsdp-devices=2: the plan's steps run, loss is read from its `Step N: grad_norm=..., loss=...` lines, the last
+    step's checkpoint lands in <output_dir>/debug/<exp-name>/ (src/openpi/training/checkpoints.py), and the command
+    that resumes it (debug sets overwrite=True) is accepted by openpi's own CLI."""
     root = openpi_root()
     preset = debug_preset(root, tmp_path, "jax")
     result = run_headless(preset, timeout=2300)
@@ -474,3 +475,7 @@ def test_real_jax_debug_trains_on_two_cpu_devices_with_fsdp(tmp_path):
     assert progress.checkpoints == 1
     assert json.loads((run.path / "trainer-check.json").read_text())["status"] == "accepted"
     assert (tmp_path / "out" / "debug" / "openpi-debug-jax" / "1").is_dir(), "saved at the last step's index"
+    resume = gw_subprocess("check", preset, "--resume", "--json", timeout=600)
+    answer = json.loads(resume.stdout)
+    assert resume.returncode == 0 and answer["status"] == "accepted", answer
+    assert (answer["values"]["resume"], answer["values"]["overwrite"]) == (True, False), "debug sets overwrite=True"

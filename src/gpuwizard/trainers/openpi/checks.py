@@ -101,6 +101,16 @@ def config_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
                 value=preset.policy,
             )
         )
+    if own.data == "FakeDataConfig" and preset.dataset.repo_id != "fake":
+        found.append(
+            warning(
+                "dataset.repo_id",
+                f"{config} trains on generated data (FakeDataConfig, repo id 'fake'); another repo id makes it open "
+                "that LeRobot dataset without any of a real config's transforms",
+                "set dataset.repo_id: fake, or choose a config made for your dataset",
+                value=preset.dataset.repo_id,
+            )
+        )
     if own.data and own.data.startswith("RLDS"):
         found.append(
             warning(
