@@ -104,9 +104,9 @@ def test_hf_groot_and_openpi_lines():
     ).finished
     assert parse_hf("  5%|▌         | 500/10000 [05:00<1:35:00,  1.67it/s]").step == 500
     jax = parse_openpi("Step 100: grad_norm=0.3368, loss=0.0830, param_norm=1803.7704")
-    assert (jax.step, jax.loss) == (100, 0.083)
+    assert (jax.step, jax.loss) == (101, 0.083), "openpi numbers a line by the update it follows"
     torch_line = parse_openpi("step=200 loss=0.0412 lr=2.50e-05 grad_norm=0.87 time=0.5s")
-    assert (torch_line.step, torch_line.lr) == (200, 2.5e-5)
+    assert (torch_line.step, torch_line.lr) == (201, 2.5e-5)
     assert parse_openpi("Using batch size per GPU: 8 (total batch size across 4 GPUs: 32)").effective_batch == 32
 
 

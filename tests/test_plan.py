@@ -633,11 +633,14 @@ def test_openpi_passes_only_the_schedule_that_differs_from_its_config(gw, write_
     argv = preview_json(gw, write_preset(OPENPI_DROID))["argv"]
     assert not any(a.startswith("--lr-schedule") for a in argv), argv
     longer = preview_json(gw, write_preset(OPENPI_DROID.replace("steps: 20000", "steps: 40000")))["argv"]
-    assert [a for a in longer if a.startswith("--lr-schedule")] == ["--lr-schedule.decay-steps=40000"]
+    assert [a for a in longer if a.startswith("--lr-schedule")] == ["--lr-schedule.decay-steps=60000"], (
+        "the config's own cosine (30,000 for 20,000 steps) stretched with the run"
+    )
     own_lr = OPENPI_DROID.replace("optim: {steps: 20000}", "optim: {lr: 1.0e-5, steps: 20000}")
     assert [a for a in preview_json(gw, write_preset(own_lr))["argv"] if a.startswith("--lr-schedule")] == [
-        "--lr-schedule.peak-lr=1e-05"
-    ]
+        "--lr-schedule.peak-lr=1e-05",
+        "--lr-schedule.decay-lr=1e-06",
+    ], "the end lr keeps its tenth of the peak (tests/test_openpi.py: it must never sit above the peak)"
     libero = OPENPI_DROID.replace("pi05_droid_finetune", "pi05_libero")
     _, plan = plan_json(gw, write_preset(libero))
     assert (plan["lr"], plan["warmup_steps"]) == (5e-5, 10000)

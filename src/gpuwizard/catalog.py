@@ -48,9 +48,10 @@ class LeRobotPolicyFacts(Strict):
     )
 
 
-class OpenpiSchedule(Strict):
-    """A TrainConfig's batch, length and lr schedule; the defaults are openpi's own (TrainConfig and
-    CosineDecaySchedule in src/openpi/training/config.py and optimizer.py)."""
+class OpenpiConfig(Strict):
+    """What one openpi TrainConfig does on its own; the defaults are openpi's (TrainConfig and CosineDecaySchedule in
+    src/openpi/training/config.py and optimizer.py at Physical-Intelligence/openpi 15a9616). The fallback where the
+    installed openpi cannot be asked (trainers/openpi.py asks it first)."""
 
     batch_size: int = Field(32, gt=0, description="The global batch the schedule was tuned for.")
     num_train_steps: int = Field(30_000, gt=0, description="The config's training steps.")
@@ -58,12 +59,20 @@ class OpenpiSchedule(Strict):
     warmup_steps: int = Field(1_000, ge=0, description="CosineDecaySchedule.warmup_steps.")
     decay_steps: int = Field(30_000, gt=0, description="CosineDecaySchedule.decay_steps.")
     decay_lr: float = Field(2.5e-6, ge=0, description="CosineDecaySchedule.decay_lr.")
+    model: Literal["pi0", "pi05", "pi0_fast"] | None = Field(
+        None, description="The model type it trains (model.model_type); in the catalog, the policy it is listed under."
+    )
+    repo_id: str | None = Field(None, description="data.repo_id: the dataset it trains on unless told otherwise.")
+    weights: str | None = Field(None, description="The JAX weight loader's params_path (null: random init).")
+    pytorch_weight_path: str | None = Field(None, description="pytorch_weight_path (null: random init on PyTorch).")
+    overwrite: bool = Field(False, description="Whether a fresh start wipes an existing checkpoint folder.")
+    data: str | None = Field(None, description="The data config's class (LeRobotLiberoDataConfig, ...), where known.")
 
 
 class OpenpiPolicyFacts(Strict):
-    """How openpi trains this policy: its TrainConfigs' schedules, by config name."""
+    """How openpi trains this policy: its TrainConfigs, by config name."""
 
-    configs: dict[str, OpenpiSchedule] = Field({}, description="Known TrainConfig names and their schedules.")
+    configs: dict[str, OpenpiConfig] = Field({}, description="Known TrainConfig names and what each does.")
 
 
 class TrainingTime(Strict):
@@ -107,6 +116,15 @@ class PolicyEntry(Strict):
             fixed *= 1.25
         estimate = fixed / max(shard_over, 1) + per_sample * per_device_batch
         return math.ceil(estimate * 10) / 10
+
+
+def openpi_config(catalog: dict[str, PolicyEntry], name: str) -> OpenpiConfig | None:
+    """A TrainConfig by name from whichever policy lists it, its model type being that policy."""
+    for key, entry in catalog.items():
+        if entry.openpi and name in entry.openpi.configs:
+            facts = entry.openpi.configs[name]
+            return facts if facts.model else facts.model_copy(update={"model": key})
+    return None
 
 
 def _read(path: Any) -> dict[str, Any]:

@@ -150,21 +150,44 @@ def _maybe_float(value: object) -> float | None:
 
 OPENPI_JAX = re.compile(r"Step (?P<step>\d+): (?P<rest>.*)")
 OPENPI_TORCH = re.compile(r"\bstep=(?P<step>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+)")
-OPENPI_BANNER = re.compile(r"total batch size across \d+ GPUs: (?P<eff>\d+)|effective_batch_size=(?P<eff2>\d+)")
-OPENPI_PROGRESS = re.compile(r"Progress on: (?P<n>[\d.]+)it/(?P<total>\d+)it")
+OPENPI_BANNER = re.compile(r"total batch size across \d+ GPUs: (?P<eff>\d+)")
+OPENPI_TORCH_CONFIG = re.compile(r"Training config: batch_size=(?P<batch>\d+), .*num_train_steps=(?P<steps>\d+)")
+"""scripts/train_pytorch.py (openpi 15a9616): batch_size is the global batch; its effective_batch_size is per GPU."""
+OPENPI_PROGRESS = re.compile(r"Progress on:.* (?P<n>[\d.]+[kMGTP]?)it/(?P<total>[\d.]+[kMGTP]?)it ")
+"""tqdm_loggable (openpi's non-TTY bar): `Progress on: 2.00it/4.00it rate:...`, counts through tqdm's format_sizeof
+(3 significant digits, k/M/G... past 999); `-/4` before the first step."""
+OPENPI_SAVED = "CheckpointManager Save Finalize is done"
+"""orbax-checkpoint (0.11.13 in openpi's lock) once a step's checkpoint is written: openpi's JAX save logs nothing."""
+OPENPI_DONE = "Waiting for checkpoint manager to finish"
+"""scripts/train.py's line after its last step."""
+SIZEOF = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+
+
+def sizeof(text: str) -> tuple[int, bool]:
+    """tqdm's format_sizeof back to a count, and whether it is exact (no k/M/G... rounding)."""
+    suffix = text[-1] if text[-1] in SIZEOF else ""
+    return round(float(text.removesuffix(suffix)) * SIZEOF[suffix]), suffix == ""
 
 
 def parse_openpi(line: str) -> LineInfo | None:
-    """openpi JAX `Step N: loss=...`, PyTorch `step=N loss=... lr=...`, banners and progress."""
+    """openpi JAX `Step N: loss=...`, PyTorch `step=N loss=... lr=...`, banners and progress.
+
+    Both number a line by the index of the update it follows (scripts/train.py writes `Step {step}` in `for step in
+    pbar` after that update; train_pytorch.py logs `step={global_step}` before `global_step += 1`): N + 1 are done."""
     if match := OPENPI_JAX.search(line):
         values = dict(re.findall(r"(\w+)=(" + NUMBER + ")", match["rest"]))
-        return LineInfo(step=int(match["step"]), loss=to_float(values.get("loss", "x")))
+        return LineInfo(step=int(match["step"]) + 1, loss=to_float(values.get("loss", "x")))
     if match := OPENPI_TORCH.search(line):
-        return LineInfo(step=int(match["step"]), loss=to_float(match["loss"]), lr=to_float(match["lr"]))
+        return LineInfo(step=int(match["step"]) + 1, loss=to_float(match["loss"]), lr=to_float(match["lr"]))
     if match := OPENPI_BANNER.search(line):
-        return LineInfo(effective_batch=int(match["eff"] or match["eff2"]))
+        return LineInfo(effective_batch=int(match["eff"]))
+    if match := OPENPI_TORCH_CONFIG.search(line):
+        return LineInfo(effective_batch=int(match["batch"]), total=int(match["steps"]))
     if match := OPENPI_PROGRESS.search(line):
-        return LineInfo(step=int(float(match["n"])), total=int(match["total"]))
-    if "Saved checkpoint at step" in line:
+        (step, exact), (total, _) = sizeof(match["n"]), sizeof(match["total"])
+        return LineInfo(step=step, step_is_exact=exact, total=total if exact else None)
+    if "Saved checkpoint at step" in line or OPENPI_SAVED in line:
         return LineInfo(checkpoint=True)
+    if OPENPI_DONE in line:
+        return LineInfo(finished=True)
     return parse_tqdm(line)

@@ -42,7 +42,12 @@ LABELS: dict[str, str] = {
     "lr_schedule": "{} schedule",
     "gpus": "{} GPUs",
     "output_dir": "into {}",
+    "model": "model {}",
+    "weights": "weights {}",
+    "fsdp_devices": "--fsdp-devices {}",
     "resume": "resume {}",
+    "overwrite": "overwrite {}",
+    "checkpoint_dir": "checkpoints in {}",
 }
 """The shared value keys, in summary order; a trainer may report others, shown as `key value`."""
 
@@ -59,6 +64,10 @@ FIELDS: dict[str, str] = {
     "gpus": "hardware.gpus",
     "output_dir": "output_dir",
     "resume": "output_dir",
+    "model": "policy",
+    "fsdp_devices": "trainer_options.fsdp_devices",
+    "overwrite": "trainer_options.overwrite",
+    "checkpoint_dir": "output_dir",
 }
 """The preset field a mismatch of each key points at."""
 

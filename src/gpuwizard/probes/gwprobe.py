@@ -32,6 +32,16 @@ def emit(answer: dict[str, Any]) -> None:
 def last_error_line(text: str) -> str:
     """The line that says what went wrong in a parser's output (argparse, tyro and draccus end with it)."""
     frame = set("─│╭╮╰╯ ")
+    rows = [row.strip() for row in text.strip().splitlines()]
+    tops = [i for i, row in enumerate(rows) if row.startswith("╭")]
+    if tops:  # tyro's box: the message is its first section (wrapped over lines), under the box's title
+        block = []
+        for row in rows[tops[-1] + 1 :]:
+            line = row.strip("│").strip()
+            if row.startswith("╰") or (line and set(line) <= frame):
+                break
+            block.append(line)
+        return " ".join(line for line in block if line)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip() and not set(line.strip()) <= frame]
     return lines[-1].strip("│ ").strip() if lines else ""
 

@@ -1,0 +1,245 @@
+"""openpi: the JAX `scripts/train.py` (one process over all visible GPUs) or `train_pytorch.py` under torchrun.
+
+Facts below are from Physical-Intelligence/openpi at 15a9616 unless a line says otherwise; what a named TrainConfig
+does on its own comes from the installed openpi where it can be asked (configs.py), else the catalog.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.errors import Problem
+from gpuwizard.logparse import LineInfo, parse_openpi
+from gpuwizard.runner.records import LrSchedule
+from gpuwizard.trainercheck import probe_script
+from gpuwizard.trainers.base import (
+    Trainer,
+    TrainerOptions,
+    device_env,
+    global_layout,
+    interpreter_missing,
+    newest_step_dir,
+    torchrun_prefix,
+    trainer_args,
+)
+from gpuwizard.trainers.openpi import checks, run_values
+from gpuwizard.trainers.openpi.configs import ConfigSource, config_source, training_python
+
+
+class OpenpiOptions(TrainerOptions):
+    """openpi's own settings beyond the preset's common fields."""
+
+    config_name: str | None = Field(None, description="The TrainConfig to train, e.g. pi05_libero.")
+    backend: Literal["jax", "pytorch"] = Field(
+        "jax", description="jax (scripts/train.py) or pytorch (scripts/train_pytorch.py under torchrun)."
+    )
+    exp_name: str | None = Field(None, description="--exp-name; null: the preset name.")
+    fsdp_devices: int | None = Field(
+        None, gt=0, description="--fsdp-devices: devices each parameter is sharded over (JAX)."
+    )
+    torch_weights: str | None = Field(
+        None,
+        min_length=1,
+        description="--pytorch-weight-path: a folder with model.safetensors (examples/convert_jax_model_to_pytorch.py) "
+        "that PyTorch runs start from; null: the config's own.",
+    )
+    uv: bool = Field(True, description="Start it with `uv run` (the checkout's .venv is the training interpreter).")
+    mem_fraction: float = Field(0.9, gt=0, le=1, description="XLA_PYTHON_CLIENT_MEM_FRACTION (JAX).")
+    overwrite: bool | None = Field(
+        None,
+        description="--overwrite (true) or --no-overwrite (false) an existing checkpoint folder; null: as configured.",
+    )
+    log_interval: int | None = Field(None, gt=0, description="--log-interval: steps between loss lines.")
+    save_interval: int | None = Field(None, gt=0, description="--save-interval: steps between checkpoints.")
+    wandb: bool = Field(False, description="--wandb-enabled.")
+
+
+class OpenpiTrainer(Trainer):
+    name = "openpi"
+    package = "openpi"
+    title = "openpi (pi0 / pi0.5, JAX or PyTorch)"
+    batch_flag = "--batch-size"
+    progress_markers = (
+        "Step ",
+        "step=",
+        "total batch size",
+        "Training config:",
+        "Progress on:",
+        "Saved checkpoint",
+        "Save Finalize is done",
+        "Waiting for checkpoint manager",
+        "%|",
+    )
+    batch_meaning = (
+        "--batch-size is global: it is split over all devices (must divide); "
+        "--fsdp-devices shards the model, not the batch."
+    )
+    Options = OpenpiOptions
+    batch_is_global = True
+    supports_fsdp = True
+
+    def uses_jax(self, preset) -> bool:  # type: ignore[no-untyped-def]
+        return preset.options.backend == "jax"
+
+    def processes_per_node(self, preset) -> int:  # type: ignore[no-untyped-def]
+        return 1 if self.uses_jax(preset) else preset.hardware.gpus
+
+    def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
+        return global_layout(size, grad_accum, world, self.batch_flag)
+
+    def source(self, preset) -> ConfigSource:  # type: ignore[no-untyped-def]
+        """The named TrainConfig's own values: the installed openpi's, else the catalog's."""
+        return config_source(preset)
+
+    def default_lr(self, preset, policy):  # type: ignore[no-untyped-def]
+        return self.source(preset).facts.peak_lr
+
+    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
+        return self.source(preset).facts.warmup_steps
+
+    def managed_flags(self) -> tuple[str, ...]:
+        """tyro takes each flag with dashes or underscores (train_pytorch.py's docstring uses --exp_name)."""
+        flags = (
+            "--batch-size",
+            "--num-train-steps",
+            "--fsdp-devices",
+            "--exp-name",
+            "--lr-schedule.peak-lr",
+            "--lr-schedule.warmup-steps",
+            "--lr-schedule.decay-steps",
+            "--lr-schedule.decay-lr",
+            "--data.repo-id",
+            "--checkpoint-base-dir",
+            "--pytorch-weight-path",
+            "--log-interval",
+            "--save-interval",
+            "--overwrite",
+            "--no-overwrite",
+            "--resume",
+        )
+        return tuple(dict.fromkeys(f for flag in flags for f in (flag, "--" + flag[2:].replace("-", "_"))))
+
+    def check(self, ctx: BuildContext) -> list[Problem]:
+        return checks.findings(ctx, self.source(ctx.preset))
+
+    def preflight(self, ctx: BuildContext) -> list[Problem]:
+        return checks.preflight(ctx, self.source(ctx.preset))
+
+    def build(self, ctx: BuildContext) -> LaunchSpec:
+        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        own = self.source(preset).facts
+        prefix = ["uv", "run"] if opts.uv else []
+        config = opts.config_name or "<trainer_options.config_name>"
+        repo, lerobot_home, _ = run_values.dataset(ctx)
+        common = [
+            f"--exp-name={run_values.exp_name(ctx)}",
+            f"--batch-size={preset.batch.size}",
+            f"--num-train-steps={plan.steps}",
+            *run_values.schedule_args(ctx, own),
+            f"--data.repo-id={repo}",
+            f"--checkpoint-base-dir={ctx.output_dir}",
+        ]
+        if opts.backend == "pytorch" and opts.torch_weights:
+            common.append(f"--pytorch-weight-path={os.path.expanduser(opts.torch_weights)}")
+        if opts.log_interval:
+            common.append(f"--log-interval={opts.log_interval}")
+        if opts.save_interval:
+            common.append(f"--save-interval={opts.save_interval}")
+        if ctx.resume:
+            common += ["--resume", "--no-overwrite"]  # TrainConfig.__post_init__ refuses resume with overwrite
+        elif opts.overwrite is not None:
+            common.append("--overwrite" if opts.overwrite else "--no-overwrite")
+        common.append("--wandb-enabled" if opts.wandb else "--no-wandb-enabled")
+        env = device_env(ctx)
+        if lerobot_home:
+            env["HF_LEROBOT_HOME"] = lerobot_home
+        if opts.backend == "jax":
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{opts.mem_fraction:g}"
+            if plan.device == "cpu":  # JAX's own split of the host into the planned number of devices
+                env["JAX_PLATFORMS"] = "cpu"
+                env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={plan.world_size}"
+            elif preset.hardware.devices is None:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(plan.world_size))
+            python = "python" if opts.uv else ctx.python
+            fsdp = f"--fsdp-devices={run_values.fsdp_devices(ctx)}"
+            argv = prefix + [python, "scripts/train.py", config, *common, fsdp]
+        else:
+            argv = [*torchrun_prefix(ctx, plan.processes_per_node, uv=opts.uv), "scripts/train_pytorch.py", config]
+            argv += common
+        launch_env = {key: str(value) for key, value in preset.launch.env.items()}
+        return LaunchSpec(argv + preset.launch.extra_args, env | launch_env, [], ctx.workdir)
+
+    def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
+        """openpi's own tyro CLI (`_config.cli()`, as the entry script calls it) in the training interpreter."""
+        python = training_python(ctx.preset)
+        if missing := interpreter_missing(python):
+            return missing
+        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        entry, own = run_values.entry(ctx), self.source(preset).facts
+        decay_steps, decay_lr = run_values.decay(ctx, own)
+        jax = opts.backend == "jax"
+        args = trainer_args(spec.argv, entry)
+        checkpoints = (ctx.output_path / (opts.config_name or "") / run_values.exp_name(ctx)).resolve()
+        expected = {
+            "global_batch": preset.batch.size,
+            "per_device_batch": None if jax else plan.per_device_batch,
+            "lr": plan.lr,
+            "warmup_steps": plan.warmup_steps or 0,
+            "decay_steps": decay_steps,
+            "decay_lr": decay_lr,
+            "steps": plan.steps,
+            "dataset": run_values.dataset(ctx)[0],
+            "model": preset.policy,
+            "weights": own.weights if jax else run_values.pytorch_weights(ctx, own),
+            "fsdp_devices": run_values.fsdp_devices(ctx) if jax else None,
+            "resume": ctx.resume,
+            "overwrite": False if ctx.resume else (own.overwrite if opts.overwrite is None else opts.overwrite),
+            "checkpoint_dir": str(checkpoints),
+        }
+        return TrainerQuery(
+            argv=[python, probe_script("check_openpi.py"), entry, str(plan.world_size), *args],
+            expected=expected,
+            cwd=ctx.workdir,
+            labels={"lr": "peak"},
+            fixes={
+                "model": f"set policy to the model {opts.config_name} trains",
+                "checkpoint_dir": "gpuwizard resumes from output_dir/<config>/<exp-name>: remove --checkpoint-base-dir "
+                "or --exp-name from launch.extra_args",
+            },
+        )
+
+    def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """What the command leaves the TrainConfig's CosineDecaySchedule at (openpi 15a9616: optax
+        warmup_cosine_decay_schedule in src/openpi/training/optimizer.py, and the same formula in
+        scripts/train_pytorch.py lr_schedule): from peak / (warmup + 1), cosine from the warmup's end to the end lr
+        (run_values.decay). train_pytorch.py logs the mean lr since its last line (TrainConfig.log_interval, 100)."""
+        plan, own = ctx.plan, self.source(ctx.preset).facts
+        warmup = plan.warmup_steps or 0
+        decay_steps, decay_lr = run_values.decay(ctx, own)
+        return LrSchedule(
+            peak=plan.lr,
+            warmup_steps=warmup,
+            warmup_start=1 / (warmup + 1),
+            decay="cosine",
+            decay_start=warmup,
+            decay_end=decay_steps,
+            end=decay_lr,
+            averaged_over=100,
+        )
+
+    def last_checkpoint(self, ctx: BuildContext) -> Path | None:
+        """<checkpoint-base-dir>/<config>/<exp-name>/<step>/ (src/openpi/training/checkpoints.py)."""
+        if not ctx.preset.options.config_name:
+            return None
+        return newest_step_dir(ctx.output_path / ctx.preset.options.config_name / run_values.exp_name(ctx))
+
+    def parse_line(self, line: str) -> LineInfo | None:
+        return parse_openpi(line)
+
+
+TRAINER = OpenpiTrainer()
