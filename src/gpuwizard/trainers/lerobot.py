@@ -27,6 +27,7 @@ from gpuwizard.trainers.base import (
     per_worker_layout,
     sibling_tool,
     torchrun_prefix,
+    trainer_args,
 )
 from gpuwizard.trainers.lerobot_findings import ACCELERATE_PREFIXES, plan_findings
 
@@ -345,8 +346,9 @@ class LeRobotTrainer(Trainer):
         with torchrun's WORLD_SIZE."""
         if missing := interpreter_missing(ctx.python):
             return missing
-        entry = next((i for i, arg in enumerate(spec.argv) if os.path.basename(arg) == "lerobot-train"), None)
-        if entry is None:
+        install = self.install(ctx)
+        entry = install.train_path or "lerobot-train"
+        if entry not in spec.argv:
             return "the command runs no lerobot-train"
         plan, preset, facts = ctx.plan, ctx.preset, ctx.policy.lerobot
         cosine = facts is not None and facts.scheduler == "cosine_decay_with_warmup" and facts.decay_steps
@@ -360,7 +362,7 @@ class LeRobotTrainer(Trainer):
             "policy": ctx.policy.key,
             "resume": True if ctx.resume else None,
         }
-        if self.install(ctx).api == "main":
+        if install.api == "main":
             expected |= {
                 "grad_accum": preset.batch.grad_accum,
                 "dp_workers": plan.world_size,
@@ -378,7 +380,7 @@ class LeRobotTrainer(Trainer):
                 "was for that run, or start a new run in another output_dir",
             )
         return TrainerQuery(
-            argv=[ctx.python, probe_script("check_lerobot.py"), *spec.argv[entry + 1 :]],
+            argv=[ctx.python, probe_script("check_lerobot.py"), *trainer_args(spec.argv, entry)],
             expected=expected,
             cwd=ctx.workdir,
             env={"WORLD_SIZE": str(plan.world_size)},
