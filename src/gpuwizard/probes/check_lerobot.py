@@ -63,7 +63,7 @@ def read_config(lerobot_train, config_class):
         # a draccus DecodingError hides why a config class refused a value (PI0Config: "Invalid dtype: float16")
         reason = innermost(exc)
         if reason is not exc:
-            sys.stderr.write(f"\nerror: {type(reason).__name__}: {reason}\n")
+            sys.stderr.write(f"\n{type(reason).__name__}: {reason}\n")
         raise
 
 

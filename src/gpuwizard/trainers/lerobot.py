@@ -330,9 +330,9 @@ class LeRobotTrainer(Trainer):
 
     def trainer_warmup_steps(self, ctx: BuildContext) -> int:
         """The warmup lerobot-train's schedule will have, in its own steps: what it computes itself for the policy
-        preset's default, else what _lr_args passes."""
+        preset's default, else what _lr_args passes (GR00T's always, as a ratio)."""
         plan = ctx.plan
-        if plan.warmup_source == "trainer default":
+        if plan.warmup_source == "trainer default" and ctx.policy.key != "groot":
             return default_loop_warmup(ctx.policy.lerobot, plan.trainer_steps) or 0
         return (plan.warmup_steps or 0) * plan.trainer_steps_per_update
 
