@@ -210,6 +210,9 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, va
     first.communicate(timeout=120)
     stopped = newest_run()
     assert stopped.status().state == "stopped"
+    checked = gw_subprocess("check", preset, "--resume", timeout=600)
+    assert checked.returncode == 0 and "accepted by lerobot-train" in checked.stdout, checked.stderr
+    assert f"{30 * accum} steps" in checked.stdout and "resume true" in checked.stdout
     resumed = gw_subprocess("run", preset, "--headless", "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = newest_run()

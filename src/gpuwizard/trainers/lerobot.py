@@ -19,6 +19,7 @@ from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQu
 from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_lerobot
 from gpuwizard.trainercheck import probe_script
+from gpuwizard.trainers._lerobot_findings import ACCELERATE_PREFIXES, plan_findings
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
@@ -29,7 +30,6 @@ from gpuwizard.trainers.base import (
     torchrun_prefix,
     trainer_args,
 )
-from gpuwizard.trainers.lerobot_findings import ACCELERATE_PREFIXES, plan_findings
 
 if TYPE_CHECKING:
     from gpuwizard.catalog import LeRobotPolicyFacts
