@@ -232,6 +232,7 @@ def test_diffusion_without_its_extra_is_refused_before_the_launch(tmp_path, vari
     preset = shipped(tmp_path, "so100-act-1gpu", python, **fields)
     code, record, _ = check(preset)
     assert code == 2 and record["status"] == "refused"
+    assert record["summary"].startswith(f"refused by {parser}'s own parser: ImportError: 'diffusers' is required")
     assert record["error"] == (
         "ImportError: 'diffusers' is required but not installed. Install it with: pip install 'lerobot[diffusion]' "
         "(or uv pip install 'lerobot[diffusion]')"

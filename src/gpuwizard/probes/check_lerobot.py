@@ -197,7 +197,8 @@ def parse(argv: list[str]) -> dict:
     import lerobot.scripts.lerobot_train as lerobot_train
     from lerobot.configs.train import TrainPipelineConfig
 
-    version = importlib.metadata.version("lerobot")
+    parser = f"lerobot-train {importlib.metadata.version('lerobot')}"
+    gwprobe.answering(parser)
     sys.argv = ["lerobot-train", *argv]
     lerobot_train.register_third_party_plugins()
     try:
@@ -206,8 +207,8 @@ def parse(argv: list[str]) -> dict:
     except Exception as exc:
         if (offline := hub_unreachable(exc)) is None:
             raise
-        parser = lerobot_train.parser
-        source = parser.get_path_arg("policy") or parser.parse_arg("config_path") or "a Hub repository"
+        cli = lerobot_train.parser
+        source = cli.get_path_arg("policy") or cli.parse_arg("config_path") or "a Hub repository"
         raise gwprobe.Unavailable(
             f"{source} is on the Hugging Face Hub, unreachable from here ({type(offline).__name__})"
         ) from None
@@ -231,7 +232,7 @@ def parse(argv: list[str]) -> dict:
         watch.append(str(Path(cfg.checkpoint_path).absolute()))
     if cfg.policy.pretrained_path:
         watch.append(str(Path(cfg.policy.pretrained_path).absolute()))
-    return {"parser": f"lerobot-train {version}", "values": values, "notes": notes, "watch": watch}
+    return {"parser": parser, "values": values, "notes": notes, "watch": watch}
 
 
 if __name__ == "__main__":
