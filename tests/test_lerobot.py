@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -175,6 +176,17 @@ def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, vari
     assert ([(e.kind, e.title) for e in events], unreadable) == ([], 0), "banner, lr and batch agree with the plan"
     checkpoint = tmp_path / "out" / "checkpoints" / f"{8 * accum:06d}" / "pretrained_model" / "model.safetensors"
     assert checkpoint.is_file()
+    check = json.loads((run.path / "trainer-check.json").read_text())
+    assert check["status"] == "accepted", "lerobot-train's own parser read the launched command as planned"
+    shared = ("per_device_batch", "lr", "steps", "warmup_steps", "dataset", "policy")
+    assert {k: check["values"][k] for k in shared} == {
+        "per_device_batch": 2,
+        "lr": pytest.approx(2e-5),
+        "steps": 8 * accum,
+        "warmup_steps": accum,
+        "dataset": "local/so100_tiny",
+        "policy": "act",
+    }, "a 5% warmup of 8 updates, ceil 1, is `accum` loop steps"
 
 
 @pytest.mark.lerobot
@@ -198,6 +210,9 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, va
     first.communicate(timeout=120)
     stopped = newest_run()
     assert stopped.status().state == "stopped"
+    checked = gw_subprocess("check", preset, "--resume", timeout=600)
+    assert checked.returncode == 0 and "accepted by lerobot-train" in checked.stdout, checked.stderr
+    assert f"{30 * accum} steps" in checked.stdout and "resume true" in checked.stdout
     resumed = gw_subprocess("run", preset, "--headless", "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = newest_run()
@@ -205,3 +220,7 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, va
     progress = run.progress()
     assert (progress.step, progress.total) == (30 * accum, 30 * accum)
     assert "--resume=true" in run.job().argv and not any(a.startswith("--policy.type") for a in run.job().argv)
+    check = json.loads((run.path / "trainer-check.json").read_text())
+    assert (check["status"], check["values"]["resume"], check["values"]["steps"]) == ("accepted", True, 30 * accum)
+    resumed_at = re.search(r"continues from step (\d+) ", " ".join(check["notes"]))
+    assert resumed_at and int(resumed_at[1]) % (4 * accum) == 0, "the checkpoint's step, read by lerobot-train itself"

@@ -35,6 +35,9 @@ class LeRobotPolicyFacts(Strict):
     decay_steps: int | None = Field(None, gt=0, description="The scheduler's decay steps.")
     decay_lr: float | None = Field(None, ge=0, description="The lr at the end of the decay.")
     dtype_field: bool = Field(False, description="Whether the policy config has a dtype field.")
+    dtype_choices: list[str] = Field(
+        ["bfloat16", "float32"], description="The values the policy config's dtype field accepts (its __post_init__)."
+    )
     bf16_flag: str | None = Field(
         None,
         description="A boolean policy field turning on the policy's own bf16 autocast; mixed_precision maps to it "
@@ -46,6 +49,12 @@ class LeRobotPolicyFacts(Strict):
         description="Policy config fields holding the lr of a parameter group of its own (get_optim_params), with "
         "their defaults: scaled with the lr, and lost when the policy preset is bypassed.",
     )
+    logged_group: str | None = Field(
+        None,
+        description="The parameter group lerobot-train logs the lr of (optimizer.param_groups[0]), where its lr is not "
+        "optimizer_lr.",
+    )
+    logged_lr_scale: float = Field(1.0, gt=0, description="The logged group's lr as a share of optimizer_lr.")
 
 
 class OpenpiConfig(Strict):

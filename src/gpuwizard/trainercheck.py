@@ -124,11 +124,14 @@ class TrainerCheck(Record):
         if self.status == "not checked":
             return [warning(None, self.summary, "run `gpuwizard check` on the training machine before a long run")]
         if self.status == "refused":
+            missing = (self.error or "").startswith(("ImportError", "ModuleNotFoundError"))
             return [
                 problem(
                     None,
                     f"{self.parser or 'the trainer'} refuses this command: {self.error}",
-                    "change the value the trainer's message names (a preset field, trainer_options or "
+                    "install the missing package in the training environment (launch.python), as the message says"
+                    if missing
+                    else "change the value the trainer's message names (a preset field, trainer_options or "
                     "launch.extra_args); `gpuwizard check PRESET --json` shows its whole output",
                 )
             ]

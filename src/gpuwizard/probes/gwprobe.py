@@ -20,6 +20,14 @@ from typing import Any
 MARK = "GPUWIZARD-CHECK "
 
 
+ANSWERING: dict[str, str] = {}
+
+
+def answering(parser: str) -> None:
+    """Name the parser (e.g. "lerobot-train 0.6.1") before running it, so that a refusal names it too."""
+    ANSWERING["parser"] = parser
+
+
 class Unavailable(Exception):
     """The trainer is not installed in this interpreter: the command cannot be checked here."""
 
@@ -63,6 +71,7 @@ def main(parse: Callable[[list[str]], dict[str, Any]]) -> None:
         emit(
             {
                 "status": "refused",
+                **ANSWERING,
                 "error": last_error_line(text) or f"the parser exited with {exc.code}",
                 "detail": text[-4000:],
                 "watch": watch,
@@ -76,6 +85,7 @@ def main(parse: Callable[[list[str]], dict[str, Any]]) -> None:
         emit(
             {
                 "status": "refused",
+                **ANSWERING,
                 "error": f"{type(root).__name__}: {root}",
                 "detail": (captured.getvalue() + traceback.format_exc())[-4000:],
                 "watch": watch,

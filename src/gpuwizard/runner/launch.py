@@ -272,7 +272,7 @@ def expectations(prepared: PreparedRun) -> Expectations:
     plan, preset = prepared.plan, prepared.preset
     return Expectations(  # in the log's units: the trainer's own steps
         steps=plan.trainer_steps,
-        lr=plan.lr,
+        lr=get_trainer(preset.trainer).logged_lr(prepared.ctx),
         warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update,
         schedule=get_trainer(preset.trainer).lr_schedule(prepared.ctx),
         log_interval=get_trainer(preset.trainer).log_interval(prepared.ctx),

@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from gpuwizard.logparse import LineInfo, clean
+from gpuwizard.logparse import RANK_PREFIX, LineInfo, clean
 from gpuwizard.runner.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
 from gpuwizard.trainers.base import Trainer
 
@@ -129,7 +129,10 @@ EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*")
 
 class ExceptionChain:
     """The exceptions of the newest traceback chain (`raise ... from`), so a wrapper's failure names its cause:
-    lerobot-train main fails with draccus' ParsingError while the ValueError that says why sits above it."""
+    lerobot-train main fails with draccus' ParsingError while the ValueError that says why sits above it. A rank's
+    own traceback, which torch prefixes with `[rankN]:` once its process group is up
+    (distributed_c10d._distributed_excepthook), is kept apart, so the exception that ended it is not confused with a
+    warning printed before (LeRobot's torchcodec fallback prints `OSError: libavutil.so.56...` chains at import)."""
 
     CAUSE = "The above exception was the direct cause of the following exception"
 
@@ -137,8 +140,20 @@ class ExceptionChain:
         self.lines: list[str] = []
         self.linked = False
         self.fresh = False
+        self.ranks: dict[int, ExceptionChain] = {}
 
-    def feed(self, line: str) -> None:
+    def of_rank(self, rank: int | None) -> ExceptionChain:
+        """The chain the rank printed as its own, else the unprefixed one."""
+        own = self.ranks.get(rank) if rank is not None else None
+        return own if own is not None and own.lines else self
+
+    def feed(self, raw: str) -> None:
+        """One log line as printed: its rank prefix says whose traceback it belongs to."""
+        if match := RANK_PREFIX.match(raw):
+            rank = int(re.sub(r"\D", "", match[0]))
+            self.ranks.setdefault(rank, ExceptionChain()).feed(clean(raw).removeprefix(" "))
+            return
+        line = clean(raw)
         if line.startswith("Traceback (most recent call last)"):
             self.fresh, self.linked = not self.linked, False
         elif line.startswith(self.CAUSE):
@@ -259,6 +274,7 @@ class JobMonitor:
                 if info:
                     new += self._apply(info, now)
             for line in lines_containing(text, SIGNAL_WORDS):
+                self.exceptions.feed(line[:MAX_PARSED_CHARS])
                 new += self._signatures(clean(line[:MAX_PARSED_CHARS]))
             if self.failure_table.active or FailureTable.ROOT in text:
                 new += self._failure(text)
@@ -439,9 +455,10 @@ class JobMonitor:
         for line in text[start:].split("\n"):
             failure = self.failure_table.feed(clean(line[:MAX_PARSED_CHARS]))
             if failure is not None:
-                error = failure["error"] or self.exceptions.cause or "no error message (see the log)"
-                wrapper = f" It surfaced as {self.exceptions.raised_as}." if self.exceptions.raised_as else ""
                 rank = failure["rank"]
+                chain = self.exceptions.of_rank(rank)
+                error = failure["error"] or chain.cause or "no error message (see the log)"
+                wrapper = f" It surfaced as {chain.raised_as}." if chain.raised_as else ""
                 new.append(
                     self._event(
                         Event(
@@ -461,7 +478,6 @@ class JobMonitor:
         return new
 
     def _signatures(self, line: str) -> list[Event]:
-        self.exceptions.feed(line)
         for kind, pattern, title, suggestion in SIGNATURES:
             match = pattern.search(line)
             if not match:

@@ -1,4 +1,5 @@
-"""Trainer registry: every module in this package except `base` defines TRAINER, named after the module."""
+"""Trainer registry: every module in this package except `base` and private helpers (`_*`, a trainer's own split-off
+parts) defines TRAINER, named after the module."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ ORDER = ["lerobot", "groot", "openpi", "hf", "demo"]
 @functools.lru_cache(maxsize=1)
 def trainer_names() -> tuple[str, ...]:
     """Names from the module list alone, so a plan imports only the trainer it uses."""
-    names = [info.name for info in pkgutil.iter_modules(__path__) if info.name != "base"]
+    names = [info.name for info in pkgutil.iter_modules(__path__) if info.name != "base" and info.name[0] != "_"]
     return tuple(sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)))
 
 

@@ -76,6 +76,10 @@ class Trainer:
         optimizer update: 1 unless the trainer counts micro-batches."""
         return 1
 
+    def logged_lr(self, ctx: BuildContext) -> float:
+        """The peak lr the trainer's log shows: that of the parameter group it logs (the lr check compares it)."""
+        return ctx.plan.lr
+
     def default_python(self) -> str | None:
         """Interpreter when launch.python is null; None means the one on PATH."""
         return None

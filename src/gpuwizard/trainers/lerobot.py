@@ -10,31 +10,31 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from gpuwizard import envcache
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec
-from gpuwizard.errors import Problem, note, problem, warning
+from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.errors import Problem, problem
 from gpuwizard.logparse import LineInfo, parse_lerobot
 from gpuwizard.runner.records import LrSchedule
+from gpuwizard.trainercheck import probe_script
+from gpuwizard.trainers._lerobot_findings import ACCELERATE_PREFIXES, plan_findings
 from gpuwizard.trainers.base import (
     Trainer,
     TrainerOptions,
     device_env,
+    interpreter_missing,
     per_worker_layout,
     sibling_tool,
     torchrun_prefix,
+    trainer_args,
 )
 
-ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
-MAIN_REFUSED_ENV = (
-    "ACCELERATE_USE_FSDP",
-    "ACCELERATE_USE_PARALLELISM_CONFIG",
-    "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
-)
-"""lerobot/distributed/factory.py (main at 7427f31), guard_against_env_interference: the variables it refuses."""
+if TYPE_CHECKING:
+    from gpuwizard.catalog import LeRobotPolicyFacts
+
 RESUME_CONFIG = Path("checkpoints", "last", "pretrained_model", "train_config.json")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
 
@@ -120,6 +120,18 @@ def find_install(python: str, api: str) -> LeRobotInstall:
     return LeRobotInstall(version, "main" if found and found["parallelism"] else "v0.6", True, train)
 
 
+def default_loop_warmup(facts: LeRobotPolicyFacts | None, loop_steps: int) -> int | None:
+    """The policy preset's warmup in lerobot-train's own steps (loop steps on main); a cosine schedule longer than
+    the run is shrunk to it, warmup included: int(warmup * steps / decay) (CosineDecayWithWarmupSchedulerConfig.build,
+    lerobot/optim/schedulers.py, 0.6.1 and main at 7427f31); the diffuser schedule keeps its warmup whatever the
+    run's length (DiffuserSchedulerConfig.build hands it to diffusers' get_scheduler unchanged)."""
+    if facts is None or facts.scheduler == "none" or not facts.warmup_steps:
+        return None
+    if facts.scheduler == "cosine_decay_with_warmup" and facts.decay_steps and loop_steps < facts.decay_steps:
+        return int(facts.warmup_steps * loop_steps / facts.decay_steps)
+    return facts.warmup_steps
+
+
 class LeRobotTrainer(Trainer):
     name = "lerobot"
     package = "lerobot"
@@ -144,16 +156,9 @@ class LeRobotTrainer(Trainer):
         return per_worker_layout(size, grad_accum, world)
 
     def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
-        """The policy preset's warmup; a cosine schedule longer than the run is shrunk to fit it, warmup included
-        (CosineDecayWithWarmupSchedulerConfig.build, lerobot/optim/schedulers.py, 0.6.1 and main at 7427f31). The
-        schedule counts lerobot-train's loop steps, `per_update` of them to an optimizer update on main."""
-        facts = policy.lerobot
-        if facts is None or facts.scheduler == "none" or not facts.warmup_steps:
-            return None
-        loop_steps, warmup = steps * per_update, facts.warmup_steps
-        if facts.scheduler == "cosine_decay_with_warmup" and facts.decay_steps and loop_steps < facts.decay_steps:
-            warmup = int(warmup * loop_steps / facts.decay_steps)
-        return math.ceil(warmup / per_update)
+        """The policy preset's warmup in optimizer updates (see default_loop_warmup)."""
+        warmup = default_loop_warmup(policy.lerobot, steps * per_update)
+        return None if warmup is None else math.ceil(warmup / per_update)
 
     def trainer_steps_per_update(self, preset, python):  # type: ignore[no-untyped-def]
         """Main counts loop steps, one micro-batch per worker each (lerobot_train.py at 7427f31: `step = 0  # number
@@ -189,176 +194,7 @@ class LeRobotTrainer(Trainer):
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
-        preset, plan, policy = ctx.preset, ctx.plan, ctx.policy
-        install = self.install(ctx)
-        found: list[Problem] = []
-        if not install.probed and preset.options.api == "auto":
-            found.append(
-                warning(
-                    "trainer_options.api",
-                    f"could not find lerobot in {ctx.python}; assuming the 0.6.1 release API",
-                    "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or "
-                    "main",
-                )
-            )
-        if install.train_path is None:
-            found.append(
-                warning(
-                    "launch.python",
-                    f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed "
-                    "there",
-                    "pip install 'lerobot[training]' in the training environment, or point launch.python at it",
-                )
-            )
-        if preset.batch.grad_accum > 1 and install.api == "v0.6":
-            found.append(
-                problem(
-                    "batch.grad_accum",
-                    "LeRobot 0.6.1 has no gradient accumulation (it arrived on main with PR #4010)",
-                    "set batch.grad_accum: 1 and raise batch.size, or use LeRobot main (trainer_options.api: main)",
-                    value=preset.batch.grad_accum,
-                )
-            )
-        if plan.strategy == "fsdp":
-            found += self._check_fsdp(ctx, install)
-        if plan.device == "cpu" and preset.mixed_precision != "no":
-            found.append(
-                warning(
-                    "mixed_precision",
-                    "mixed precision is not applied on CPU runs; the job trains in float32",
-                    "set mixed_precision: no for CPU dry runs",
-                    value=preset.mixed_precision,
-                )
-            )
-        elif policy.lerobot and policy.lerobot.bf16_flag and preset.mixed_precision == "fp16":
-            found.append(
-                problem(
-                    "mixed_precision",
-                    f"{policy.key} in LeRobot autocasts only to bf16 (--policy.{policy.lerobot.bf16_flag}); there is "
-                    "no fp16 path",
-                    "use mixed_precision: bf16, or no for float32",
-                    value="fp16",
-                )
-            )
-        elif (
-            install.api == "v0.6"
-            and preset.mixed_precision != "no"
-            and policy.lerobot
-            and not policy.lerobot.dtype_field
-            and not policy.lerobot.bf16_flag
-        ):
-            if preset.mixed_precision == "bf16":
-                found.append(
-                    warning(
-                        "mixed_precision",
-                        f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to "
-                        "float16 on CUDA, not bf16",
-                        "accept fp16 autocast, or set mixed_precision: no",
-                        value="bf16",
-                    )
-                )
-        leaked = sorted(n for n in set(os.environ) | set(preset.launch.env) if n.startswith(ACCELERATE_PREFIXES))
-        if leaked:
-            found.append(
-                warning(
-                    "launch.env",
-                    f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment: "
-                    "they can override the planned precision or sharding (LeRobot main itself refuses only "
-                    f"{', '.join(MAIN_REFUSED_ENV)}, unless LEROBOT_ALLOW_ACCELERATE_ENV=1)",
-                    "unset them in your shell to silence this",
-                )
-            )
-        found += self._group_lr_notes(ctx)
-        if preset.dataset.repo_id is None:
-            found.append(
-                problem(
-                    "dataset.repo_id",
-                    "lerobot-train needs a dataset repo id (--dataset.repo_id), even for a local dataset.root",
-                    "set dataset.repo_id, e.g. local/my_dataset next to dataset.root",
-                    value=None,
-                )
-            )
-        if not preset.options.repo_id:
-            found.append(
-                problem(
-                    None,
-                    "the policy is not pushed to the Hub (--policy.push_to_hub=false)",
-                    "set trainer_options.repo_id to push",
-                    level="note",
-                )
-            )
-        out = ctx.output_path
-        if out.exists() and not ctx.resume:
-            found.append(
-                warning(
-                    "output_dir",
-                    "already exists; lerobot-train refuses to start in an existing output dir unless resuming",
-                    f"continue it with `gpuwizard run {preset.name} --resume`, choose a new output_dir, or delete the "
-                    "folder",
-                    value=ctx.output_dir,
-                )
-            )
-        return found
-
-    def _group_lr_notes(self, ctx: BuildContext) -> list[Problem]:
-        """What bypassing the policy preset (needed for a warmup on a policy without a scheduler) does to the
-        parameter groups with an lr of their own: make_optimizer_and_scheduler then trains policy.parameters(), one
-        group (lerobot/optim/factory.py, 0.6.1 and main at 7427f31)."""
-        plan, facts = ctx.plan, ctx.policy.lerobot
-        if not facts or facts.scheduler != "none" or not plan.warmup_steps or not facts.group_lrs:
-            return []
-        groups = ", ".join(f"{name} {value * plan.lr / plan.base_lr:.3g}" for name, value in facts.group_lrs.items())
-        return [
-            note(
-                f"the warmup needs --use_policy_training_preset=false, and then lerobot-train puts every parameter in "
-                f"one group at lr {plan.lr:.3g}: the policy's own group lrs ({groups} after scaling) are not applied"
-            )
-        ]
-
-    def _check_fsdp(self, ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
-        preset, policy = ctx.preset, ctx.policy
-        if install.api == "v0.6":
-            return [
-                problem(
-                    "strategy",
-                    "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch "
-                    "--config_file), which gpuwizard does not drive",
-                    "use strategy: ddp, or LeRobot main where --parallelism.dp_shard selects FSDP2",
-                    value="fsdp",
-                )
-            ]
-        found = []
-        if not policy.fsdp_supported:
-            found.append(
-                problem(
-                    "strategy",
-                    f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; "
-                    "lerobot PR #3767)",
-                    "use strategy: ddp",
-                    value="fsdp",
-                )
-            )
-        if not (policy.fsdp_wrap_units or preset.fsdp.wrap_modules or preset.fsdp.min_num_params):
-            found.append(
-                problem(
-                    "fsdp.wrap_modules",
-                    f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail "
-                    "at startup",
-                    "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based "
-                    "wrapping",
-                    value=None,
-                )
-            )
-        if preset.mixed_precision == "fp16":
-            found.append(
-                problem(
-                    "mixed_precision",
-                    "LeRobot rejects fp16 under FSDP sharding",
-                    "use mixed_precision: bf16",
-                    value="fp16",
-                )
-            )
-        return found
+        return plan_findings(ctx, self.install(ctx))
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         found = []
@@ -386,6 +222,14 @@ class LeRobotTrainer(Trainer):
         return found
 
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
+        """The schedule of the group lerobot-train logs (logged_lr: X-VLA's VLM at a tenth), every lr scaled alike."""
+        schedule, scale = self.main_schedule(ctx), self.logged_lr(ctx) / ctx.plan.lr
+        if scale == 1:
+            return schedule
+        end = schedule.end * scale if schedule.end is not None else None
+        return schedule.model_copy(update={"peak": schedule.peak * scale, "end": end})
+
+    def main_schedule(self, ctx: BuildContext) -> LrSchedule:
         """What _lr_args makes lerobot-train's scheduler do, in its loop steps (lerobot/optim/schedulers.py, 0.6.1
         and main at 7427f31; it logs group 0's lr after `step` scheduler steps): constant_with_warmup from 0;
         cosine_decay_with_warmup from peak / (warmup + 1), the cosine counted from step 0 down to decay_lr, warmup and
@@ -498,10 +342,10 @@ class LeRobotTrainer(Trainer):
         if scheduler == "none" or plan.warmup_steps is None:
             return args
         if ctx.policy.key == "groot":
-            return args + [
-                f"--policy.max_steps={plan.trainer_steps}",
-                f"--policy.warmup_ratio={plan.warmup_steps / plan.steps:.6g}",
-            ]
+            # GrootConfig.get_scheduler_preset takes ceil(max_steps * warmup_ratio): half a step short of the warmup
+            # rounds up to exactly it, where warmup / steps can land a step above (lerobot/policies/groot)
+            ratio = (warmup - 0.5) / plan.trainer_steps if warmup else 0.0
+            return args + [f"--policy.max_steps={plan.trainer_steps}", f"--policy.warmup_ratio={ratio!r}"]
         if plan.warmup_source == "trainer default":
             return args  # lerobot-train computes the same warmup itself (shrunk to a short run's length)
         args.append(f"--policy.scheduler_warmup_steps={warmup}")
@@ -521,13 +365,83 @@ class LeRobotTrainer(Trainer):
             # AcceleratorConfig.__post_init__ refuses False (lerobot/configs/accelerator.py, main at 7427f31)
             return []
         if install.api == "main":
+            # main autocasts through accelerate; --policy.dtype only casts the parameters, and the dtype field of
+            # pi0, pi05, pi0_fast and xvla refuses float16 ("Invalid dtype"): fp16 keeps float32 parameters
             args = [f"--accelerator.mixed_precision={mp}"]
-            if facts and facts.dtype_field and mp != "no":
+            if facts and facts.dtype_field and mp != "no" and DTYPES[mp] in facts.dtype_choices:
                 args.append(f"--policy.dtype={DTYPES[mp]}")
             return args
         if facts and facts.dtype_field:
             return [f"--policy.dtype={DTYPES[mp]}"]
         return ["--policy.use_amp=true"] if mp != "no" else []
+
+    def logged_lr(self, ctx: BuildContext) -> float:
+        """The lr of optimizer.param_groups[0], which lerobot-train logs (lerobot_train.update_policy, 0.6.1 and main
+        at 7427f31): X-VLA's VLM group at a tenth; one group at the lr when the policy preset is bypassed."""
+        facts, plan = ctx.policy.lerobot, ctx.plan
+        if facts is None or (facts.scheduler == "none" and plan.warmup_steps):
+            return plan.lr
+        return plan.lr * facts.logged_lr_scale
+
+    def trainer_warmup_steps(self, ctx: BuildContext) -> int:
+        """The warmup lerobot-train's schedule will have, in its own steps: what it computes itself for the policy
+        preset's default, else what _lr_args passes (GR00T's always, as a ratio)."""
+        plan = ctx.plan
+        if plan.warmup_source == "trainer default" and ctx.policy.key != "groot":
+            return default_loop_warmup(ctx.policy.lerobot, plan.trainer_steps) or 0
+        return (plan.warmup_steps or 0) * plan.trainer_steps_per_update
+
+    def accelerate_precision(self, ctx: BuildContext) -> str:
+        """What --accelerator.mixed_precision resolves to on main for this command (see _precision_args)."""
+        facts, mp = ctx.policy.lerobot, ctx.preset.mixed_precision
+        return "no" if ctx.plan.device == "cpu" or (facts and facts.bf16_flag) else mp
+
+    def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
+        """lerobot-train's own parsing of the command (probes/check_lerobot.py), in the interpreter that will train,
+        with torchrun's WORLD_SIZE."""
+        if missing := interpreter_missing(ctx.python):
+            return missing
+        install = self.install(ctx)
+        entry = install.train_path or "lerobot-train"
+        if entry not in spec.argv:
+            return "the command runs no lerobot-train"
+        plan, preset, facts = ctx.plan, ctx.preset, ctx.policy.lerobot
+        cosine = facts is not None and facts.scheduler == "cosine_decay_with_warmup" and facts.decay_steps
+        expected = {
+            "per_device_batch": plan.per_device_batch,
+            "lr": self.logged_lr(ctx),
+            "steps": plan.trainer_steps,
+            "warmup_steps": self.trainer_warmup_steps(ctx),
+            "decay_steps": min(plan.trainer_steps, facts.decay_steps) if cosine else None,
+            "dataset": preset.dataset.repo_id,
+            "policy": ctx.policy.key,
+            "resume": True if ctx.resume else None,
+        }
+        if install.api == "main":
+            expected |= {
+                "grad_accum": preset.batch.grad_accum,
+                "dp_workers": plan.world_size,
+                "dp_shard": plan.world_size if plan.strategy == "fsdp" else 1,
+                "mixed_precision": self.accelerate_precision(ctx),
+            }
+        fixes = {
+            "policy": f"trainer_options.policy_path holds another policy type: set policy to it, or point "
+            f"policy_path at a {ctx.policy.key} checkpoint",
+        }
+        if ctx.resume:
+            fixes |= dict.fromkeys(
+                ("per_device_batch", "steps", "lr", "warmup_steps", "decay_steps", "grad_accum", "dataset"),
+                "a resumed run keeps the settings in its checkpoint's train_config.json: put the preset back as it "
+                "was for that run, or start a new run in another output_dir",
+            )
+        return TrainerQuery(
+            argv=[ctx.python, probe_script("check_lerobot.py"), *trainer_args(spec.argv, entry)],
+            expected=expected,
+            cwd=ctx.workdir,
+            env={"WORLD_SIZE": str(plan.world_size)},
+            labels={"lr": "on the logged group"},
+            fixes=fixes,
+        )
 
     def parse_line(self, line: str) -> LineInfo | None:
         return parse_lerobot(line)
