@@ -84,6 +84,26 @@ def replay(monkeypatch, name: str) -> Path:
     return path
 
 
+def probe_batch_driver(module: str) -> str:
+    """A script that runs one probe's parse() on many argvs in one interpreter (argv[1]: the probes folder, the
+    argvs as JSON on stdin), answering each like gwprobe.main does: one training interpreter start for them all."""
+    return f"""
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+import gwprobe, {module}
+for argv in json.loads(sys.stdin.read()):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            found = {module}.parse(argv)
+        print(json.dumps({{"status": "parsed", **found}}, default=str))
+    except SystemExit:
+        print(json.dumps({{"status": "refused", "error": gwprobe.last_error_line(err.getvalue())}}))
+    except Exception as exc:
+        print(json.dumps({{"status": "refused", "error": f"{{type(exc).__name__}}: {{exc}}"}}))
+"""
+
+
 def trainer_env(variable: str, what: str) -> str:
     """A real trainer environment named by `variable`; skipped without one, a failure where
     GPUWIZARD_REQUIRE_TRAINERS=1 (set by .ci/run, which builds them with scripts/trainer-envs.sh)."""

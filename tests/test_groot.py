@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, trainer_env
+from conftest import DATA, probe_batch_driver, trainer_env
 from gpuwizard.errors import UserError
 from gpuwizard.plan import build_command, make_plan, with_gpus
 from gpuwizard.preset import load_preset, with_field
@@ -32,21 +32,7 @@ pytestmark = pytest.mark.groot
 
 GROOT = get_trainer("groot")
 
-DRIVER = r"""
-import contextlib, io, json, sys
-sys.path.insert(0, sys.argv[1])
-import check_groot
-for argv in json.loads(sys.stdin.read()):
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            found = check_groot.parse(argv)
-        print(json.dumps({"status": "parsed", **found}, default=str))
-    except SystemExit:
-        print(json.dumps({"status": "refused", "error": err.getvalue().strip().splitlines()[-1]}))
-    except Exception as exc:
-        print(json.dumps({"status": "refused", "error": f"{type(exc).__name__}: {exc}"}))
-"""
+DRIVER = probe_batch_driver("check_groot")
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO, gw_subprocess, trainer_env, wait_for
+from conftest import DATA, REPO, gw_subprocess, probe_batch_driver, trainer_env, wait_for
 from gpuwizard.logparse import parse_hf
 from gpuwizard.plan import build_command, make_plan
 from gpuwizard.preset import load_preset_file, parse_preset
@@ -146,21 +146,7 @@ def test_a_nan_loss_in_a_v5_log_stops_the_run(tmp_path):
 
 
 # -- the trainer's own parser -------------------------------------------------------------------------------
-DRIVER = r"""
-import contextlib, io, json, sys
-sys.path.insert(0, sys.argv[1])
-import check_hf
-for argv in json.loads(sys.stdin.read()):
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            found = check_hf.parse(argv)
-        print(json.dumps({"status": "parsed", **found}, default=str))
-    except SystemExit:
-        print(json.dumps({"status": "refused", "error": err.getvalue().strip().splitlines()[-1]}))
-    except Exception as exc:
-        print(json.dumps({"status": "refused", "error": f"{type(exc).__name__}: {exc}"}))
-"""
+DRIVER = probe_batch_driver("check_hf")
 
 
 @pytest.fixture
