@@ -139,7 +139,7 @@ def test_openpi_schedules_are_openpis_own():
     ]
     cases = []
     for ctx in contexts:  # what the built command sets, else the TrainConfig's own (catalog) values
-        own, argv = openpi.schedule(ctx.preset, ctx.policy), build_command(ctx).argv
+        own, argv = openpi.source(ctx.preset).facts, build_command(ctx).argv
         cases.append(
             (
                 int(flag(argv, "--lr-schedule.warmup-steps") or own.warmup_steps),

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gpuwizard.compare import compare, compare_text
-from gpuwizard.estimates import fmt_hours
+from gpuwizard.report import fmt_hours
 from gpuwizard.runner.rundir import RunDir
 from test_tui import CMP_RUNS, copy_runs
 

@@ -105,15 +105,3 @@ def measured_runs(preset_name: str, per_device_batch: int | None = None) -> list
         for gpus, rate, source in (probed_rates(probe, per_device_batch) if probe else [])
     ]
     return probed + [Measured(r["run_id"], r["world_size"], r["samples_per_s"]) for r in scaling_report(preset_name)]
-
-
-def fmt_hours(hours: float | None) -> str:
-    """To the nearest minute below an hour (1.05 min is "1 min", not "2 min"), else to a tenth of an hour."""
-    if hours is None:
-        return "?"
-    minutes = hours * 60
-    if minutes < 0.5:
-        return "<1 min"
-    if round(minutes) < 60:
-        return f"{round(minutes)} min"
-    return f"{hours:.1f} h"

@@ -98,8 +98,9 @@ def tell_terminal(notice: Notice, settings: Any, stream: TextIO | None = None) -
     text = terminal_text(notice, settings)
     if stream is None or not text:
         return
+    write = getattr(stream, "write_control", stream.write)  # the command line's SafeStream would show BEL as a glyph
     try:
-        stream.write(text)
+        write(text)
         stream.flush()
     except (OSError, ValueError):
         pass  # the terminal went away; the run goes on

@@ -364,6 +364,10 @@ class Preset(Strict):
     )
     monitor: Monitor = Field(default_factory=Monitor, description="Hang detection.")
 
+    def with_field(self, dotted: str, value: Any) -> Preset:
+        """A copy with one field changed, for callers that must not import this module (the trainers it imports)."""
+        return with_field(self, dotted, value)
+
     @model_validator(mode="after")
     def _printable(self) -> Preset:
         """No value holds a control character: presets are shared, and their values reach command lines, batch

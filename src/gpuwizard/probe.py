@@ -14,7 +14,7 @@ from typing import Literal
 
 from gpuwizard import paths
 from gpuwizard.compare import judgement
-from gpuwizard.estimates import fmt_hours
+from gpuwizard.report import fmt_hours
 from gpuwizard.runner.records import GpuSample, Metric, RanksSample, Record, RecordError, parse_lines, read_small_file
 from gpuwizard.runner.rundir import RunDir
 

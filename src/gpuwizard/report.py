@@ -8,6 +8,18 @@ from typing import Any
 from gpuwizard.contracts import Plan
 
 
+def fmt_hours(hours: float | None) -> str:
+    """To the nearest minute below an hour (1.05 min is "1 min", not "2 min"), else to a tenth of an hour."""
+    if hours is None:
+        return "?"
+    minutes = hours * 60
+    if minutes < 0.5:
+        return "<1 min"
+    if round(minutes) < 60:
+        return f"{round(minutes)} min"
+    return f"{hours:.1f} h"
+
+
 def fmt_lr(value: float) -> str:
     return f"{value:.3g}"
 
@@ -83,7 +95,6 @@ def plan_text(plan: Plan, name: str) -> str:
 
 def estimate_lines(plan: Plan) -> list[str]:
     """The estimates table: time, GPU-hours and cost per GPU count, each with its source."""
-    from gpuwizard.estimates import fmt_hours
 
     if not plan.estimates:
         return []

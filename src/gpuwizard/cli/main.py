@@ -175,6 +175,10 @@ class SafeStream:
     def write(self, text: str) -> int:
         return self.stream.write(safe_text(text))
 
+    def write_control(self, sequence: str) -> int:
+        """gpuwizard's own terminal sequences (notify's bell and desktop notices, their text already cleaned)."""
+        return self.stream.write(sequence)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
 

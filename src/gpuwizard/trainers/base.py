@@ -117,9 +117,7 @@ class Trainer:
     def probe_variant(self, preset: Preset, steps: int) -> Preset:
         """The preset as a short, quiet measurement run of `steps` updates: checkpoints, eval, uploads and trackers
         off where the trainer has them (the probe sets the batch, the scratch output_dir and the GPU count)."""
-        from gpuwizard.preset import with_field
-
-        return with_field(preset, "optim.steps", steps)
+        return preset.with_field("optim.steps", steps)
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """The checkpoint a resumed run continues from (None: nothing to resume)."""

@@ -179,10 +179,8 @@ class DemoTrainer(Trainer):
 
     def probe_variant(self, preset, steps):  # type: ignore[no-untyped-def]
         """Thirty log lines, so the measured window holds many of the trainer's own samples/s; no periodic saves."""
-        from gpuwizard.preset import with_field
-
-        quiet = with_field(preset, "trainer_options.save_every", None)
-        return with_field(super().probe_variant(quiet, steps), "trainer_options.log_every", max(1, steps // 30))
+        quiet = preset.with_field("trainer_options.save_every", None)
+        return super().probe_variant(quiet, steps).with_field("trainer_options.log_every", max(1, steps // 30))
 
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
         """gpuwizard/demo/train.py: LambdaLR(min(1, (s + 1) / warmup)), logged after `step` scheduler steps."""

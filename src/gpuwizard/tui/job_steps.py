@@ -198,7 +198,7 @@ class ScalingStep(Step):
 
 def estimates_text(plan: Plan) -> str:
     """Time, GPU-hours and cost per GPU count, each with its source (the chosen count marked)."""
-    from gpuwizard.estimates import fmt_hours
+    from gpuwizard.report import fmt_hours
 
     lines = ["time and cost (wall · GPU-hours · cost · basis; `gpuwizard plan` names each source):"]
     for e in plan.estimates:
