@@ -145,6 +145,9 @@ class GpuWizardApp(App[int]):
         if isinstance(screen, WizardScreen):
             yield SystemCommand("job: Run", "Check the plan and launch the job", screen.action_run)
             yield SystemCommand("job: Smoke run", "50 steps at the smallest batch", screen.action_smoke)
+            yield SystemCommand(
+                "job: Probe", "Measure samples/s and memory per GPU count and batch (F5)", screen.action_probe
+            )
             yield SystemCommand("job: Copy command", "Copy the exact command (OSC 52)", screen.action_copy)
             yield SystemCommand("job: Export shell script", "Write the command as a bash script", screen.action_export)
             yield SystemCommand("preset: Open", "Open, duplicate or delete a preset", screen.action_open)

@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, ProgressBar, Static
 
+from gpuwizard.safetext import safe_text
 from gpuwizard.tui.widgets import KeyBar
 
 if TYPE_CHECKING:
@@ -40,6 +41,12 @@ class ProbeDone(Message):
 class ProbeScreen(Screen[bool]):
     """Runs the default probe of a preset in a worker; dismisses with True when a result was kept."""
 
+    HELP = (
+        "Each row is a short real run of the preset's own command at one GPU count and per-device batch, output in "
+        "the probe's scratch folder. c cancels (the running configuration is stopped, nothing is left running); "
+        "escape goes back once the probe has ended, and a finished probe feeds the Scaling step's estimates."
+    )
+
     BINDINGS = [
         Binding("c", "cancel", "Cancel probe"),
         Binding("escape", "close", "Back"),
@@ -55,9 +62,9 @@ class ProbeScreen(Screen[bool]):
     def compose(self) -> ComposeResult:
         yield Static(f"Probe · {self.preset.name} · short real runs per GPU count and batch", id="probe-title")
         yield ProgressBar(id="probe-progress", show_eta=False)
-        yield Static("starting...", id="probe-status")
+        yield Static("starting...", id="probe-status", markup=False)
         yield DataTable(id="probe-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="probe-verdict")
+        yield Static("", id="probe-verdict", markup=False)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -99,7 +106,7 @@ class ProbeScreen(Screen[bool]):
 
     @on(ProbeProgress)
     def _progress(self, message: ProbeProgress) -> None:
-        self.query_one("#probe-status", Static).update(message.text)
+        self.query_one("#probe-status", Static).update(safe_text(message.text))
         self.fill(message.result)
 
     @on(ProbeDone)
@@ -108,14 +115,14 @@ class ProbeScreen(Screen[bool]):
         self.refresh_bindings()
         status = self.query_one("#probe-status", Static)
         if message.result is None:
-            status.update(message.error or "the probe could not start")
+            status.update(safe_text(message.error or "the probe could not start"))
             return
         result = message.result
         self.kept = result.state == "finished"
         self.fill(result)
         where = f"kept in {self.probe.path}" if self.probe else ""
-        status.update(f"{result.state}; {where}" + ("; the estimates now use it" if self.kept else ""))
-        self.query_one("#probe-verdict", Static).update("\n".join(result.verdict))
+        status.update(safe_text(f"{result.state}; {where}" + ("; the estimates now use it" if self.kept else "")))
+        self.query_one("#probe-verdict", Static).update(safe_text("\n".join(result.verdict)))
 
     def fill(self, result: ProbeResult) -> None:
         table = self.query_one("#probe-table", DataTable)

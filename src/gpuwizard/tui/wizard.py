@@ -48,7 +48,8 @@ class WizardScreen(Screen[None]):
     HELP = (
         "Five steps over one preset: ctrl+n and escape move between them, Tab between fields. In the policy list "
         "enter chooses a policy (moving the cursor only describes it). The line above the keys is the plan and "
-        "whether it will start here; ctrl+r lists the errors that stop it."
+        "whether it will start here; ctrl+r lists the errors that stop it. On the Scaling step F5 probes: short "
+        "real runs measure samples/s and memory per GPU count and batch, and the estimates then use them."
     )
     BINDINGS = [
         Binding("ctrl+n", "next", "Next", priority=True),
@@ -59,6 +60,7 @@ class WizardScreen(Screen[None]):
         Binding("ctrl+y", "copy", "Copy", priority=True),
         Binding("ctrl+e", "export", "Export", priority=True),
         Binding("ctrl+g", "smoke", "Smoke run", show=False, priority=True),
+        Binding("f5", "probe", "Probe", priority=True),
     ]
     step = reactive(0, bindings=True)
 
@@ -278,6 +280,8 @@ class WizardScreen(Screen[None]):
             return self.step < len(STEPS) - 1
         if action == "back":
             return self.step > 0
+        if action == "probe":
+            return STEPS[self.step][0] == "scaling"
         if action in ("copy", "export"):
             return None if self.step == len(STEPS) - 1 and self.spec is None else self.step == len(STEPS) - 1
         return True  # run and smoke always answer: with errors they list them
@@ -369,6 +373,19 @@ class WizardScreen(Screen[None]):
 
     def action_smoke(self) -> None:
         self.action_run(smoke=True)
+
+    def action_probe(self) -> None:
+        """Short real runs per GPU count and batch (`gpuwizard probe`); a kept result re-plans the estimates."""
+        if self.preset is None:
+            return
+        if self.plan is not None and self.plan.errors:
+            from gpuwizard.tui.problems import ProblemsScreen
+
+            self.app.push_screen(ProblemsScreen("The plan has errors: nothing to probe", self.plan.errors))
+            return
+        from gpuwizard.tui.probe import ProbeScreen
+
+        self.app.push_screen(ProbeScreen(self.preset), lambda kept: self.replan() if kept else None)
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
