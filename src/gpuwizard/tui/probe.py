@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
@@ -58,6 +59,8 @@ class ProbeScreen(Screen[bool]):
         self.probe: Probe | None = None
         self.done = False
         self.kept = False
+        self.doing = "starting..."
+        self.started = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static(f"Probe · {self.preset.name} · short real runs per GPU count and batch", id="probe-title")
@@ -69,7 +72,19 @@ class ProbeScreen(Screen[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#probe-table", DataTable).add_columns(*COLUMNS)
+        self.started = time.monotonic()
+        self.set_interval(1.0, self.tick)
         self.start()
+
+    def tick(self) -> None:
+        """What the probe is doing and for how long, while it runs."""
+        if self.done:
+            return
+        seconds = int(time.monotonic() - self.started)
+        budget = self.probe.request.budget_s if self.probe else None
+        limit = f" of a {int(budget) // 60}:{int(budget) % 60:02d} budget" if budget else ""
+        said = f"{self.doing} · {seconds // 60}:{seconds % 60:02d} elapsed{limit} · c cancels"
+        self.query_one("#probe-status", Static).update(safe_text(said))
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def start(self) -> None:
@@ -85,7 +100,15 @@ class ProbeScreen(Screen[bool]):
         except UserError as exc:
             self.post_message(ProbeDone(None, exc.paragraph()))
             return
+        except Exception as exc:  # kept in probe.json by Probe.run; the screen must still end
+            self.post_message(ProbeDone(self.probe.result if self.probe else None, f"the probe failed: {exc}"))
+            return
         self.post_message(ProbeDone(result, None))
+
+    def on_unmount(self) -> None:
+        """Quitting mid-probe stops it: the worker stops its running configuration before the app can exit."""
+        if self.probe is not None and not self.done:
+            self.probe.cancel()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
@@ -106,7 +129,8 @@ class ProbeScreen(Screen[bool]):
 
     @on(ProbeProgress)
     def _progress(self, message: ProbeProgress) -> None:
-        self.query_one("#probe-status", Static).update(safe_text(message.text))
+        self.doing = message.text
+        self.tick()
         self.fill(message.result)
 
     @on(ProbeDone)
@@ -121,7 +145,8 @@ class ProbeScreen(Screen[bool]):
         self.kept = result.state == "finished"
         self.fill(result)
         where = f"kept in {self.probe.path}" if self.probe else ""
-        status.update(safe_text(f"{result.state}; {where}" + ("; the estimates now use it" if self.kept else "")))
+        said = message.error or result.state
+        status.update(safe_text(f"{said}; {where}" + ("; the estimates now use it" if self.kept else "")))
         self.query_one("#probe-verdict", Static).update(safe_text("\n".join(result.verdict)))
 
     def fill(self, result: ProbeResult) -> None:

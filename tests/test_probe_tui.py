@@ -1,0 +1,94 @@
+"""The probe from the wizard's Scaling step at 80x24, driven with Pilot (issue 21): F5 runs the real default probe
+(1 and 2 gloo processes x two batches of the demo) with a live table and progress, a finished probe fills the
+estimates with "probed", and `c` cancels with nothing left running and nothing kept but probe.json."""
+
+from __future__ import annotations
+
+import json
+
+import psutil
+import pytest
+from textual.widgets import DataTable, ProgressBar
+
+from gpuwizard.preset import load_preset
+from gpuwizard.probe import probes_dir
+from gpuwizard.runner.rundir import alive_processes, list_runs
+from gpuwizard.tui.app import GpuWizardApp
+from gpuwizard.tui.probe import ProbeScreen
+from gpuwizard.tui.wizard import STEPS
+from test_tui import goto, settle, wait_until
+from test_wizard_tui import demo_preset, key_bar_fits, text_of
+
+pytestmark = pytest.mark.slow
+SCALING = [name for name, _ in STEPS].index("scaling")
+
+
+def estimates(app: GpuWizardApp) -> str:
+    return text_of(app.screen.query_one("#estimates"))
+
+
+async def open_probe(pilot, app: GpuWizardApp) -> ProbeScreen:
+    await settle(pilot, app)
+    await goto(pilot, app, SCALING)
+    assert "f5 Probe" in key_bar_fits(app.screen)
+    assert "probed" not in estimates(app)
+    await pilot.press("f5")
+    assert await wait_until(pilot, lambda: isinstance(app.screen, ProbeScreen), 30)
+    return app.screen  # type: ignore[return-value]
+
+
+async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
+    demo_preset("tui-probe", "batch: {size: 4}\noptim: {lr: 1.0e-3, steps: 200}\ntrainer_options: {episodes: 4}")
+    app = GpuWizardApp(preset=load_preset("tui-probe"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        probe = await open_probe(pilot, app)
+        table = probe.query_one("#probe-table", DataTable)
+        assert await wait_until(pilot, lambda: table.row_count >= 1 and not probe.done, 300), "a live first row"
+        assert 0 < probe.query_one("#probe-progress", ProgressBar).percentage < 1
+        key_bar_fits(probe)
+        assert await wait_until(pilot, lambda: probe.done, 900)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert [(r[0], r[1], r[-1]) for r in rows] == [
+            ("1", "4", "yes"),
+            ("1", "8", "yes"),
+            ("2", "4", "yes"),
+            ("2", "8", "yes"),
+        ]
+        assert all(float(r[2]) > 0 for r in rows), rows
+        assert probe.query_one("#probe-progress", ProgressBar).percentage == 1
+        verdict = text_of(probe.query_one("#probe-verdict"))
+        assert "2 processes:" in verdict and "Recommended:" in verdict, verdict
+        assert "the estimates now use it" in text_of(probe.query_one("#probe-status"))
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
+        assert await wait_until(pilot, lambda: estimates(app).count("· probed") == 2, 60), estimates(app)
+    (folder,) = probes_dir().iterdir()
+    assert json.loads((folder / "probe.json").read_text())["state"] == "finished"
+
+
+async def test_cancelling_the_probe_screen_leaves_nothing_running():
+    demo_preset(
+        "tui-stop",
+        "batch: {size: 4}\noptim: {lr: 1.0e-3, steps: 200}\ntrainer_options: {episodes: 4, step_time_s: 0.05}",
+    )
+    app = GpuWizardApp(preset=load_preset("tui-stop"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        probe = await open_probe(pilot, app)
+        running = lambda: any(e.status and e.status.state == "running" for e in list_runs("tui-stop"))  # noqa: E731
+        assert await wait_until(pilot, running, 300), "the first configuration started"
+        await pilot.press("escape")  # refused while it runs: it cancels first
+        await pilot.press("c")
+        assert await wait_until(pilot, lambda: probe.done, 180)
+        assert isinstance(app.screen, ProbeScreen), "escape while running did not leave the probe running unseen"
+        assert text_of(probe.query_one("#probe-status")).startswith("stopped")
+        await pilot.press("escape")
+        assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
+        await settle(pilot, app)
+        assert "probed" not in estimates(app), "a stopped probe is not an estimate"
+    (folder,) = probes_dir().iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["probe.json"], "the scratch output is gone"
+    assert json.loads((folder / "probe.json").read_text())["state"] == "stopped"
+    for entry in list_runs("tui-stop"):
+        assert entry.status.final and not alive_processes(entry.run, entry.status)
+    left = [p for p in psutil.process_iter(["cmdline"]) if "tui-stop" in " ".join(p.info["cmdline"] or [])]
+    assert left == []
