@@ -102,6 +102,8 @@ async def test_the_key_bar_fits_one_line_at_80_columns_and_hides_keys_that_canno
         shown = key_bar_text(monitor)
         assert ("s Stop" in shown) == (state == "running") and ("r Resume" in shown) == (state == "finished")
         assert monitor.check_action("retry_p2p", ()) is False, "NCCL_P2P_DISABLE means nothing to a CPU (gloo) run"
+        palette = [c.title for c in app.get_system_commands(monitor)]
+        assert "job: Stop" in palette and not any("NCCL_P2P" in title for title in palette), palette
         await pilot.press("p")
         await pilot.pause()
         assert app.screen is monitor and len(list_runs()) == 1, "p does nothing on a CPU run"
@@ -115,6 +117,7 @@ async def test_retry_without_p2p_is_offered_on_a_multi_gpu_cuda_run(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         monitor = await monitor_on(pilot, app)
         assert monitor.check_action("retry_p2p", ()) is True
+        assert "job: Retry with NCCL_P2P_DISABLE=1" in [c.title for c in app.get_system_commands(monitor)]
 
 
 async def test_copy_puts_the_exact_command_on_the_clipboard(tmp_path):

@@ -500,6 +500,7 @@ async def test_palette_has_the_main_actions(gpus):
         for title in (
             "job: Run",
             "job: Smoke run",
+            "job: Probe",
             "job: Copy command",
             "job: Export shell script",
             "preset: Open",

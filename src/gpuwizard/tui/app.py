@@ -160,9 +160,12 @@ class GpuWizardApp(App[int]):
             yield SystemCommand("job: Stop", "Stop every process of this run", screen.action_stop)
             yield SystemCommand("job: Stack dump", "py-spy dump of every rank", screen.action_dump)
             yield SystemCommand("job: Smoke repro", "Restart as a 50-step smoke run", screen.action_smoke)
-            yield SystemCommand(
-                "job: Retry with NCCL_P2P_DISABLE=1", "Stop and restart without peer-to-peer", screen.action_retry_p2p
-            )
+            if screen.p2p_applies():  # NCCL's peer-to-peer: CUDA runs of several processes only
+                yield SystemCommand(
+                    "job: Retry with NCCL_P2P_DISABLE=1",
+                    "Stop and restart without peer-to-peer",
+                    screen.action_retry_p2p,
+                )
         yield SystemCommand("runs: History", "Every run: open, compare, resume (ctrl+l)", self.action_runs)
         for name in self.own_themes:
             yield SystemCommand(f"theme: {name}", "Switch theme (remembered)", partial(setattr, self, "theme", name))
