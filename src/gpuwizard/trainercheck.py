@@ -186,9 +186,7 @@ def compare(answer: ProbeAnswer, query: TrainerQuery, cached: bool, seconds: flo
     parser = answer.parser or "the trainer"
     common = {"parser": answer.parser, "notes": answer.notes, "cached": cached, "seconds": seconds}
     if answer.status == "unavailable":
-        return TrainerCheck(
-            status="not checked", summary=f"not checked: no training environment here ({answer.error})", **common
-        )
+        return TrainerCheck(status="not checked", summary=f"not checked: {answer.error}", **common)
     if answer.status == "refused":
         return TrainerCheck(
             status="refused",
@@ -271,7 +269,10 @@ def ask(query: TrainerQuery, base_env: dict[str, str], use_cache: bool = True) -
         answer = ProbeAnswer(status="unavailable", error=f"the parser did not answer within {query.timeout_s:.0f} s")
         return answer, False, time.monotonic() - started
     except OSError as exc:
-        answer = ProbeAnswer(status="unavailable", error=f"cannot start {query.argv[0]}: {exc.strerror or exc}")
+        answer = ProbeAnswer(
+            status="unavailable",
+            error=f"no training environment here (cannot start {query.argv[0]}: {exc.strerror or exc})",
+        )
         return answer, False, time.monotonic() - started
     seconds = time.monotonic() - started
     answer = parse_output(out.stdout)

@@ -9,7 +9,7 @@ def parse(argv: list[str]) -> dict:
     try:
         import gpuwizard.demo.train as train
     except ImportError as exc:
-        raise gwprobe.Unavailable(f"gpuwizard is not installed in this interpreter ({exc})") from None
+        raise gwprobe.NoEnvironment(f"gpuwizard is not installed in this interpreter ({exc})") from None
     args = train.parse_args(argv)
     return {
         "parser": "gpuwizard.demo.train",

@@ -63,7 +63,7 @@ def parse(argv: list[str]) -> dict:
         from gr00t.configs.finetune_config import FinetuneConfig
         from transformers import TrainingArguments
     except ImportError as exc:
-        raise gwprobe.Unavailable(f"the Isaac-GR00T checkout or its environment is incomplete ({exc})") from None
+        raise gwprobe.NoEnvironment(f"the Isaac-GR00T checkout or its environment is incomplete ({exc})") from None
     script, args = argv[0], argv[1:]
     ft = parse_finetune_config(FinetuneConfig, args)
     has_resume_flag = "resume_from_checkpoint" in {f.name for f in fields(FinetuneConfig)}

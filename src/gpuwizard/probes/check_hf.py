@@ -47,7 +47,7 @@ def parse(argv: list[str]) -> dict:
         import transformers
         from transformers import HfArgumentParser, TrainingArguments
     except ImportError as exc:
-        raise gwprobe.Unavailable(f"transformers is not installed in this interpreter ({exc})") from None
+        raise gwprobe.NoEnvironment(f"transformers is not installed in this interpreter ({exc})") from None
     notes = []
     on_cpu = "--use_cpu" in argv
     if not on_cpu and not torch.cuda.is_available():

@@ -193,7 +193,7 @@ def resumed_step(lerobot_train, cfg) -> int:
 
 def parse(argv: list[str]) -> dict:
     if importlib.util.find_spec("lerobot") is None:
-        raise gwprobe.Unavailable("lerobot is not installed in this interpreter")
+        raise gwprobe.NoEnvironment("lerobot is not installed in this interpreter")
     import lerobot.scripts.lerobot_train as lerobot_train
     from lerobot.configs.train import TrainPipelineConfig
 

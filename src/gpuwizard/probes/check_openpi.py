@@ -74,7 +74,7 @@ def parse(argv: list[str]) -> dict:
     try:
         import openpi.training.config as config
     except ImportError as exc:
-        raise gwprobe.Unavailable(f"openpi cannot be imported here ({exc})") from None
+        raise gwprobe.NoEnvironment(f"openpi cannot be imported here ({exc})") from None
     if argv[:1] == ["--defaults"]:
         cfg, entry, world = config.get_config(argv[1]), config.__file__, None
     else:

@@ -29,7 +29,11 @@ def answering(parser: str) -> None:
 
 
 class Unavailable(Exception):
-    """The trainer is not installed in this interpreter: the command cannot be checked here."""
+    """The command cannot be checked here (e.g. its policy is on a Hub this machine cannot reach)."""
+
+
+class NoEnvironment(Unavailable):
+    """The trainer is not installed in this interpreter: planning away from the training machine."""
 
 
 def emit(answer: dict[str, Any]) -> None:
@@ -63,6 +67,9 @@ def main(parse: Callable[[list[str]], dict[str, Any]]) -> None:
     try:
         with contextlib.redirect_stderr(captured):
             found = parse(sys.argv[1:])
+    except NoEnvironment as exc:
+        emit({"status": "unavailable", "error": f"no training environment here ({exc})", "watch": watch})
+        return
     except Unavailable as exc:
         emit({"status": "unavailable", "error": str(exc), "watch": watch})
         return
