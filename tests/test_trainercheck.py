@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from gpuwizard import trainercheck
 from gpuwizard.envcache import EnvCache, interpreter
 from gpuwizard.plan import build_command, make_plan
 from gpuwizard.preset import load_preset
@@ -85,7 +86,7 @@ def test_a_value_that_differs_from_the_plan_names_both_values_and_the_field(tmp_
     assert "Fix:" in paragraph
 
 
-def test_the_answer_is_remembered_until_the_environment_changes(tmp_path):
+def test_the_answer_is_remembered_until_the_environment_changes(tmp_path, monkeypatch):
     preset = load_preset(str(preset_file(tmp_path)))
     _, ctx = make_plan(preset)
     spec = build_command(ctx)
@@ -93,6 +94,9 @@ def test_the_answer_is_remembered_until_the_environment_changes(tmp_path):
     again = check_command(ctx, spec)
     assert (first.cached, again.cached) == (False, True)
     assert again.values == first.values
+    with monkeypatch.context() as patched:  # an upgraded gpuwizard whose probe reads the trainer differently
+        patched.setattr(trainercheck, "probes_stamp", lambda: "another probe")
+        assert check_command(ctx, spec).cached is False
     other = build_command(make_plan(preset, gpus=1)[1])
     assert check_command(make_plan(preset, gpus=1)[1], other).cached is False  # another argv, another answer
     watched = tmp_path / "site-packages-stand-in"

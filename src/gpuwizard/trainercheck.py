@@ -7,6 +7,7 @@ crosses a process boundary, so it is a typed record, and it is remembered per co
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -235,9 +236,18 @@ def parse_output(stdout: str) -> ProbeAnswer | None:
     return None
 
 
+@functools.cache
+def probes_stamp() -> str:
+    """The probe scripts' own contents: a gpuwizard upgrade that reads a trainer differently asks it again."""
+    digest = hashlib.sha256()
+    for path in sorted(PROBES_DIR.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def cache_key(query: TrainerQuery, env: dict[str, str]) -> str:
     """A hash of everything the answer depends on (no value is kept in clear: the env may hold a token)."""
-    blob = json.dumps([query.argv, os.path.abspath(query.cwd), sorted(env.items())])
+    blob = json.dumps([query.argv, os.path.abspath(query.cwd), sorted(env.items()), probes_stamp()])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

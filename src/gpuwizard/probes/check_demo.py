@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import gwprobe
 
 
@@ -10,6 +12,8 @@ def parse(argv: list[str]) -> dict:
         import gpuwizard.demo.train as train
     except ImportError as exc:
         raise gwprobe.NoEnvironment(f"gpuwizard is not installed in this interpreter ({exc})") from None
+    gwprobe.answering("gpuwizard.demo.train")
+    sys.argv[0] = train.__file__  # argparse names itself as in the real run: "train.py: error: ..."
     args = train.parse_args(argv)
     return {
         "parser": "gpuwizard.demo.train",

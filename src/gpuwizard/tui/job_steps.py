@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import shlex
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
 
 from gpuwizard.catalog import load_catalog
-from gpuwizard.contracts import LaunchSpec, Plan
+from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
 from gpuwizard.plan import scale, trainers_for
 from gpuwizard.preset import Preset
+from gpuwizard.safetext import safe_text
 from gpuwizard.secrets import redacted
 from gpuwizard.trainers import get_trainer
+from gpuwizard.tui.messages import TrainerChecked
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, Step, options_form, row
 
 RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
@@ -209,11 +211,22 @@ def estimates_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+CHECK_STYLES = {
+    "accepted": "$success",
+    "mismatch": "bold $error",
+    "refused": "bold $error",
+    "not checked": "$text-muted",
+}
+
+
 class PreviewStep(Step):
-    shown: tuple[Plan, LaunchSpec | None] | None = None
+    shown: tuple[Plan, LaunchSpec | None, BuildContext | None] | None = None
+    checked: str | None = None
+    """The command the trainer-check line is about (its argv, environment and folder)."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="command")
+        yield Static("", id="trainer-check")
         yield Static("", id="environment")
         yield Static("", id="problems")
 
@@ -221,10 +234,11 @@ class PreviewStep(Step):
         if self.shown is not None:
             self.show(*self.shown)  # the command is packed to the width: a flag never wraps inside itself
 
-    def show(self, plan: Plan | None, spec: LaunchSpec | None) -> None:
+    def show(self, plan: Plan | None, spec: LaunchSpec | None, ctx: BuildContext | None = None) -> None:
         if plan is None:
             return
-        self.shown = (plan, spec)
+        self.shown = (plan, spec, ctx)
+        self.ask_trainer(spec, ctx)
         command = self.query_one("#command", Static)
         if spec is None:
             command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
@@ -246,6 +260,40 @@ class PreviewStep(Step):
             for p in items
         ]
         self.query_one("#problems", Static).update(Content.assemble(*parts))
+
+    def ask_trainer(self, spec: LaunchSpec | None, ctx: BuildContext | None) -> None:
+        """The trainer-check line: each new command is read by the installed trainer's own parser, off the UI."""
+        line = self.query_one("#trainer-check", Static)
+        if spec is None or ctx is None:
+            self.checked = None
+            line.update("")
+            return
+        key = repr((spec.argv, sorted(spec.env.items()), spec.unset, spec.workdir))
+        if key == self.checked:
+            return
+        self.checked = key
+        line.update(Content.styled("trainer check: asking the installed trainer's own parser...", "$text-muted"))
+        self.check_in_background(key, spec, ctx)
+
+    @work(thread=True, exclusive=True, group="trainer-check", exit_on_error=False)
+    def check_in_background(self, key: str, spec: LaunchSpec, ctx: BuildContext) -> None:
+        from gpuwizard.trainercheck import check_command
+
+        try:
+            self.post_message(TrainerChecked(key, check_command(ctx, spec)))
+        except Exception as exc:  # the line says so; the preview and the launch's own check stay
+            self.post_message(TrainerChecked(key, None, f"{type(exc).__name__}: {exc}"))
+
+    @on(TrainerChecked)
+    def _checked(self, message: TrainerChecked) -> None:
+        if message.key != self.checked:
+            return  # an older command's answer
+        line = self.query_one("#trainer-check", Static)
+        if message.check is None:
+            line.update(Content.styled(safe_text(f"trainer check failed: {message.error}"), "$warning"))
+            return
+        said = f"trainer check: {message.check.summary}"
+        line.update(Content.styled(safe_text(said), CHECK_STYLES.get(message.check.status, "")))
 
 
 def pretty_command(argv: list[str], width: int = 74) -> str:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.preset import Preset
     from gpuwizard.runner.follow import RunUpdate
+    from gpuwizard.trainercheck import TrainerCheck
 
 
 class PresetLoaded(Message):
@@ -39,6 +40,14 @@ class PlanReady(Message):
     ):
         super().__init__()
         self.seq, self.plan, self.ctx, self.spec, self.blockers = seq, plan, ctx, spec, blockers
+
+
+class TrainerChecked(Message):
+    """The installed trainer's own reading of one previewed command (`key` says which), or why it failed."""
+
+    def __init__(self, key: str, check: TrainerCheck | None, error: str | None = None):
+        super().__init__()
+        self.key, self.check, self.error = key, check, error
 
 
 class RunStarted(Message):

@@ -199,7 +199,7 @@ class WizardScreen(Screen[None]):
             return
         name = STEPS[self.step][0]
         if name == "preview":
-            widget.show(self.plan, self.spec)
+            widget.show(self.plan, self.spec, self.ctx)
         elif name != "gpus":
             widget.show(self.preset, self.plan)
 
