@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from gpuwizard.preset import load_preset, save_user_preset, with_field
+from gpuwizard.preset import with_field
+from gpuwizard.preset_files import load_preset, save_user_preset
 from gpuwizard.runner.follow import request_stop
 from gpuwizard.runner.rundir import alive_processes, list_runs
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import gw_subprocess
 from gpuwizard import paths, yamlio
 from gpuwizard.errors import UserError
-from gpuwizard.preset import load_preset_file
+from gpuwizard.preset_files import load_preset_file
 
 HEAD = """\
 version: 1

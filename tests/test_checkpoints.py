@@ -12,7 +12,8 @@ from conftest import gw_subprocess, wait_for
 from gpuwizard.errors import UserError
 from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.plan import plan_here
-from gpuwizard.preset import load_preset, with_field
+from gpuwizard.preset import with_field
+from gpuwizard.preset_files import load_preset
 from gpuwizard.runner.follow import request_stop
 from gpuwizard.runner.launch import prepare_run, start_run
 from gpuwizard.runner.resume import resume_source

@@ -24,7 +24,8 @@ import pytest
 from conftest import DATA, probe_batch_driver, trainer_env
 from gpuwizard.errors import UserError
 from gpuwizard.plan import build_command, make_plan, with_gpus
-from gpuwizard.preset import load_preset, with_field
+from gpuwizard.preset import with_field
+from gpuwizard.preset_files import load_preset
 from gpuwizard.trainercheck import PROBES_DIR, ProbeAnswer, check_command, compare
 from gpuwizard.trainers import get_trainer
 

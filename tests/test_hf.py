@@ -24,7 +24,8 @@ import pytest
 from conftest import DATA, REPO, gw_subprocess, probe_batch_driver, trainer_env, wait_for
 from gpuwizard.logparse import parse_hf
 from gpuwizard.plan import build_command, make_plan
-from gpuwizard.preset import load_preset_file, parse_preset
+from gpuwizard.preset import parse_preset
+from gpuwizard.preset_files import load_preset_file
 from gpuwizard.runner.monitor import JobMonitor
 from gpuwizard.runner.records import Expectations
 from gpuwizard.runner.tail import LogTail

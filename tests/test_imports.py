@@ -55,7 +55,8 @@ def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
         "    cli.main(['--preset', 'demo-cpu'])\n"
         "assert started.called\n"
         "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'psutil', 'textual_plot', "
-        "'gpuwizard.preset', 'gpuwizard.plan') if m in sys.modules)))"
+        "'gpuwizard.preset', 'gpuwizard.preset_sections', 'gpuwizard.preset_files', 'gpuwizard.plan', "
+        "'gpuwizard.plan_scaling', 'gpuwizard.plan_checks') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1:] in ([""], []), out.stdout

@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA, REPO, gw_subprocess, trainer_env
 from gpuwizard import yamlio
 from gpuwizard.plan import make_plan
-from gpuwizard.preset import load_preset
+from gpuwizard.preset_files import load_preset
 from gpuwizard.runner.launch import expectations, prepare_run
 from gpuwizard.runner.monitor import JobMonitor
 from gpuwizard.runner.records import Expectations

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from gpuwizard.preset import load_preset
+from gpuwizard.preset_files import load_preset
 from gpuwizard.runner.launch import prepare_run, start_run
 from gpuwizard.runner.rundir import RunDir, list_runs
 from gpuwizard.tui.app import GpuWizardApp

@@ -138,7 +138,7 @@ def test_a_headless_run_rings_its_terminal_and_its_supervisor_runs_the_command(t
 @pytest.mark.slow
 def test_the_monitor_sends_the_desktop_notification_when_it_sees_the_run_end(tmp_path):
     """The TUI in a real pty, attached while the run goes: the OSC sequences arrive once the run has finished."""
-    from gpuwizard.preset import load_preset
+    from gpuwizard.preset_files import load_preset
     from gpuwizard.runner.launch import prepare_run, start_run
 
     write_settings("notify: {desktop: true}\n")

@@ -8,7 +8,7 @@ import pytest
 
 from gpuwizard import yamlio
 from gpuwizard.errors import UserError
-from gpuwizard.preset import find_preset, load_preset, load_preset_file, save_user_preset
+from gpuwizard.preset_files import find_preset, load_preset, load_preset_file, save_user_preset
 from gpuwizard.schema import updated
 
 GOOD = """\

@@ -10,7 +10,7 @@ import psutil
 import pytest
 from textual.widgets import DataTable, ProgressBar
 
-from gpuwizard.preset import load_preset
+from gpuwizard.preset_files import load_preset
 from gpuwizard.probe import probes_dir
 from gpuwizard.runner.rundir import alive_processes, list_runs
 from gpuwizard.tui.app import GpuWizardApp

@@ -236,7 +236,8 @@ def test_sbatch_refusals_and_a_silent_cluster_are_one_paragraph(demo_on_slurm, t
 def test_a_submitted_gpu_job_samples_every_node_into_the_run_folder(tmp_path):
     """The script gpuwizard submits (not the preview) starts the node sampler on every node beside the job."""
     from gpuwizard.plan import build_command, make_plan
-    from gpuwizard.preset import load_preset_file, with_field
+    from gpuwizard.preset import with_field
+    from gpuwizard.preset_files import load_preset_file
     from gpuwizard.slurm import batch_script
 
     path = tmp_path / "act-2node.yaml"

@@ -10,7 +10,7 @@ import sys
 from gpuwizard import trainercheck
 from gpuwizard.envcache import EnvCache, interpreter
 from gpuwizard.plan import build_command, make_plan
-from gpuwizard.preset import load_preset
+from gpuwizard.preset_files import load_preset
 from gpuwizard.trainercheck import check_command, compare, parse_output
 from gpuwizard.trainers import get_trainer
 

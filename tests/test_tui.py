@@ -13,7 +13,7 @@ from textual.worker import WorkerCancelled
 
 from conftest import DATA, replay
 from gpuwizard import paths
-from gpuwizard.preset import load_preset, load_preset_file, user_preset_files
+from gpuwizard.preset_files import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runner.records import Progress
 from gpuwizard.runner.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp

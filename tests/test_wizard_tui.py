@@ -16,7 +16,8 @@ from textual.widgets._select import SelectOverlay
 
 from conftest import replay
 from gpuwizard import paths
-from gpuwizard.preset import Preset, load_preset
+from gpuwizard.preset import Preset
+from gpuwizard.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.keys import KeysScreen
 from gpuwizard.tui.problems import ProblemsScreen

@@ -163,7 +163,7 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
 def preset_gpu_hour(run: RunDir) -> float | None:
     """costs.gpu_hour of the preset the run was started with (preset.yaml in its folder)."""
     from gpuwizard.errors import UserError
-    from gpuwizard.preset import load_preset_file
+    from gpuwizard.preset_files import load_preset_file
 
     try:
         return load_preset_file(run.path / "preset.yaml").costs.gpu_hour

@@ -230,7 +230,8 @@ def resolve(preset_arg: str, gpus: int | None, resume: bool = False, slurm: bool
     """Load a preset and plan it against the GPUs detected here."""
     from gpuwizard.gpus.inventory import read_inventory
     from gpuwizard.plan import plan_here, with_gpus
-    from gpuwizard.preset import load_preset, with_field
+    from gpuwizard.preset import with_field
+    from gpuwizard.preset_files import load_preset
 
     preset = with_gpus(load_preset(preset_arg), gpus)
     if slurm:
@@ -358,7 +359,7 @@ def record_gpus(path: str) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from gpuwizard.preset import delete_user_preset, listed_presets, load_preset_file, preset_text
+    from gpuwizard.preset_files import delete_user_preset, listed_presets, load_preset_file, preset_text
 
     if args.action in ("show", "delete") and not args.name:
         raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))

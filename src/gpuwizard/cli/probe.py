@@ -11,7 +11,7 @@ from gpuwizard.errors import UserError, problem
 
 
 def probe_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from gpuwizard.preset import load_preset
+    from gpuwizard.preset_files import load_preset
     from gpuwizard.probe_run import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
 
     preset = load_preset(args.preset)

@@ -38,7 +38,7 @@ STATUS_EVERY_S = 2.0
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from gpuwizard.preset import load_preset
+    from gpuwizard.preset_files import load_preset
     from gpuwizard.runner.launch import prepare_run, start_run
 
     prepared = prepare_run(

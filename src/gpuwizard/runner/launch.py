@@ -21,7 +21,9 @@ from gpuwizard.contracts import BuildContext, Plan
 from gpuwizard.errors import Problem, UserError, problem
 from gpuwizard.machine import machine_problems
 from gpuwizard.plan import build_command, plan_here, with_gpus
-from gpuwizard.preset import ENV_NAME, Preset, load_preset
+from gpuwizard.preset import Preset
+from gpuwizard.preset_files import load_preset
+from gpuwizard.preset_sections import ENV_NAME
 from gpuwizard.runner.locks import output_holder
 from gpuwizard.runner.records import Environment, Expectations, Job, RecordError, Status
 from gpuwizard.runner.resume import resume_source
@@ -562,7 +564,8 @@ def relaunch(
     """Start a run again from its folder's preset (secrets restored): a smoke repro, a retry with more environment,
     or a resume from its last checkpoint linked to it (to `steps` optim.steps: a finished run continued); UserError
     when that cannot start."""
-    from gpuwizard.preset import load_preset_file, with_field
+    from gpuwizard.preset import with_field
+    from gpuwizard.preset_files import load_preset_file
 
     preset = restore_secrets(load_preset_file(run.path / "preset.yaml"))
     if steps is not None:

@@ -11,15 +11,14 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpuwizard.errors import UserError
-from gpuwizard.preset import (
-    Preset,
+from gpuwizard.preset import Preset, with_field
+from gpuwizard.preset_files import (
     delete_user_preset,
     listed_presets,
     load_preset_file,
     save_user_preset,
     shipped_preset_files,
     user_preset_files,
-    with_field,
 )
 from gpuwizard.tui.widgets import KeyBar
 

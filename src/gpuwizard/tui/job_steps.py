@@ -12,7 +12,8 @@ from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
 
 from gpuwizard.catalog import load_catalog
 from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
-from gpuwizard.plan import scale, trainers_for
+from gpuwizard.plan import trainers_for
+from gpuwizard.plan_scaling import scale
 from gpuwizard.preset import Preset
 from gpuwizard.safetext import safe_text
 from gpuwizard.secrets import redacted

@@ -150,7 +150,7 @@ class RunLifecycle:
         if not self.can_continue():
             self.relaunch(False, [], True, None)  # refused before anything starts, in the CLI's words
             return
-        from gpuwizard.preset import load_preset_file
+        from gpuwizard.preset_files import load_preset_file
         from gpuwizard.trainers import get_trainer
         from gpuwizard.tui.dialogs import AskText
 

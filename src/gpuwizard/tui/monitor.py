@@ -394,6 +394,6 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         )
 
     def action_wizard(self) -> None:
-        from gpuwizard.preset import load_preset_file
+        from gpuwizard.preset_files import load_preset_file
 
         self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))  # type: ignore[attr-defined]

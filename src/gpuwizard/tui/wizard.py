@@ -96,7 +96,7 @@ class WizardScreen(Screen[None]):
     @work(thread=True, group="load", exit_on_error=False)
     def load_preset(self) -> None:
         from gpuwizard.errors import UserError
-        from gpuwizard.preset import load_preset
+        from gpuwizard.preset_files import load_preset
 
         try:
             preset = self.source if not isinstance(self.source, str) else load_preset(self.source)
@@ -327,7 +327,8 @@ class WizardScreen(Screen[None]):
 
     def action_save(self) -> None:
         from gpuwizard.errors import UserError
-        from gpuwizard.preset import save_user_preset, with_field
+        from gpuwizard.preset import with_field
+        from gpuwizard.preset_files import save_user_preset
         from gpuwizard.tui.dialogs import AskText, Confirm
 
         if self.preset is None:

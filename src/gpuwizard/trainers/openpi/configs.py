@@ -55,7 +55,7 @@ class ConfigSource:
 
 def training_python(preset: Preset) -> str:
     """The training interpreter: launch.python, else the checkout's .venv that `uv run` uses, else the one on PATH."""
-    from gpuwizard.plan import workdir_for
+    from gpuwizard.plan_checks import workdir_for
     from gpuwizard.trainers import get_trainer
     from gpuwizard.trainers.base import resolve_python
 
@@ -84,7 +84,7 @@ def from_answer(values: dict[str, Any]) -> OpenpiConfig:
 
 def config_source(preset: Preset) -> ConfigSource:
     """The named config's values: the installed openpi's where it answers, else the catalog's, else the defaults."""
-    from gpuwizard.plan import workdir_for
+    from gpuwizard.plan_checks import workdir_for
 
     name = preset.options.config_name
     listed = openpi_config(load_catalog(), name) if name else None
