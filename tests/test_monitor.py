@@ -9,8 +9,9 @@ import pytest
 
 from conftest import DATA
 from gpuwizard.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
-from gpuwizard.runner.monitor import Expectations, JobMonitor, classify_ranks
-from gpuwizard.runner.records import GpuSample, RankState, Status
+from gpuwizard.runner.monitor import JobMonitor
+from gpuwizard.runner.records import Expectations, GpuSample, RankState, Status
+from gpuwizard.runner.stalls import classify_ranks
 from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 

@@ -1,212 +1,21 @@
-"""Progress, plan-against-reality checks, failure signatures and hang detection for one job (no I/O)."""
+"""Progress, plan-against-reality checks and hang detection for one job, raising the events its parts find (no I/O)."""
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from gpuwizard.logparse import RANK_PREFIX, LineInfo, clean
+from gpuwizard.logparse import LineInfo, clean
+from gpuwizard.runner.failures import MAX_PARSED_CHARS, FailureReader, lines_containing
 from gpuwizard.runner.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
+from gpuwizard.runner.stalls import InputBoundWatch, classify_ranks, ranks_working
 from gpuwizard.trainers.base import Trainer
 
 LR_TOLERANCE = 0.25
-BUSY_CPU_PERCENT = 50.0
-INPUT_BOUND_SHARE = 0.5
-"""A job whose steps spend at least this share waiting for data (or whose GPUs idle while the CPUs are saturated)
-is input bound."""
-INPUT_BOUND_WINDOW = 5
-INPUT_BOUND_CPU_PERCENT = 90.0
-INPUT_BOUND_GPU_UTIL = 40.0
-INPUT_BOUND_AFTER_S = 60.0
-WORKING_CPU_PERCENT = 5.0
-"""A rank using at least this much CPU is doing something: a rank blocked on a dead peer uses next to none."""
 FIRST_STEP_MIN_S = 600.0
-STOPPED_STATUSES = ("stopped", "tracing-stop")
-"""psutil's names for a process that is not running at all (kill -STOP, a debugger)."""
-MAX_PARSED_CHARS = 4096
-"""Progress lines, error lines and banners are short; only this much of a longer line is parsed, which bounds the
-cost of every regex on binary output or a runaway print."""
-
-
-SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
-    (
-        "collective_timeout",
-        re.compile(
-            r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
-            r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
-        ),
-        "NCCL collective timed out",
-        "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO "
-        "and, on PCIe machines, NCCL_P2P_DISABLE=1.",
-    ),
-    (
-        "collective_timeout",
-        re.compile(
-            r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier"
-            r"|Rank (?P<rank>\d+) failed to pass monitoredBarrier"
-        ),
-        "gloo collective timed out",
-        "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data).",
-    ),
-    (
-        "collective_timeout",
-        re.compile(r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out"),
-        "NCCL watchdog stuck",
-        "A CUDA or NCCL call blocked the watchdog; check the GPU with nvidia-smi and dmesg for Xid errors.",
-    ),
-    (
-        "nccl_error",
-        re.compile(
-            r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError"
-            r"|ncclInvalidUsage|ncclRemoteError|DistBackendError"
-        ),
-        "NCCL error",
-        "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; "
-        "across nodes set NCCL_SOCKET_IFNAME.",
-    ),
-    (
-        "gloo_error",
-        re.compile(r"gloo::IoException|\[gloo/transport/tcp/[^\]]*\] Connection closed by peer"),
-        "gloo connection lost",
-        "A peer process died or the network dropped; the rank that failed first is in the failure table.",
-    ),
-    (
-        "out_of_memory",
-        re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
-        "GPU out of memory",
-        "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP.",
-    ),
-    (
-        "out_of_memory",
-        re.compile(r"DefaultCPUAllocator: can't allocate memory"),
-        "out of memory (CPU allocator)",
-        "Lower batch.size and raise batch.grad_accum to keep the effective batch, or run fewer processes.",
-    ),
-]
-
-
-SIGNAL_WORDS = (
-    "rror",
-    "xception",
-    "Traceback",
-    "NCCL",
-    "atchdog",
-    "imed out",
-    "monitoredBarrier",
-    "Heartbeat",
-    "gloo",
-    "ut of memory",
-    "Interrupt",
-)
-"""Every failure signature and exception line holds one of these fragments (a few scans per chunk)."""
-
-
-def lines_containing(text: str, words: tuple[str, ...]) -> list[str]:
-    """The lines of `text` holding any of `words`, in order, found with C-level str.find."""
-    starts: set[int] = set()
-    for word in words:
-        pos = text.find(word)
-        while pos >= 0:
-            start = text.rfind("\n", 0, pos) + 1
-            starts.add(start)
-            end = text.find("\n", pos)
-            if end < 0:
-                break
-            pos = text.find(word, end)
-    found = []
-    for start in sorted(starts):
-        end = text.find("\n", start)
-        found.append(text[start:] if end < 0 else text[start:end])
-    return found
-
-
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*")
-
-
-class ExceptionChain:
-    """The exceptions of the newest traceback chain (`raise ... from`), so a wrapper's failure names its cause:
-    lerobot-train main fails with draccus' ParsingError while the ValueError that says why sits above it. A rank's
-    own traceback, which torch prefixes with `[rankN]:` once its process group is up
-    (distributed_c10d._distributed_excepthook), is kept apart, so the exception that ended it is not confused with a
-    warning printed before (LeRobot's torchcodec fallback prints `OSError: libavutil.so.56...` chains at import)."""
-
-    CAUSE = "The above exception was the direct cause of the following exception"
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.linked = False
-        self.fresh = False
-        self.ranks: dict[int, ExceptionChain] = {}
-
-    def of_rank(self, rank: int | None) -> ExceptionChain:
-        """The chain the rank printed as its own, else the unprefixed one."""
-        own = self.ranks.get(rank) if rank is not None else None
-        return own if own is not None and own.lines else self
-
-    def feed(self, raw: str) -> None:
-        """One log line as printed: its rank prefix says whose traceback it belongs to."""
-        if match := RANK_PREFIX.match(raw):
-            rank = int(re.sub(r"\D", "", match[0]))
-            self.ranks.setdefault(rank, ExceptionChain()).feed(clean(raw).removeprefix(" "))
-            return
-        line = clean(raw)
-        if line.startswith("Traceback (most recent call last)"):
-            self.fresh, self.linked = not self.linked, False
-        elif line.startswith(self.CAUSE):
-            self.linked = True
-        elif EXCEPTION_LINE.match(line) and not line.startswith("torch.distributed.elastic"):
-            self.lines = [line] if self.fresh or not self.lines else [*self.lines, line]
-            self.fresh = False
-
-    @property
-    def cause(self) -> str | None:
-        """The first exception of the chain: the one that says what went wrong."""
-        return self.lines[0] if self.lines else None
-
-    @property
-    def raised_as(self) -> str | None:
-        """The exception the chain surfaced as, when it differs from its cause."""
-        return self.lines[-1] if len(self.lines) > 1 else None
-
-
-class FailureTable:
-    """Reads torchrun's ChildFailedError table: which rank failed first, its exit code and error."""
-
-    ROOT = "Root Cause (first observed failure):"
-
-    def __init__(self) -> None:
-        self.active = False
-        self.fields: dict[str, str] = {}
-        self.traceback: list[str] = []
-
-    def feed(self, line: str) -> dict[str, Any] | None:
-        if self.ROOT in line:
-            self.active, self.fields, self.traceback = True, {}, []
-            return None
-        if not self.active:
-            return None
-        if line.startswith("====="):
-            self.active = False
-            return self.result()
-        match = re.match(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)", line)
-        if match:
-            self.fields[match[1]] = match[2]
-            if match[1] == "traceback":
-                self.traceback.append(match[2])
-        elif "traceback" in self.fields:
-            self.traceback.append(line.strip())
-        return None
-
-    def result(self) -> dict[str, Any]:
-        rank = re.match(r"(\d+)", self.fields.get("rank", ""))
-        code = re.match(r"(-?\d+)", self.fields.get("exitcode", ""))
-        lines = [t for t in self.traceback if t and not t.startswith("To enable traceback")]
-        error = lines[-1] if lines else None
-        return {"rank": int(rank[1]) if rank else None, "exitcode": int(code[1]) if code else None, "error": error}
 
 
 class JobMonitor:
@@ -230,8 +39,7 @@ class JobMonitor:
         self.checkpoint_durations: list[float] = []
         self.last_output_t = start
         self.rate_window: deque[tuple[float, int]] = deque(maxlen=32)
-        self.failure_table = FailureTable()
-        self.exceptions = ExceptionChain()
+        self.failures = FailureReader()
         self.lr_checked = False
         self.schedule = expect.schedule or LrSchedule(peak=expect.lr, warmup_steps=expect.warmup_steps)
         self.waiting: list[tuple[Metric, float | None]] = []
@@ -246,11 +54,8 @@ class JobMonitor:
         self.exact_steps_seen = False
         self.last_alive_t: float | None = None
         self.metrics: list[Metric] = []
-        self.data_shares: deque[float] = deque(maxlen=INPUT_BOUND_WINDOW)
-        self.input_bound_reported = False
-        self.starved_since: float | None = None
+        self.input_bound = InputBoundWatch()
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
-        self._seen_signatures: set[str] = set()
 
     def restart_clock(self, now: float) -> None:
         """The job starts only now (a SLURM job leaving the queue): its start-up allowance counts from here."""
@@ -273,11 +78,7 @@ class JobMonitor:
                 info = self.parse_line(clean(line[:MAX_PARSED_CHARS]))
                 if info:
                     new += self._apply(info, now)
-            for line in lines_containing(text, SIGNAL_WORDS):
-                self.exceptions.feed(line[:MAX_PARSED_CHARS])
-                new += self._signatures(clean(line[:MAX_PARSED_CHARS]))
-            if self.failure_table.active or FailureTable.ROOT in text:
-                new += self._failure(text)
+            new += [self._event(event) for event in self.failures.feed_text(text)]
         if bar:
             info = self.parse_line(clean(bar[-MAX_PARSED_CHARS:]))
             if info:
@@ -344,8 +145,7 @@ class JobMonitor:
         if info.samples is not None:
             p.samples = info.samples
         if info.data_s is not None and info.step_s:
-            self.data_shares.append(info.data_s / info.step_s)
-            new += self._input_bound_by_log()
+            new += [self._event(event) for event in self.input_bound.by_log(info.data_s, info.step_s)]
         if info.samples_per_s is not None:
             if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
                 self.rate_sum += info.samples_per_s
@@ -448,61 +248,6 @@ class JobMonitor:
             ]
         return []
 
-    def _failure(self, text: str) -> list[Event]:
-        """torchrun's failure table, read line by line from its "Root Cause" header."""
-        start = 0 if self.failure_table.active else text.rfind("\n", 0, text.find(FailureTable.ROOT)) + 1
-        new = []
-        for line in text[start:].split("\n"):
-            failure = self.failure_table.feed(clean(line[:MAX_PARSED_CHARS]))
-            if failure is not None:
-                rank = failure["rank"]
-                chain = self.exceptions.of_rank(rank)
-                error = failure["error"] or chain.cause or "no error message (see the log)"
-                wrapper = f" It surfaced as {chain.raised_as}." if chain.raised_as else ""
-                new.append(
-                    self._event(
-                        Event(
-                            kind="rank_failed",
-                            severity="error",
-                            title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
-                            detail="torchrun's failure table names this rank as the first to fail; the others were "
-                            f"stopped after it.{wrapper}",
-                            suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 "
-                            "steps, batch 2).",
-                            rank=rank,
-                            data=failure,
-                        )
-                    )
-                )
-                break
-        return new
-
-    def _signatures(self, line: str) -> list[Event]:
-        for kind, pattern, title, suggestion in SIGNATURES:
-            match = pattern.search(line)
-            if not match:
-                continue
-            key = f"{kind}:{title}"
-            if key in self._seen_signatures:
-                return []
-            self._seen_signatures.add(key)
-            groups = {k: v for k, v in match.groupdict().items() if v is not None}
-            rank = int(groups["rank"]) if "rank" in groups else None
-            return [
-                self._event(
-                    Event(
-                        kind=kind,
-                        severity="error",
-                        title=title,
-                        detail=line[:300],
-                        suggestion=suggestion,
-                        rank=rank,
-                        data=groups,
-                    )
-                )
-            ]
-        return []
-
     # -- time and processes --------------------------------------------------------------
     def first_step_limit(self) -> float:
         e = self.expect
@@ -529,59 +274,14 @@ class JobMonitor:
                 base, why = allowance, "a checkpoint is being written"
         return base, why
 
-    def _input_bound_by_log(self) -> list[Event]:
-        if self.input_bound_reported or len(self.data_shares) < INPUT_BOUND_WINDOW:
-            return []
-        share = sum(self.data_shares) / len(self.data_shares)
-        if share < INPUT_BOUND_SHARE:
-            return []
-        return [self._input_bound(f"data loading takes {share:.0%} of every step (data_s against step_s in the log)")]
-
-    def _input_bound_by_devices(self, now: float, ranks: list[RankState], gpus: list[GpuSample] | None) -> list[Event]:
-        """GPUs mostly idle while every rank's CPU is saturated, for a minute: the ranks are busy feeding them."""
-        powered = [g for g in gpus or [] if g.utilization is not None and not g.lost]
-        live = [r for r in ranks if r.cpu is not None and r.alive]
-        starved = (
-            bool(powered)
-            and bool(live)
-            and sum(g.utilization or 0 for g in powered) / len(powered) < INPUT_BOUND_GPU_UTIL
-            and all((r.cpu or 0) >= INPUT_BOUND_CPU_PERCENT for r in live)
-        )
-        if not starved or self.progress.step is None:
-            self.starved_since = None
-            return []
-        self.starved_since = self.starved_since or now
-        if self.input_bound_reported or now - self.starved_since < INPUT_BOUND_AFTER_S:
-            return []
-        util = sum(g.utilization or 0 for g in powered) / len(powered)
-        return [
-            self._input_bound(
-                f"the GPUs average {util:.0f}% utilization while every rank's CPU is saturated, for "
-                f"{now - self.starved_since:.0f} s"
-            )
-        ]
-
-    def _input_bound(self, why: str) -> Event:
-        self.input_bound_reported = True
-        return self._event(
-            Event(
-                kind="input_bound",
-                severity="warning",
-                title="the job waits on data",
-                detail=f"{why}: more GPUs will not make it faster.",
-                suggestion="Raise the dataloader workers per process (LeRobot: trainer_options.num_workers), keep the "
-                "dataset on local disk rather than a network filesystem, and decode video on more cores; openpi #600 "
-                "and GR00T #362 turned out to be this.",
-            )
-        )
-
     def tick(self, now: float, ranks: list[RankState], gpus: list[GpuSample] | None = None) -> list[Event]:
         """Called about once a second; returns a hang event when progress has stopped for too long, and says when
         the job is input bound."""
         self.last_ranks = ranks
         if self.progress.finished or self.hang_reported:
             return []
-        starved = self._input_bound_by_devices(now, ranks, gpus)
+        stepped = self.progress.step is not None
+        starved = [self._event(event) for event in self.input_bound.by_devices(now, ranks, gpus, stepped)]
         if starved:
             return starved
         if self.expect.multi_node and self.progress.step is None and ranks_working(ranks, gpus):
@@ -660,60 +360,3 @@ class JobMonitor:
     def _event(self, event: Event) -> Event:
         self.events.append(event)
         return event
-
-
-def ranks_working(ranks: list[RankState], gpus: list[GpuSample] | None) -> bool:
-    """Every rank alive and running, some using CPU, and the GPUs not spin-waiting in a collective."""
-    if not ranks or any(not r.alive or r.status in STOPPED_STATUSES for r in ranks):
-        return False
-    if not any((r.cpu or 0) >= WORKING_CPU_PERCENT for r in ranks):
-        return False
-    return not classify_ranks(ranks, gpus)["spinning"]
-
-
-def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict[str, Any]:
-    """Read the per-rank evidence: all busy (slow), all idle (host-side stall), or one rank unlike the rest."""
-    live = [r for r in ranks if r.cpu is not None]
-    cpu = {r.rank: r.cpu for r in live}
-    dead = [r.rank for r in ranks if not r.alive]
-    stopped = [r.rank for r in ranks if r.alive and r.status in STOPPED_STATUSES]
-    busy_cpu = bool(live) and all((r.cpu or 0) >= BUSY_CPU_PERCENT for r in live)
-    spinning = False
-    busy_gpu = True
-    if gpus:
-        powered = [g for g in gpus if g.power_w is not None and g.power_limit_w]
-        busy_gpu = bool(powered) and all(g.power_w / g.power_limit_w > 0.4 for g in powered)
-        spinning = bool(powered) and all(
-            (g.utilization or 0) >= 95 and g.power_w / g.power_limit_w < 0.4 for g in powered
-        )
-    differing = None
-    if dead:
-        differing = dead[0]
-    elif stopped:
-        differing = stopped[0]
-    elif len(live) >= 2:
-        values = sorted(cpu.values())
-        median = values[len(values) // 2]
-        outliers = [r for r, v in cpu.items() if abs(v - median) >= max(20.0, 0.5 * median)]
-        if len(outliers) == 1:
-            differing = outliers[0]
-    parts = [
-        f"CPU per rank: {', '.join(f'rank {r} {v:.0f}%' for r, v in sorted(cpu.items()))}."
-        if cpu
-        else "No per-rank CPU data."
-    ]
-    if dead:
-        parts.append(f"Rank(s) {', '.join(map(str, dead))} exited.")
-    if stopped:
-        parts.append(
-            f"Rank(s) {', '.join(map(str, stopped))} stopped (SIGSTOP, a debugger or a tracer): not running at all."
-        )
-    if spinning:
-        parts.append("GPUs at ~100% utilization on low power: NCCL kernels spin-waiting.")
-    return {
-        "busy": busy_cpu and busy_gpu and not spinning and not dead and not stopped,
-        "spinning": spinning,
-        "cpu": cpu,
-        "differing_rank": differing,
-        "summary": " ".join(parts),
-    }

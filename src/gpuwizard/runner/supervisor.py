@@ -23,11 +23,12 @@ from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.locks import OutputLock
-from gpuwizard.runner.monitor import STOPPED_STATUSES, JobMonitor
+from gpuwizard.runner.monitor import JobMonitor
 from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
 from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample, RecordError, Status
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.runner.stacks import dump_stacks
+from gpuwizard.runner.stalls import STOPPED_STATUSES
 from gpuwizard.runner.tail import LogTail
 from gpuwizard.settings import notify_settings
 from gpuwizard.trainers import get_trainer

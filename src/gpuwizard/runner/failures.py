@@ -1,0 +1,260 @@
+"""What a failing job's log says: known error signatures, the exception chain and torchrun's failure table (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuwizard.logparse import RANK_PREFIX, clean
+from gpuwizard.runner.records import Event
+
+MAX_PARSED_CHARS = 4096
+"""Progress lines, error lines and banners are short; only this much of a longer line is parsed, which bounds the
+cost of every regex on binary output or a runaway print."""
+
+
+SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
+    (
+        "collective_timeout",
+        re.compile(
+            r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
+            r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
+        ),
+        "NCCL collective timed out",
+        "A rank stopped entering collectives or the interconnect is stuck. Compare ranks' SeqNum; try NCCL_DEBUG=INFO "
+        "and, on PCIe machines, NCCL_P2P_DISABLE=1.",
+    ),
+    (
+        "collective_timeout",
+        re.compile(
+            r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier"
+            r"|Rank (?P<rank>\d+) failed to pass monitoredBarrier"
+        ),
+        "gloo collective timed out",
+        "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data).",
+    ),
+    (
+        "collective_timeout",
+        re.compile(r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out"),
+        "NCCL watchdog stuck",
+        "A CUDA or NCCL call blocked the watchdog; check the GPU with nvidia-smi and dmesg for Xid errors.",
+    ),
+    (
+        "nccl_error",
+        re.compile(
+            r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError"
+            r"|ncclInvalidUsage|ncclRemoteError|DistBackendError"
+        ),
+        "NCCL error",
+        "Rerun with NCCL_DEBUG=INFO; on PCIe-only machines try NCCL_P2P_DISABLE=1; "
+        "across nodes set NCCL_SOCKET_IFNAME.",
+    ),
+    (
+        "gloo_error",
+        re.compile(r"gloo::IoException|\[gloo/transport/tcp/[^\]]*\] Connection closed by peer"),
+        "gloo connection lost",
+        "A peer process died or the network dropped; the rank that failed first is in the failure table.",
+    ),
+    (
+        "out_of_memory",
+        re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
+        "GPU out of memory",
+        "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP.",
+    ),
+    (
+        "out_of_memory",
+        re.compile(r"DefaultCPUAllocator: can't allocate memory"),
+        "out of memory (CPU allocator)",
+        "Lower batch.size and raise batch.grad_accum to keep the effective batch, or run fewer processes.",
+    ),
+]
+
+
+SIGNAL_WORDS = (
+    "rror",
+    "xception",
+    "Traceback",
+    "NCCL",
+    "atchdog",
+    "imed out",
+    "monitoredBarrier",
+    "Heartbeat",
+    "gloo",
+    "ut of memory",
+    "Interrupt",
+)
+"""Every failure signature and exception line holds one of these fragments (a few scans per chunk)."""
+
+
+def lines_containing(text: str, words: tuple[str, ...]) -> list[str]:
+    """The lines of `text` holding any of `words`, in order, found with C-level str.find."""
+    starts: set[int] = set()
+    for word in words:
+        pos = text.find(word)
+        while pos >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            starts.add(start)
+            end = text.find("\n", pos)
+            if end < 0:
+                break
+            pos = text.find(word, end)
+    found = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        found.append(text[start:] if end < 0 else text[start:end])
+    return found
+
+
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*")
+
+
+class ExceptionChain:
+    """The exceptions of the newest traceback chain (`raise ... from`), so a wrapper's failure names its cause:
+    lerobot-train main fails with draccus' ParsingError while the ValueError that says why sits above it. A rank's
+    own traceback, which torch prefixes with `[rankN]:` once its process group is up
+    (distributed_c10d._distributed_excepthook), is kept apart, so the exception that ended it is not confused with a
+    warning printed before (LeRobot's torchcodec fallback prints `OSError: libavutil.so.56...` chains at import)."""
+
+    CAUSE = "The above exception was the direct cause of the following exception"
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.linked = False
+        self.fresh = False
+        self.ranks: dict[int, ExceptionChain] = {}
+
+    def of_rank(self, rank: int | None) -> ExceptionChain:
+        """The chain the rank printed as its own, else the unprefixed one."""
+        own = self.ranks.get(rank) if rank is not None else None
+        return own if own is not None and own.lines else self
+
+    def feed(self, raw: str) -> None:
+        """One log line as printed: its rank prefix says whose traceback it belongs to."""
+        if match := RANK_PREFIX.match(raw):
+            rank = int(re.sub(r"\D", "", match[0]))
+            self.ranks.setdefault(rank, ExceptionChain()).feed(clean(raw).removeprefix(" "))
+            return
+        line = clean(raw)
+        if line.startswith("Traceback (most recent call last)"):
+            self.fresh, self.linked = not self.linked, False
+        elif line.startswith(self.CAUSE):
+            self.linked = True
+        elif EXCEPTION_LINE.match(line) and not line.startswith("torch.distributed.elastic"):
+            self.lines = [line] if self.fresh or not self.lines else [*self.lines, line]
+            self.fresh = False
+
+    @property
+    def cause(self) -> str | None:
+        """The first exception of the chain: the one that says what went wrong."""
+        return self.lines[0] if self.lines else None
+
+    @property
+    def raised_as(self) -> str | None:
+        """The exception the chain surfaced as, when it differs from its cause."""
+        return self.lines[-1] if len(self.lines) > 1 else None
+
+
+class FailureTable:
+    """Reads torchrun's ChildFailedError table: which rank failed first, its exit code and error."""
+
+    ROOT = "Root Cause (first observed failure):"
+
+    def __init__(self) -> None:
+        self.active = False
+        self.fields: dict[str, str] = {}
+        self.traceback: list[str] = []
+
+    def feed(self, line: str) -> dict[str, Any] | None:
+        if self.ROOT in line:
+            self.active, self.fields, self.traceback = True, {}, []
+            return None
+        if not self.active:
+            return None
+        if line.startswith("====="):
+            self.active = False
+            return self.result()
+        match = re.match(r"\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)", line)
+        if match:
+            self.fields[match[1]] = match[2]
+            if match[1] == "traceback":
+                self.traceback.append(match[2])
+        elif "traceback" in self.fields:
+            self.traceback.append(line.strip())
+        return None
+
+    def result(self) -> dict[str, Any]:
+        rank = re.match(r"(\d+)", self.fields.get("rank", ""))
+        code = re.match(r"(-?\d+)", self.fields.get("exitcode", ""))
+        lines = [t for t in self.traceback if t and not t.startswith("To enable traceback")]
+        error = lines[-1] if lines else None
+        return {"rank": int(rank[1]) if rank else None, "exitcode": int(code[1]) if code else None, "error": error}
+
+
+class FailureReader:
+    """Reads log text for what failed: each known error signature once, and torchrun's failure table."""
+
+    def __init__(self) -> None:
+        self.failure_table = FailureTable()
+        self.exceptions = ExceptionChain()
+        self._seen_signatures: set[str] = set()
+
+    def feed_text(self, text: str) -> list[Event]:
+        """Complete lines joined by newlines; only lines holding a signal word, or in the failure table, are parsed."""
+        new: list[Event] = []
+        for line in lines_containing(text, SIGNAL_WORDS):
+            self.exceptions.feed(line[:MAX_PARSED_CHARS])
+            new += self._signatures(clean(line[:MAX_PARSED_CHARS]))
+        if self.failure_table.active or FailureTable.ROOT in text:
+            new += self._failure(text)
+        return new
+
+    def _failure(self, text: str) -> list[Event]:
+        """torchrun's failure table, read line by line from its "Root Cause" header."""
+        start = 0 if self.failure_table.active else text.rfind("\n", 0, text.find(FailureTable.ROOT)) + 1
+        new = []
+        for line in text[start:].split("\n"):
+            failure = self.failure_table.feed(clean(line[:MAX_PARSED_CHARS]))
+            if failure is not None:
+                rank = failure["rank"]
+                chain = self.exceptions.of_rank(rank)
+                error = failure["error"] or chain.cause or "no error message (see the log)"
+                wrapper = f" It surfaced as {chain.raised_as}." if chain.raised_as else ""
+                new.append(
+                    Event(
+                        kind="rank_failed",
+                        severity="error",
+                        title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
+                        detail="torchrun's failure table names this rank as the first to fail; the others were "
+                        f"stopped after it.{wrapper}",
+                        suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 "
+                        "steps, batch 2).",
+                        rank=rank,
+                        data=failure,
+                    )
+                )
+                break
+        return new
+
+    def _signatures(self, line: str) -> list[Event]:
+        for kind, pattern, title, suggestion in SIGNATURES:
+            match = pattern.search(line)
+            if not match:
+                continue
+            key = f"{kind}:{title}"
+            if key in self._seen_signatures:
+                return []
+            self._seen_signatures.add(key)
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+            rank = int(groups["rank"]) if "rank" in groups else None
+            return [
+                Event(
+                    kind=kind,
+                    severity="error",
+                    title=title,
+                    detail=line[:300],
+                    suggestion=suggestion,
+                    rank=rank,
+                    data=groups,
+                )
+            ]
+        return []
