@@ -148,6 +148,9 @@ def test_torchrun_failure_table_names_the_rank_and_error():
             None,
         ),
         ("host:1234:1300 [0] NCCL WARN NET/Socket : peer 10.0.0.2<34567> closed connection", "nccl_error", None),
+        ("OSError: [Errno 28] No space left on device", "disk_full", None),
+        ("[rank0]: OSError: [Errno 122] Disk quota exceeded: 'outputs/train/x/checkpoints/000100'", "disk_full", None),
+        ("cp: error writing 'outputs/ckpt.safetensors': No space left on device", "disk_full", None),
     ],
 )
 def test_known_signatures_are_recognised_at_once(line, kind, rank):

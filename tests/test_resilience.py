@@ -155,6 +155,27 @@ def test_a_disk_filled_at_the_end_of_a_job_still_gets_a_final_status(small_disk,
     assert "lost" not in listed.stdout and "failed" in listed.stdout
 
 
+def test_a_job_that_says_its_disk_is_full_is_recorded_as_disk_full_on_a_roomy_disk(tmp_path):
+    """The checkpoint disk is another one (or freed since): the job's own ENOSPC traceback names the cause."""
+    script = tmp_path / "says.py"
+    script.write_text(
+        "import sys\nprint('[demo] step 1/3 loss=0.5 lr=1.000e-03 samples/s=10.0', flush=True)\n"
+        'sys.exit("Traceback (most recent call last):\\nOSError: [Errno 28] No space left on device")\n'
+    )
+    run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-says", [sys.executable, str(script)])
+    from gpuwizard.runner.procs import MARKER, marker_value
+
+    subprocess.run(
+        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        env={**os.environ, MARKER: marker_value(run.path)},
+        capture_output=True,
+        timeout=120,
+    )
+    status = run.status()
+    assert status.state == "failed" and status.error == "disk full: OSError: [Errno 28] No space left on device"
+    assert [e.kind for e in events_of(run)].count("disk_full") == 1
+
+
 def test_run_headless_on_a_disk_that_fills_with_the_demo_checkpoint(small_disk, tmp_path):
     """End to end: the demo's first checkpoint does not fit on the run's 2 MiB disk."""
     preset = tmp_path / "demo-full.yaml"

@@ -67,6 +67,13 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "out of memory (CPU allocator)",
         "Lower batch.size and raise batch.grad_accum to keep the effective batch, or run fewer processes.",
     ),
+    (
+        "disk_full",
+        re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded|\[Errno 122\]"),
+        "disk full",
+        "Free space on the output folder's disk (df -h), or point output_dir at a larger one; a checkpoint cut short "
+        "by the full disk is not resumed from.",
+    ),
 ]
 
 
@@ -82,6 +89,8 @@ SIGNAL_WORDS = (
     "gloo",
     "ut of memory",
     "Interrupt",
+    "space left",
+    "quota",
 )
 """Every failure signature and exception line holds one of these fragments (a few scans per chunk)."""
 

@@ -225,6 +225,20 @@ class Supervisor:
             if event.kind == "loss_nonfinite":
                 self.stop_reason = self.stop_reason or "diverged"
                 self.failure = event.title
+            elif event.kind == "disk_full":
+                self.failure = self.failure or f"disk full: {event.detail}"
+
+    def full_disk(self) -> str | None:
+        """A failed job whose run folder or output folder has no room left (the reserve still held) failed on it,
+        whatever its log says: torch.save's own message names no errno."""
+        for label, folder in (("the run folder", self.run.path), ("output_dir", self.job_cfg.output_dir)):
+            try:
+                fs = os.statvfs(folder) if folder else None
+            except OSError:
+                continue
+            if fs is not None and fs.f_bavail * fs.f_frsize < RESERVE_BYTES:
+                return f"disk full: no space left on the disk of {label} ({folder}) when the job failed"
+        return None
 
     def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""
@@ -420,6 +434,8 @@ class Supervisor:
         tail.close()
         if self.stop_reason == FOLDER_GONE or self.folder_gone():
             return self.end_without_folder(survivors)
+        if rc not in (None, 0) and self.stop_reason is None:
+            self.failure = self.failure or self.full_disk()
         self.release_space()  # the job has ended: its room is for the final records
         self.persist(self.run.write, "progress.json", monitor.progress)
         if self.job_cfg.device == "cuda" and self.job_cfg.python:
