@@ -136,7 +136,10 @@ def test_lookup_prefers_user_folder_then_shipped(tmp_path):
 def test_unknown_preset_name_lists_choices():
     with pytest.raises(UserError) as info:
         load_preset("no-such-preset")
-    assert "demo-cpu" in info.value.paragraph()
+    assert "demo-cpu" in info.value.paragraph() and "did you mean" not in info.value.paragraph()
+    with pytest.raises(UserError) as typo:
+        load_preset("demo_cpu")
+    assert "Fix: did you mean demo-cpu? Or use one of: demo-cpu, demo-gpu" in typo.value.paragraph()
 
 
 def test_save_round_trips_and_is_atomic(tmp_path, monkeypatch):

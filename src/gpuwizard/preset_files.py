@@ -52,12 +52,16 @@ def find_preset(name_or_file: str) -> Path:
     for folder in (user_preset_files(), shipped_preset_files()):
         if name_or_file in folder:
             return folder[name_or_file]
+    import difflib
+
     known = sorted(set(user_preset_files()) | set(shipped_preset_files()))
+    close = difflib.get_close_matches(name_or_file, known, n=1, cutoff=0.6)
+    fix = f"did you mean {close[0]}? Or use one of: " if close else "use one of: "
     raise UserError(
         problem(
             "PRESET",
             "no preset of that name in your preset folder or the shipped presets",
-            f"use one of: {', '.join(known)}; or a path to a YAML file",
+            f"{fix}{', '.join(known)}; or a path to a YAML file",
             value=name_or_file,
         )
     )
