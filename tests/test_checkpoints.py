@@ -14,7 +14,8 @@ from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.plan import plan_here
 from gpuwizard.preset import load_preset, with_field
 from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.launch import prepare_run, start_run
+from gpuwizard.runner.launch import start_run
+from gpuwizard.runner.prepare import prepare_run
 from gpuwizard.runner.resume import resume_source
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.trainers import get_trainer
