@@ -15,7 +15,8 @@ from gpuwizard.plan import plan_here
 from gpuwizard.preset import with_field
 from gpuwizard.preset_files import load_preset
 from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.launch import prepare_run, start_run
+from gpuwizard.runner.launch import start_run
+from gpuwizard.runner.prepare import prepare_run
 from gpuwizard.runner.resume import resume_source
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.trainers import get_trainer

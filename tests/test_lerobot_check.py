@@ -15,9 +15,10 @@ from conftest import DATA, REPO, gw_subprocess, trainer_env
 from gpuwizard import yamlio
 from gpuwizard.plan import make_plan
 from gpuwizard.preset_files import load_preset
-from gpuwizard.runner.launch import expectations, prepare_run
 from gpuwizard.runner.monitor import JobMonitor
+from gpuwizard.runner.prepare import prepare_run
 from gpuwizard.runner.records import Expectations
+from gpuwizard.runner.staging import expectations
 from gpuwizard.runner.tail import LogTail
 from gpuwizard.trainers import get_trainer
 from test_lerobot import fake_env

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import DATA
 from gpuwizard.preset_files import load_preset
-from gpuwizard.runner.launch import prepare_run, start_run
+from gpuwizard.runner.launch import start_run
+from gpuwizard.runner.prepare import prepare_run
 from gpuwizard.runner.rundir import RunDir, list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.details import EventDetails

@@ -289,7 +289,7 @@ def test_presets_show_refuses_what_is_not_a_preset(gw, tmp_path):
 
 def test_redacted_secrets_come_back_from_the_environment_or_refuse(monkeypatch):
     """A preset read back from a run folder (the monitor's restart keys) has its secrets redacted."""
-    from gpuwizard.runner.launch import restore_secrets
+    from gpuwizard.runner.prepare import restore_secrets
     from gpuwizard.secrets import REDACTED
 
     preset = load_preset("demo-cpu")

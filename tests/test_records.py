@@ -149,7 +149,7 @@ def test_a_status_from_this_version_reads_back_equal(tmp_path):
 def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
     """A `created: null` in an old run once made every multi-GPU `run` crash (the baseline check read every status)."""
     from gpuwizard.preset_files import load_preset
-    from gpuwizard.runner.launch import prepare_run
+    from gpuwizard.runner.prepare import prepare_run
 
     prepared = prepare_run(load_preset("demo-cpu"))
     assert any("never finished green on one GPU" in w.paragraph() for w in prepared.warnings)

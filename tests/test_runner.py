@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gw_subprocess, wait_for
-from gpuwizard.runner.launch import launcher_problems
+from gpuwizard.runner.prepare import launcher_problems
 from gpuwizard.runner.procs import read_environ
 from gpuwizard.runner.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
 from gpuwizard.runner.rundir import RunDir, alive_processes, list_runs, run_processes

@@ -684,7 +684,8 @@ def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
     import sys
     import termios
 
-    from gpuwizard.runner.launch import prepare_run, start_run
+    from gpuwizard.runner.launch import start_run
+    from gpuwizard.runner.prepare import prepare_run
 
     quick_demo(tmp_path, "tui-ssh", "trainer_options: {step_time_s: 0.05}")
     run = start_run(prepare_run(load_preset("tui-ssh")))

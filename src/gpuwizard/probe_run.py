@@ -184,7 +184,8 @@ class Probe:
 
     def run_config(self, gpus: int, batch: int) -> ProbeRow:
         """One short real run; its row (a recognised out-of-memory failure is `does not fit`, not a crash)."""
-        from gpuwizard.runner.launch import prepare_run, start_run
+        from gpuwizard.runner.launch import start_run
+        from gpuwizard.runner.prepare import prepare_run
 
         what = f"{gpus} x batch {batch}"
         self.on_update(self.result, f"running {what}")

@@ -39,7 +39,8 @@ STATUS_EVERY_S = 2.0
 
 def run_command(args: argparse.Namespace) -> int:
     from gpuwizard.preset_files import load_preset
-    from gpuwizard.runner.launch import prepare_run, start_run
+    from gpuwizard.runner.launch import start_run
+    from gpuwizard.runner.prepare import prepare_run
 
     prepared = prepare_run(
         load_preset(args.preset),

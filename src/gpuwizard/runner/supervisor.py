@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,52 +21,22 @@ from typing import Any
 from gpuwizard.codes import ExitCode, RunState
 from gpuwizard.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.cgroup import JobCgroup
+from gpuwizard.runner.localjob import TICK_S, follow_local, hold_output_dir, start_job
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.monitor import JobMonitor
-from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
-from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RanksSample, RecordError, Status
+from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RecordError, Status
 from gpuwizard.runner.rundir import RunDir
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runner.stalls import STOPPED_STATUSES
-from gpuwizard.runner.tail import LogTail
 from gpuwizard.settings import notify_settings
 from gpuwizard.trainers import get_trainer
 
-POLL_S = 0.1
-TICK_S = 1.0
 GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
-PROGRESS_EVERY_S = 0.5
-
-
-PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 """Blocked by whoever spawns a supervisor, unblocked once its handlers are in: a stop sent while it still imports is
 kept pending, not fatal (a supervisor killed there would leave a 'starting' run that later reads 'lost')."""
 RESERVE_BYTES = 256 << 10
 """Written when the supervisor starts, freed when the job has ended: room for the final records on a full disk."""
-FOLDER_GONE = "run folder deleted"
-
-
-def job_preexec(cgroup: JobCgroup | None) -> Callable[[], None]:
-    """What the launcher's child does before exec: join the job's cgroup (before it can fork), start with no signal
-    blocked, and get SIGTERM when the supervisor dies, even by kill -9, so torchrun stops its ranks instead of
-    training on unsupervised (Linux prctl; elsewhere `gpuwizard stop` remains)."""
-
-    def preexec() -> None:
-        import ctypes
-
-        if cgroup is not None:
-            try:
-                cgroup.join()
-            except OSError:
-                pass  # checked from outside: the job is then tracked by its marker
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
-
-    return preexec
 
 
 def disk_full(exc: OSError) -> bool:
@@ -109,48 +78,6 @@ class Supervisor:
     def request_dump(self, signum: int, frame: Any) -> None:
         self.dump_requested = True
 
-    def start_job(self) -> bool:
-        cfg = self.job_cfg
-        env = dict(os.environ)
-        for name in cfg.unset:
-            env.pop(name, None)
-        env.update(cfg.env)
-        env[MARKER] = marker_value(self.run.path)  # every process of the job carries it, daemons included
-        safe_name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.run.run_id)[:80]
-        self.cgroup = JobCgroup.create(safe_name)
-        log_fd = os.open(self.run.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            self.job = subprocess.Popen(
-                cfg.argv,
-                preexec_fn=job_preexec(self.cgroup),
-                umask=self.job_umask,
-                cwd=cfg.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except (OSError, ValueError) as exc:
-            os.write(log_fd, f"gpuwizard: could not start {cfg.argv[0]}: {exc}\n".encode())
-            if self.cgroup is not None:
-                self.cgroup.remove()
-            self.run.update_status(
-                state=RunState.FAILED,
-                exit_code=int(ExitCode.NOT_STARTED),
-                job_exit_code=int(ExitCode.NOT_STARTED),
-                ended=time.time(),
-                error=f"could not start {cfg.argv[0]}: {exc}",
-            )
-            return False
-        finally:
-            os.close(log_fd)
-        if self.cgroup is not None and not self.cgroup.contains(self.job.pid):
-            self.cgroup.remove()  # it could not join (the marker still finds every process)
-            self.cgroup = None
-        self.set_status(state=RunState.RUNNING, job=ProcessRef.of(self.job.pid), started=time.time())
-        return True
-
     def persist(self, write: Callable[..., None], *args: Any, **kwargs: Any) -> None:
         """A write to the run folder that must not kill the supervisor (a full disk): the job stays watched, and the
         first failure is kept as the reason shown when the run ends."""
@@ -190,24 +117,6 @@ class Supervisor:
     def release_space(self) -> None:
         with contextlib.suppress(OSError):
             self.run.space_reserve.unlink(missing_ok=True)
-
-    def hold_output_dir(self) -> bool:
-        """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
-        if self.job_cfg.output_dir is None:
-            return True
-        self.output_lock = OutputLock(Path(self.job_cfg.output_dir), self.job_cfg.node_rank)
-        try:
-            holder = self.output_lock.acquire(self.run.run_id)
-        except OSError as exc:
-            reason = f"could not lock the output folder {self.job_cfg.output_dir}: {exc.strerror or exc}; not started"
-        else:
-            if holder is None:
-                return True
-            reason = f"run {holder} is still writing to {self.job_cfg.output_dir}; not started"
-        self.run.update_status(
-            state=RunState.FAILED, exit_code=int(ExitCode.NOT_STARTED), ended=time.time(), error=reason
-        )
-        return False
 
     def ingest(self, monitor: JobMonitor, chunk: Any) -> None:
         """New log text into the monitor: its events, and the losses it read as metrics.jsonl lines."""
@@ -353,119 +262,13 @@ class Supervisor:
             return follow_slurm(self)
         if self.stop_reason:
             return self.stopped_before_start()
-        if not self.hold_output_dir():
+        if not hold_output_dir(self):
             return self.end_unstarted()
         if self.stop_reason:
             return self.stopped_before_start()
-        if not self.start_job():
+        if not start_job(self):
             return self.end_unstarted()
-        assert self.job is not None
-        monitor = JobMonitor(self.job_cfg.expect, get_trainer(self.job_cfg.trainer))
-        procs = JobProcesses(self.job.pid, launcher=self.job, cgroup=self.cgroup, marker=marker_value(self.run.path))
-        if self.job_cfg.device == "cuda":
-            from gpuwizard.gpus.sampler import GpuSampler, open_sample_source
-
-            source = open_sample_source()
-            self.run_pids = procs.pids()
-            if source is not None:
-                self.gpu_sampler = GpuSampler(
-                    source,
-                    interval=TICK_S,
-                    history=10,
-                    run_pids=lambda: self.run_pids,
-                    on_sample=self.write_gpu_samples,
-                ).start()
-        tail = LogTail(self.run.log)
-        last_tick = last_progress = -float("inf")  # durations on the monotonic clock: a wall-clock jump is no hang
-        rc: int | None = None
-        while True:
-            chunk = tail.read()
-            if chunk:
-                self.ingest(monitor, chunk)
-            mono = time.monotonic()
-            if mono - last_tick >= TICK_S:
-                last_tick = mono
-                if self.folder_gone():
-                    self.stop_reason = FOLDER_GONE
-                procs.refresh()
-                ranks = procs.sample_ranks()
-                if ranks:
-                    self.persist(self.run.append_line, self.run.ranks_file, RanksSample(t=time.time(), ranks=ranks))
-                self.run_pids = procs.pids()
-                gpus = self.gpu_samples(mono)
-                for event in monitor.tick(mono, ranks, gpus):
-                    if event.kind == "hang_suspected":
-                        self.handle_hang(monitor, event)
-                    else:
-                        self.record([event])
-            if self.dump_requested:
-                self.dump_requested = False
-                procs.refresh()
-                report = dump_stacks(procs.sample_ranks(), self.run.stacks_dir)
-                self.record(
-                    [
-                        Event(
-                            kind="stack_dump",
-                            severity="info",
-                            title="stack dump of every rank",
-                            detail=report.note,
-                            data=report.to_json(),
-                        )
-                    ]
-                )
-            if mono - last_progress >= PROGRESS_EVERY_S and self.stop_reason != FOLDER_GONE:
-                last_progress = mono
-                self.persist(self.run.write, "progress.json", monitor.progress)
-            if self.stop_reason and not self.waits_for_checkpoint(monitor, time.monotonic()):
-                if self.stop_reason != FOLDER_GONE:
-                    self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
-                survivors = procs.stop(grace_s=self.job_cfg.stop_grace_s)
-                rc = self.job.wait()
-                break
-            rc = self.job.poll()
-            if rc is not None:
-                time.sleep(POLL_S)
-                while chunk := tail.read():
-                    self.ingest(monitor, chunk)
-                survivors = procs.stop(grace_s=2) if procs.remaining() else []  # what the job left running
-                break
-            time.sleep(0 if chunk.skipped else POLL_S)  # dropping a cut line costs nothing: catch up at once
-        procs.close()
-        tail.close()
-        if self.stop_reason == FOLDER_GONE or self.folder_gone():
-            return self.end_without_folder(survivors)
-        if rc not in (None, 0) and self.stop_reason is None:
-            self.failure = self.failure or self.full_disk()
-        self.release_space()  # the job has ended: its room is for the final records
-        self.persist(self.run.write, "progress.json", monitor.progress)
-        if self.job_cfg.device == "cuda" and self.job_cfg.python:
-            from gpuwizard.runner.flight import analyze
-
-            flight = analyze(self.job_cfg.python, self.run.path)
-            if flight is not None:
-                self.record([flight])
-                self.failure = self.failure or flight.title
-        if self.gpu_sampler is not None:
-            from gpuwizard.gpus.sampler import run_memory_held
-
-            self.gpu_sampler.stop(close=False)
-            held = run_memory_held(self.gpu_sampler.source, set(procs.known))
-            self.gpu_sampler.source.close()
-            if held:
-                self.set_status(gpu_memory_held_mb={str(i): mb for i, mb in held.items()})
-                self.record(
-                    [
-                        Event(
-                            kind="gpu_memory_held",
-                            severity="error",
-                            title="GPU memory still held after the job ended",
-                            detail=", ".join(f"GPU {i}: {mb:.0f} MB" for i, mb in sorted(held.items())),
-                            suggestion="Find the holder with `nvidia-smi --query-compute-apps=pid,used_memory "
-                            "--format=csv` and kill it.",
-                        )
-                    ]
-                )
-        return self.finish(rc, survivors)
+        return follow_local(self)
 
     def stopped_before_start(self) -> int:
         """Stopped while it was still starting: the job never ran, and the status says so (not 'lost' later)."""

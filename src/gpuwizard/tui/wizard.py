@@ -391,7 +391,8 @@ class WizardScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
         from gpuwizard.errors import UserError
-        from gpuwizard.runner.launch import prepare_run, start_run
+        from gpuwizard.runner.launch import start_run
+        from gpuwizard.runner.prepare import prepare_run
 
         try:
             prepared = prepare_run(preset, smoke=smoke, inventory=self.inventory)
