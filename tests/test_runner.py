@@ -535,7 +535,9 @@ def test_ctrl_c_during_start_up_leaves_nothing_running(demo_preset, delay):
     time.sleep(delay)  # the point of interruption is the variable under test, not a wait for a condition
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode in (4, 130), out + err
+    before_python = proc.returncode == -signal.SIGINT and not out and not err
+    # on a loaded machine the signal can land before the interpreter installs its handler: killed, nothing started
+    assert proc.returncode in (4, 130) or (before_python and all_runs() == []), (proc.returncode, out + err)
     assert "Traceback" not in err
     for run in all_runs():
         assert wait_for(lambda run=run: alive_processes(run, run.status()) == [], timeout=30), alive_processes(
