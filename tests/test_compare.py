@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from conftest import gw_subprocess
-from gpuwizard.compare import CurvePoint, RunFacts, at_samples, time_to, verdict
-from gpuwizard.runner.rundir import list_runs
+from conftest import DATA, gw_subprocess
+from gpuwizard.compare import CurvePoint, RunFacts, at_samples, compare, compare_text, time_to, verdict
+from gpuwizard.runner.rundir import RunDir, list_runs
+from test_tui import copy_runs
+
+TWO_PROCESS_RUNS = ("20261129-120000-demo-cpu", "20261201-005700-demo-cmp")
+"""Two real finished demo runs, both on 2 CPU processes: the demo-cpu preset (linear_lr) and demo-cmp (rule none)."""
+ONE_PROCESS_RUN = "20261201-005642-demo-cmp"
 
 
 def facts(run_id: str, gpus: int, time_to_target: float, loss_eq: float) -> RunFacts:
@@ -60,6 +66,71 @@ def test_the_verdict_in_plain_words(other_time, loss_eq, expected):
     assert expected in verdict(base, other, 0.05)
 
 
+def recorded(data, *names: str) -> list[RunDir]:
+    copy_runs(data, *names)
+    return [RunDir(data / "runs" / name) for name in names]
+
+
+def test_two_runs_on_the_same_count_are_a_run_to_run_difference_that_names_what_differs(isolated_dirs):
+    """Two 2-process runs measure no scaling: no speedup, efficiency or "pays", but what differs and by how much."""
+    result = compare(recorded(isolated_dirs / "data", *TWO_PROCESS_RUNS))
+    assert [(f.speedup, f.efficiency) for f in result.runs] == [(None, None), (None, None)]
+    text = compare_text(result)
+    for claim in ("as fast", "efficiency", "pay", "fewest", "1.23x", "123%"):
+        assert claim not in text, f"{claim!r} claims a scaling the runs cannot show:\n{text}"
+    assert "run proc   smp/s  speed  eff" in text, "CPU runs count processes, not GPUs"
+    assert "all runs on 2 processes: no speedup to measure; below, how they differ" in text
+    [paragraph] = result.verdicts
+    assert paragraph.startswith(
+        "20261201-005700-demo-cmp and 20261129-120000-demo-cpu both ran on 2 processes, so they say nothing about "
+        "scaling: they differ in"
+    ), paragraph
+    for differs in (
+        "lr 0.001 against 0.002",
+        "scaling rule none against linear_lr",
+        "warmup steps none against 15",
+        "trainer_options.step_time_s 0.02 against default",
+        "preset demo-cmp against demo-cpu",
+    ):
+        assert differs in paragraph, differs
+    assert "machine" not in paragraph, "demo-cpu's folder records no environment: the machine is unknown, not different"
+    assert "394 samples/s against 320 (+23%) and took 20 s against 15 s (+36%)" in paragraph
+    assert (
+        result.runs[1].same_count_as == result.runs[0].run_id and "lr 0.001 against 0.002" in result.runs[1].differences
+    )
+
+
+def test_runs_that_share_a_count_are_compared_across_counts_only(isolated_dirs):
+    """1, 1 again and 2 processes: the second 1-process run gets no speedup against the first, only its difference;
+    both counts' runs are compared with each other across counts."""
+    data = isolated_dirs / "data"
+    again = data / "runs" / "20261201-010000-demo-cmp"
+    shutil.copytree(DATA / "runs" / ONE_PROCESS_RUN, again)
+    status = json.loads((again / "status.json").read_text())
+    (again / "status.json").write_text(json.dumps(status | {"run_id": again.name}))
+    one, two = recorded(data, ONE_PROCESS_RUN, "20261201-005700-demo-cmp")
+    result = compare([two, RunDir(again), one])
+    rows = {f.run_id: f for f in result.runs}
+    assert result.base == ONE_PROCESS_RUN
+    assert rows[again.name].speedup is None and rows[again.name].efficiency is None
+    assert rows[two.run_id].speedup == pytest.approx(394.19655 / 240.68276)
+    scaling, same = result.verdicts
+    assert scaling.startswith(f"2 processes ({two.run_id}) reached loss") and "process-hours" in scaling
+    assert same.startswith(f"{again.name} and {ONE_PROCESS_RUN} both ran on 1 process, so they say nothing about")
+    assert "they differ in nothing gpuwizard records" in same
+    text = compare_text(result)
+    assert f"speed and eff: against {ONE_PROCESS_RUN}, the fewest processes" in text
+    assert "GPU" not in text, text
+
+
+def test_the_curve_legend_counts_processes_for_cpu_runs(isolated_dirs):
+    from gpuwizard.compare import curve_label
+
+    one, two = compare(recorded(isolated_dirs / "data", ONE_PROCESS_RUN, "20261201-005700-demo-cmp")).runs
+    assert (curve_label(one, "A"), curve_label(two, "B")) == ("A: 1 process", "B: 2 processes")
+    assert curve_label(RunFacts(**{**vars(two), "device": "cuda"}), "B") == "B: 2 GPUs"
+
+
 @pytest.mark.slow
 def test_compare_two_real_demo_runs(tmp_path):
     preset = tmp_path / "demo-cmp.yaml"
@@ -93,8 +164,28 @@ costs: {{gpu_hour: 2.0}}
     assert report["equal_time_s"] == pytest.approx(min(r["curve"][-1][1] for r in rows.values()))
     assert all(r["loss_at_equal_time"] is not None for r in rows.values())
     [paragraph] = report["verdicts"]
-    assert paragraph.startswith(f"2 processes ({two.run_id}) reached loss") and "the GPU-hours" in paragraph
+    assert paragraph.startswith(f"2 processes ({two.run_id}) reached loss") and "the process-hours" in paragraph
     text = gw_subprocess("compare", two.run_id[:15], one.run_id).stdout
     assert "smp/s" in text and paragraph in text
     alone = gw_subprocess("compare", one.run_id)
     assert alone.returncode == 2 and "compare needs at least two different runs" in alone.stderr
+
+    smaller = tmp_path / "demo-cmp-b4.yaml"  # the same job on 2 processes again, at half the batch per process
+    smaller.write_text(preset.read_text().replace("name: demo-cmp", "name: demo-cmp-b4").replace("size: 8", "size: 4"))
+    assert gw_subprocess("run", smaller, "--headless", "--gpus", "2", timeout=300).returncode == 0
+    four = list_runs()[0].run
+    same = gw_subprocess("compare", two.run_id, four.run_id, "--json")
+    assert same.returncode == 0, same.stderr
+    report = json.loads(same.stdout)
+    assert all(r["speedup"] is None and r["efficiency"] is None for r in report["runs"])
+    [paragraph] = report["verdicts"]
+    assert paragraph.startswith(f"{four.run_id} and {two.run_id} both ran on 2 processes, so they say nothing")
+    assert "batch per process 4 against 8" in paragraph and "preset demo-cmp-b4 against demo-cmp" in paragraph
+    assert "pays" not in paragraph and "reached loss" in paragraph, "the loss curves still compare, run to run"
+    mixed = json.loads(gw_subprocess("compare", one.run_id, two.run_id, four.run_id, "--json").stdout)
+    assert [r["speedup"] is not None for r in mixed["runs"]] == [True, True, True], "each 2-process run against 1"
+    assert [v.split(" ", 2)[:2] for v in mixed["verdicts"]] == [
+        ["2", "processes"],
+        ["2", "processes"],
+        [four.run_id, "and"],
+    ]

@@ -22,7 +22,7 @@ def test_measured_runs_come_first_then_scaled_with_an_assumed_efficiency():
     assert (one.basis, two.basis, four.basis) == ("measured", "measured", "assumed")
     assert two.wall_h == pytest.approx(72_000 / 18.0 / 3600) and two.source == "measured: run r2"
     assert four.wall_h == pytest.approx(144_000 / (10.0 * 4 * ASSUMED_EFFICIENCY) / 3600)
-    assert four.source == "run r1 on 1, 85% scaling efficiency assumed"
+    assert four.source == "run r1 on 1 GPU, 85% scaling efficiency assumed"
     assert four.cost == pytest.approx(four.gpu_hours * 2.0)
 
 
@@ -73,7 +73,7 @@ costs: {gpu_hour: 4.0}
 """
     published = gw("plan", write_preset(text), "--json").json()["estimates"]
     assert [e["gpus"] for e in published] == [1, 2, 4, 8]
-    assert published[0]["source"].startswith("published 1-GPU time (200 steps at 8 per process on 2 CPU processes)")
+    assert published[0]["source"].startswith("published time (200 steps at 8 per process on 2 CPU processes)")
     run = paths.runs_dir() / "20261129-120000-est-demo"
     shutil.copytree(SAMPLE_RUN, run)
     status = json.loads((run / "status.json").read_text())
@@ -85,7 +85,78 @@ costs: {gpu_hour: 4.0}
     one, two = plan["estimates"][:2]
     assert two["source"] == f"measured: run {run.name}" and two["samples"] == 300 * 16, "the sample run had 2 processes"
     assert two["wall_h"] == pytest.approx(4800 / rate / 3600) and two["cost"] == pytest.approx(two["gpu_hours"] * 4.0)
-    assert one["source"] == f"run {run.name} on 2, 85% scaling efficiency assumed"
+    assert one["source"] == f"run {run.name} on 2 processes, 85% scaling efficiency assumed"
     assert one["wall_h"] == pytest.approx(2400 / (rate / (2 * ASSUMED_EFFICIENCY)) / 3600)
     text_out = gw("plan", write_preset(text)).out
-    assert "estimates     GPUs   wall time   GPU-hours    cost   source" in text_out
+    assert "estimates    procs   wall time  proc-hours    cost   source" in text_out
+
+
+DEMO_CPU = """\
+version: 1
+name: est-cpu
+trainer: demo
+policy: demo
+dataset: {repo_id: demo/so100_reach}
+hardware: {gpus: 2, device: cpu}
+batch: {size: 8}
+optim: {steps: 300}
+scaling: {rule: none}
+mixed_precision: "no"
+"""
+
+
+def test_cpu_estimates_and_advice_count_processes_not_gpus(gw, write_preset):
+    """A CPU preset runs processes: the plan's estimates, its advice and the wizard's Scaling step say so."""
+    from gpuwizard.plan import make_plan
+    from gpuwizard.preset_files import load_preset_file
+    from gpuwizard.tui.job_steps import estimates_text
+
+    path = write_preset(DEMO_CPU)
+    text = gw("plan", path).out
+    table = text[text.index("  estimates") : text.index("  memory")]
+    assert table.splitlines()[0] == "  estimates    procs   wall time  proc-hours    cost   source"
+    assert "GPU" not in table, table
+    assert "published time (200 steps at 8 per process on 2 CPU processes), 85% scaling efficiency assumed" in table
+    words = " ".join(text.split())
+    assert "Published single-GPU time" not in words and "reference on 1 process: 8" in words
+    assert "Published time: ~0.01 h (200 steps at 8 per process on 2 CPU processes), for those steps and that" in words
+    plan, _ = make_plan(load_preset_file(path))
+    wizard = estimates_text(plan)
+    assert "GPU" not in wizard, wizard
+    assert "  1 process     1 min · 0.01 proc-h · published" in wizard.splitlines()
+    assert any(line.startswith("> 2 processes   1 min · 0.04 proc-h · assumed") for line in wizard.splitlines())
+
+
+def test_the_published_time_and_its_scaling_agree_and_say_why_more_gpus_are_no_sooner(gw, write_preset):
+    """so100-act-ddp2: ACT's published 1.5 h is for 100k steps at batch 64; this preset trains 100k steps at batch 8,
+    which the estimates make ~51 min on 1 GPU. linear_lr keeps the steps and the batch per GPU, so 2, 4 and 8 GPUs
+    each do the same work (and see 2x, 4x, 8x the samples): the same wall time, said in words. divide_steps cuts it."""
+    from gpuwizard.report import fmt_hours
+
+    result = gw("plan", "so100-act-ddp2", "--json")
+    one, two, four, eight = result.json()["estimates"]
+    assert fmt_hours(one["wall_h"]) == "51 min" and one["basis"] == "published"
+    assert fmt_hours(two["wall_h"]) == fmt_hours(four["wall_h"]) == fmt_hours(eight["wall_h"]) == "1.0 h"
+    text = " ".join(gw("plan", "so100-act-ddp2").out.split())
+    assert (
+        "Published single-GPU time: ~1.5 h (100k steps, batch 64, 1x A100), for those steps and that batch; the "
+        "estimates scale it to this preset's steps and batch." in text
+    )
+    assert (
+        "The published 1-GPU time, ~1.5 h for 100k steps, batch 64, 1x A100, is scaled to this preset's 100000 steps "
+        "at 8 samples per GPU: a step at batch 8 is taken as 0.56x one at batch 64 (never under 0.5x: a small batch "
+        "does not keep a GPU busy), so ~51 min on 1 GPU." in text
+    ), text
+    assert (
+        "linear_lr keeps 100000 steps at 8 samples per GPU on every GPU count, so each GPU does the same work and more "
+        "GPUs only see more samples (16 per step on 2, 32 on 4, 64 on 8): the wall time does not drop. divide_steps "
+        "(steps / k) shortens the run instead." in text
+    ), text
+    divided = write_preset(
+        (Path(__file__).parent.parent / "presets" / "so100-act-ddp2.yaml")
+        .read_text()
+        .replace("rule: linear_lr", "rule: divide_steps")
+    )
+    one, two, four, eight = gw("plan", divided, "--json").json()["estimates"]
+    assert one["wall_h"] > two["wall_h"] > four["wall_h"] > eight["wall_h"]
+    assert "keeps" not in " ".join(gw("plan", divided).out.split())

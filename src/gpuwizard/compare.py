@@ -1,5 +1,6 @@
 """`gpuwizard compare RUN RUN...`: did the run on more GPUs pay? Throughput, scaling efficiency, loss per sample and
-per hour, GPU-hours and cost, from the runs' own folders, and a verdict in plain words."""
+per hour, GPU-hours and cost, from the runs' own folders, and a verdict in plain words. Runs on the same count
+measure no scaling: they are compared run to run, naming what differs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import bisect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpuwizard.compare_settings import differences, run_settings
+from gpuwizard.report import counted, device_unit
 from gpuwizard.runner.records import Metric, RecordError
 from gpuwizard.runner.rundir import RunDir, finite
 
@@ -14,6 +17,8 @@ SMOOTHING = 0.3
 """Weight of each new loss in the exponential average the comparisons read (single losses are noisy)."""
 SAME = 0.05
 """Ratios within this of 1 count as the same (time, GPU-hours, loss)."""
+NAMED_DIFFERENCES = 8
+"""The most differences a run-to-run paragraph names (--json lists them all)."""
 
 
 @dataclass
@@ -43,6 +48,10 @@ class RunFacts:
     loss_at_equal_time: float | None = None
     time_to_target_s: float | None = None
     gpu_hours_to_target: float | None = None
+    same_count_as: str | None = None
+    """The oldest run on the same count, which this one is compared with run to run (no speedup between them)."""
+    differences: list[str] = field(default_factory=list)
+    """What this run was started with that same_count_as was not: 'lr 0.001 against 0.002'."""
 
 
 @dataclass
@@ -75,11 +84,15 @@ def smoothed(metrics: list[Metric]) -> list[tuple[Metric, float]]:
     return out
 
 
-def run_facts(run: RunDir, gpu_hour: float | None) -> RunFacts:
+def run_facts(run: RunDir, gpu_hour: float | None) -> tuple[RunFacts, dict[str, dict[str, str]]]:
+    """What the run did, and what it was started with (compare_settings)."""
     try:
         status, plan = run.status(), run.plan()
     except RecordError as exc:
         raise CompareError(f"run {run.run_id} cannot be read: {exc}") from None
+    preset = run_preset(run)
+    if gpu_hour is None and preset is not None:
+        gpu_hour = preset.costs.gpu_hour
     progress = run.progress()
     started = status.started or status.created
     duration = status.elapsed_s()
@@ -95,7 +108,7 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> RunFacts:
     else:
         rate = samples_seen / duration if samples_seen and duration else None
     gpu_hours = plan.world_size * duration / 3600
-    return RunFacts(
+    facts = RunFacts(
         run_id=run.run_id,
         preset=status.preset,
         gpus=plan.world_size,
@@ -109,6 +122,7 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> RunFacts:
         final_loss=curve[-1].loss if curve else None,
         curve=curve,
     )
+    return facts, run_settings(run, plan, preset)
 
 
 def at_samples(curve: list[CurvePoint], samples: float, by_time: bool = False) -> float | None:
@@ -136,12 +150,22 @@ def time_to(curve: list[CurvePoint], loss: float) -> float | None:
 
 
 def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
-    facts = [run_facts(run, gpu_hour if gpu_hour is not None else preset_gpu_hour(run)) for run in runs]
+    """Speedup and the scaling verdicts across GPU counts only, against the oldest run on the fewest; a run on a
+    count an older run already has is compared with that one run to run."""
+    read = [run_facts(run, gpu_hour) for run in runs]
+    facts, settings = [f for f, _ in read], {f.run_id: s for f, s in read}
     base = min(facts, key=lambda f: (f.gpus, f.run_id))
+    oldest: dict[int, RunFacts] = {}
+    for f in sorted(facts, key=lambda f: f.run_id):
+        oldest.setdefault(f.gpus, f)
+    across = len(oldest) > 1
     for f in facts:
-        if f.samples_per_s and base.samples_per_s:
+        if across and (f is base or f.gpus != base.gpus) and f.samples_per_s and base.samples_per_s:
             f.speedup = f.samples_per_s / base.samples_per_s
             f.efficiency = f.speedup / (f.gpus / base.gpus)
+        if f is not oldest[f.gpus]:
+            f.same_count_as = oldest[f.gpus].run_id
+            f.differences = differences(settings[f.run_id], settings[f.same_count_as])
     with_curves = [f for f in facts if f.curve]
     complete = len(with_curves) == len(facts)
     equal = min(f.curve[-1].samples for f in with_curves) if complete else None
@@ -156,17 +180,18 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
             f.time_to_target_s = time_to(f.curve, target)
             if f.time_to_target_s is not None:
                 f.gpu_hours_to_target = f.gpus * f.time_to_target_s / 3600
-    verdicts = [verdict(base, f, target) for f in facts if f is not base]
+    verdicts = [verdict(base, f, target) for f in facts if f.gpus != base.gpus]
+    verdicts += [run_to_run(oldest[f.gpus], f, target) for f in facts if f.same_count_as]
     return Comparison(facts, base.run_id, equal, equal_time, target, verdicts)
 
 
-def preset_gpu_hour(run: RunDir) -> float | None:
-    """costs.gpu_hour of the preset the run was started with (preset.yaml in its folder)."""
+def run_preset(run: RunDir) -> Any:
+    """The preset the run was started with (preset.yaml in its folder), or None where it cannot be read."""
     from gpuwizard.errors import UserError
     from gpuwizard.preset_files import load_preset_file
 
     try:
-        return load_preset_file(run.path / "preset.yaml").costs.gpu_hour
+        return load_preset_file(run.path / "preset.yaml")
     except UserError:
         return None
 
@@ -184,10 +209,9 @@ def judgement(time_ratio: float, hours_ratio: float) -> str:
 
 def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
     """One paragraph: did `other` (more GPUs) pay against `base`, in wall-clock and in compute?"""
-    who = (
-        f"{other.gpus} GPUs ({other.run_id})" if other.device == "cuda" else f"{other.gpus} processes ({other.run_id})"
-    )
+    who = f"{counted(other.gpus, other.device)} ({other.run_id})"
     than = f"{base.gpus} ({base.run_id})"
+    hours = "GPU-hours" if other.device == "cuda" else "process-hours"
     if other.time_to_target_s is None or base.time_to_target_s is None or target is None:
         if other.speedup is None:
             return f"{who}: no losses or throughput logged to compare with {than}."
@@ -203,9 +227,7 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
     )
     if time_ratio is None or hours_ratio is None:
         return f"{who} and {than} both start at the target loss {target:.4g}; nothing to compare."
-    head = (
-        f"{who} reached loss {target:.4g} in {time_ratio:.2f}x the time of {than} for {hours_ratio:.2f}x the GPU-hours"
-    )
+    head = f"{who} reached loss {target:.4g} in {time_ratio:.2f}x the time of {than} for {hours_ratio:.2f}x the {hours}"
     per_sample = ""
     if other.loss_at_equal_samples is not None and base.loss_at_equal_samples:
         ratio = other.loss_at_equal_samples / base.loss_at_equal_samples
@@ -219,6 +241,55 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
     return f"{head}: {judgement(time_ratio, hours_ratio)}.{per_sample}"
 
 
+def run_to_run(reference: RunFacts, other: RunFacts, target: float | None) -> str:
+    """One paragraph on two runs on the same count: no speedup, but what differs and by how much."""
+    head = (
+        f"{other.run_id} and {reference.run_id} both ran on {counted(other.gpus, other.device)}, so they say nothing "
+        "about scaling"
+    )
+    named = other.differences[:NAMED_DIFFERENCES]
+    if named:
+        more = len(other.differences) - len(named)
+        head += f": they differ in {', '.join(named)}" + (f" and {more} more (--json lists them)" if more else "")
+    else:
+        head += ": they differ in nothing gpuwizard records (settings, trainer, machine), so the gap is noise"
+    gaps = []
+    if other.samples_per_s and reference.samples_per_s:
+        gaps.append(
+            f"processed {other.samples_per_s:.0f} samples/s against {reference.samples_per_s:.0f} "
+            f"({change(other.samples_per_s, reference.samples_per_s)})"
+        )
+    if other.duration_s and reference.duration_s:
+        gaps.append(
+            f"took {other.duration_s:.0f} s against {reference.duration_s:.0f} s "
+            f"({change(other.duration_s, reference.duration_s)})"
+        )
+    if target is not None and other.time_to_target_s and reference.time_to_target_s:
+        gaps.append(
+            f"reached loss {target:.4g} in {other.time_to_target_s:.0f} s against {reference.time_to_target_s:.0f} s "
+            f"({change(other.time_to_target_s, reference.time_to_target_s)})"
+        )
+    if other.loss_at_equal_samples and reference.loss_at_equal_samples:
+        gaps.append(
+            f"had {other.loss_at_equal_samples / reference.loss_at_equal_samples:.2f}x the loss at equal samples"
+        )
+    said = f" Run to run, {other.run_id} {join_and(gaps)}." if gaps else ""
+    return f"{head}.{said}"
+
+
+def change(value: float, reference: float) -> str:
+    return f"{value / reference - 1:+.0%}"
+
+
+def join_and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def curve_label(run: RunFacts, letter: str) -> str:
+    """The legend of a run's loss curve: its letter and what it ran on (the text above names each letter whole)."""
+    return f"{letter}: {counted(run.gpus, run.device)}"
+
+
 def run_labels(c: Comparison) -> dict[str, str]:
     """A letter per run for the table, so it fits 80 columns while each run id is printed whole (and copyable)."""
     return {f.run_id: chr(ord("A") + i) if i < 26 else str(i + 1) for i, f in enumerate(c.runs)}
@@ -226,10 +297,11 @@ def run_labels(c: Comparison) -> dict[str, str]:
 
 def compare_text(c: Comparison) -> str:
     labels = run_labels(c)
+    count, hours = ("proc", "proc-h") if {f.device for f in c.runs} == {"cpu"} else ("gpus", "GPU-h")
     lines = [f"{labels[f.run_id]:>3}  {f.run_id}" for f in c.runs]
     lines += [
         "",
-        f"{'run':>3} {'gpus':>4} {'smp/s':>7} {'speed':>6} {'eff':>4} {'loss@eq':>8} {'t->tgt':>7} {'GPU-h':>6} "
+        f"{'run':>3} {count:>4} {'smp/s':>7} {'speed':>6} {'eff':>4} {'loss@eq':>8} {'t->tgt':>7} {hours:>6} "
         f"{'cost':>6}",
     ]
     for f in c.runs:
@@ -246,7 +318,11 @@ def compare_text(c: Comparison) -> str:
         lines.append(f"loss at {c.equal_time_s:.0f} s of wall time, the shortest run's length: {at_time}")
     if c.target_loss is not None:
         lines.append(f"t->target: wall time to the worse run's final loss, {c.target_loss:.4g}")
-    lines.append(f"against {c.base} (the fewest GPUs)")
+    base = next(f for f in c.runs if f.run_id == c.base)
+    if any(f.gpus != base.gpus for f in c.runs):
+        lines.append(f"speed and eff: against {c.base}, the fewest {device_unit(base.device, 2)}")
+    else:
+        lines.append(f"all runs on {counted(base.gpus, base.device)}: no speedup to measure; below, how they differ")
     lines.append("")
     lines += c.verdicts
     return "\n".join(lines)

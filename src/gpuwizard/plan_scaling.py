@@ -149,8 +149,10 @@ def advice_lines(
             f"{policy.title} on one device ({size}). One GPU is the right baseline; get it green before scaling out."
         )
     if policy.single_gpu_hours:
+        name = "Published time" if preset.hardware.device == "cpu" else "Published single-GPU time"
         lines.append(
-            f"Published single-GPU time: ~{policy.single_gpu_hours.hours:g} h ({policy.single_gpu_hours.setting})."
+            f"{name}: ~{policy.single_gpu_hours.hours:g} h ({policy.single_gpu_hours.setting}), for those steps and "
+            "that batch; the estimates scale it to this preset's steps and batch."
         )
     if k and k != 1:
         lines.append(
@@ -177,8 +179,9 @@ def plan_estimates(
         rows.append((row["gpus"], steps, effective // row["gpus"]))  # samples per GPU per update
     per_update = next((r[2] for r in rows if r[0] == preset.world_size and r[2]), None)
     per_device = per_update // preset.batch.grad_accum if per_update else None
+    device = "cpu" if preset.hardware.device == "cpu" else "cuda"  # as resolve_device: only a cpu preset runs there
     estimates = estimate_rows(
-        rows, measured_runs(preset.name, per_device), policy.single_gpu_hours, preset.costs.gpu_hour
+        rows, measured_runs(preset.name, per_device), policy.single_gpu_hours, preset.costs.gpu_hour, device
     )
     return [e.to_json() for e in estimates]
 

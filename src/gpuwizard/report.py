@@ -20,6 +20,18 @@ def fmt_hours(hours: float | None) -> str:
     return f"{hours:.1f} h"
 
 
+def device_unit(device: str, n: int = 1) -> str:
+    """What a run's workers are: GPUs on CUDA, processes on the CPU (a CPU run has no GPU to count)."""
+    if device == "cuda":
+        return "GPU" if n == 1 else "GPUs"
+    return "process" if n == 1 else "processes"
+
+
+def counted(n: int, device: str) -> str:
+    """'1 GPU', '8 GPUs', '1 process', '2 processes'."""
+    return f"{n} {device_unit(device, n)}"
+
+
 def fmt_lr(value: float) -> str:
     return f"{value:.3g}"
 
@@ -37,9 +49,9 @@ def plan_text(plan: Plan, name: str) -> str:
         f"  batch         {plan.batch_meaning}",
         f"                per device {plan.per_device_batch if plan.per_device_batch is not None else 'n/a'}, "
         f"effective {plan.effective_batch if plan.effective_batch is not None else 'n/a'} samples per update "
-        f"(reference on {plan.reference_gpus} GPU(s): {plan.reference_effective_batch}; k = {k})",
+        f"(reference on {counted(plan.reference_gpus, plan.device)}: {plan.reference_effective_batch}; k = {k})",
         "",
-        "      GPUs   per device   effective",
+        f"     {'GPUs' if plan.device == 'cuda' else 'procs':>5}   per device   effective",
     ]
     for row in plan.batch_table:
         mark = "*" if row["chosen"] else " "
@@ -98,7 +110,8 @@ def estimate_lines(plan: Plan) -> list[str]:
 
     if not plan.estimates:
         return []
-    lines = ["", "  estimates     GPUs   wall time   GPU-hours    cost   source"]
+    count, hours_of = ("GPUs", "GPU-hours") if plan.device == "cuda" else ("procs", "proc-hours")
+    lines = ["", f"  estimates    {count:>5}  {'wall time':>10}  {hours_of:>10}  {'cost':>6}   source"]
     for e in plan.estimates:
         mark = "*" if e["gpus"] == plan.world_size else " "
         hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
@@ -106,7 +119,27 @@ def estimate_lines(plan: Plan) -> list[str]:
         lines.append(
             f"              {mark}{e['gpus']:>4}  {fmt_hours(e['wall_h']):>10}  {hours:>10}  {cost:>6}   {e['source']}"
         )
-    return lines
+    return lines + [wrap(note, " " * 16) for note in estimate_notes(plan)]
+
+
+def estimate_notes(plan: Plan) -> list[str]:
+    """Why the estimates read as they do: how a published time was scaled to this preset, and why more GPUs finish
+    no sooner where the scaling rule keeps both the steps and the batch per GPU."""
+    notes = [e["note"] for e in plan.estimates if e.get("note")]
+    rows = [e for e in plan.estimates if e.get("steps") and e.get("per_device")]
+    if len(rows) > 1 and len({e["steps"] for e in rows}) == 1 and len({e["per_device"] for e in rows}) == 1:
+        steps, per_device = rows[0]["steps"], rows[0]["per_device"]
+        one, more = device_unit(plan.device), device_unit(plan.device, 2)
+        seen = ", ".join(
+            f"{e['per_device'] * e['gpus']}{' per step' if i == 0 else ''} on {e['gpus']}"
+            for i, e in enumerate(rows[1:])
+        )
+        notes.append(
+            f"{plan.rule} keeps {steps} steps at {per_device} samples per {one} on every {one} count, so each {one} "
+            f"does the same work and more {more} only see more samples ({seen}): the wall time does not drop."
+            + (" divide_steps (steps / k) shortens the run instead." if plan.rule != "divide_steps" else "")
+        )
+    return notes
 
 
 def inventory_text(inv: Any) -> str:

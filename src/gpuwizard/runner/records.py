@@ -335,7 +335,8 @@ class Event(Record):
 
 
 class PlanSummary(BaseModel):
-    """The plan.json keys a run's readers need (the file holds the whole plan, SPEC §4)."""
+    """The plan.json keys a run's readers need (the file holds the whole plan, SPEC §4); trainer to strategy are
+    what `compare` names where two runs on one count differ."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -345,6 +346,13 @@ class PlanSummary(BaseModel):
     effective_batch: Count | None = None
     trainer_steps_per_update: Count = 1
     steps: int = Field(ge=0, le=MAX_RECORD_INT)
+    trainer: str | None = None
+    policy: str | None = None
+    per_device_batch: int | None = None
+    lr: float | None = None
+    rule: str | None = None
+    warmup_steps: int | None = None
+    strategy: str | None = None
 
 
 class Metric(Record):

@@ -201,15 +201,21 @@ class ScalingStep(Step):
 
 def estimates_text(plan: Plan) -> str:
     """Time, GPU-hours and cost per GPU count, each with its source (the chosen count marked)."""
-    from gpuwizard.report import fmt_hours
+    from gpuwizard.report import device_unit, estimate_notes, fmt_hours
 
-    lines = ["time and cost (wall · GPU-hours · cost · basis; `gpuwizard plan` names each source):"]
+    hours_of, hours_unit = ("GPU-hours", "GPU-h") if plan.device == "cuda" else ("process-hours", "proc-h")
+    lines = [f"time and cost (wall · {hours_of} · cost · basis; `gpuwizard plan` names each source):"]
+    width = max((len(device_unit(plan.device, e["gpus"])) for e in plan.estimates), default=0)
     for e in plan.estimates:
         mark = ">" if e["gpus"] == plan.world_size else " "
         hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
         cost = f" · {e['cost']:.2f}" if e["cost"] is not None else ""
-        lines.append(f"{mark}{e['gpus']:>2} GPU  {fmt_hours(e['wall_h']):>7} · {hours} GPU-h{cost} · {e['basis']}")
-    return "\n".join(lines)
+        unit = device_unit(plan.device, e["gpus"])
+        lines.append(
+            f"{mark}{e['gpus']:>2} {unit:<{width}} {fmt_hours(e['wall_h']):>7} · {hours} {hours_unit}{cost} · "
+            f"{e['basis']}"
+        )
+    return "\n".join(lines + estimate_notes(plan))
 
 
 CHECK_STYLES = {

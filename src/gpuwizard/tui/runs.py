@@ -274,14 +274,14 @@ class CompareScreen(Screen[None]):
         self.draw()
 
     def draw(self) -> None:
-        from gpuwizard.compare import run_labels
+        from gpuwizard.compare import curve_label, run_labels
 
         labels = run_labels(self.result)
         self.plot.clear()
         for run in self.result.runs:
             points = [(p.wall_s / 60 if self.by_time else p.samples, p.loss) for p in run.curve]
             if len(points) >= 2:
-                label = f"{labels[run.run_id]}: {run.gpus} GPU(s)"  # the text above names each letter's run whole
+                label = curve_label(run, labels[run.run_id])
                 self.plot.plot([x for x, _ in points], [y for _, y in points], label=label)
         self.plot.set_xlabel("minutes" if self.by_time else "samples seen")
         self.plot.show_legend()
