@@ -19,10 +19,12 @@ from gpuwizard import paths
 from gpuwizard.preset import Preset
 from gpuwizard.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
+from gpuwizard.tui.dialogs import Confirm
 from gpuwizard.tui.keys import KeysScreen
 from gpuwizard.tui.problems import ProblemsScreen
 from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.tui.wizard import STEPS
+from test_monitor_tui import copied_run, monitor_on
 from test_tui import CMP_RUNS, copy_runs, goto, settle, type_into, wait_until
 
 SIZES = [(80, 24), (120, 40)]
@@ -353,7 +355,10 @@ async def test_ready_means_it_will_start_here(monkeypatch):
         await settle(pilot, app)
         await type_into(pilot, "#f-hardware-gpus", "4")
         summary = text_of(app.screen.query_one("#summary")).replace("\n", " ")
-        assert "cannot start here" in summary and "2 are visible here" in summary and " ready " not in summary
+        assert "cannot start here  hardware.gpus = 4" in summary and " ready " not in summary, summary
+        await pilot.press("ctrl+r")  # the summary cuts the reason to two lines; ctrl+r lists it whole
+        assert await wait_until(pilot, lambda: isinstance(app.screen, ProblemsScreen), 10)
+        assert "2 are visible here" in text_of(app.screen.query_one("#problems-list")).replace("\n", " ")
 
 
 async def test_a_misspelled_theme_is_refused_with_the_closest_name_and_ctrl_t_cycles_own_themes():
@@ -450,3 +455,16 @@ def test_snapshot_runs_screen_with_resumed_smoke_and_multi_node_runs(snap_compar
         await pilot.pause(0.3)
 
     assert snap_compare(GpuWizardApp(preset=load_preset("demo-cpu")), terminal_size=size, run_before=before)
+
+
+async def test_the_stop_question_reads_right_before_the_first_step(tmp_path):
+    """A run with no step yet was asked about as "Stop run ID at before its first step?"."""
+    run = copied_run(tmp_path, state="running")
+    (run.path / "progress.json").unlink()
+    app = GpuWizardApp(run=run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        monitor = await monitor_on(pilot, app)
+        assert monitor.progress is None
+        await pilot.press("s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, Confirm), 10)
+        assert app.screen.question.startswith(f"Stop run {run.run_id} before its first step? Every process of it")

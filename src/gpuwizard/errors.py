@@ -33,7 +33,9 @@ class Problem:
         parts = []
         if source:
             parts.append(f"{source}:")
-        if self.field and self.has_value:
+        if self.field and self.has_value and self.value is None:
+            parts.append(f"{self.field} (not set):")
+        elif self.field and self.has_value:
             parts.append(f"{self.field} = {show_value(self.value)}:")
         elif self.field:
             parts.append(f"{self.field}:")

@@ -40,9 +40,10 @@ class RunLifecycle:
             return Job.model_fields["stop_grace_s"].default
 
     def step_text(self) -> str:
+        """Where the run is, to follow "Stop run ID": "at step 94/600" or "before its first step"."""
         p, s = self.progress or Progress(), self.status
         total = p.total or (s.steps if s else None)
-        return f"step {p.step}/{total}" if p.step is not None else "before its first step"
+        return f"at step {p.step}/{total}" if p.step is not None else "before its first step"
 
     def action_stop(self) -> None:
         s = self.status
@@ -60,7 +61,7 @@ class RunLifecycle:
             )
         else:
             question = (
-                f"Stop run {self.run.run_id} at {self.step_text()}? Every process of it is signalled, then killed "
+                f"Stop run {self.run.run_id} {self.step_text()}? Every process of it is signalled, then killed "
                 f"after {self.stop_grace_s():.0f} s; a checkpoint being written is waited for."
             )
 
@@ -83,7 +84,7 @@ class RunLifecycle:
                 start()
 
         question = (
-            f"Stop run {self.run.run_id} at {self.step_text()} and start {what}? "
+            f"Stop run {self.run.run_id} {self.step_text()} and start {what}? "
             "Its progress since the last checkpoint is lost."
         )
         self.app.push_screen(Confirm(question), answer)

@@ -32,14 +32,20 @@ class InventoryReady(Message):
 
 
 class PlanReady(Message):
-    """A plan, its command (None while it has errors), and what stops it from starting on this machine (None while
-    the machine is not yet known)."""
+    """The plan of one preset, its command (None while it has errors), and what stops it from starting on this
+    machine (None while the machine is not yet known)."""
 
     def __init__(
-        self, seq: int, plan: Plan, ctx: BuildContext, spec: LaunchSpec | None, blockers: list[Problem] | None
+        self,
+        seq: int,
+        preset: Preset,
+        plan: Plan,
+        ctx: BuildContext,
+        spec: LaunchSpec | None,
+        blockers: list[Problem] | None,
     ):
         super().__init__()
-        self.seq, self.plan, self.ctx, self.spec, self.blockers = seq, plan, ctx, spec, blockers
+        self.seq, self.preset, self.plan, self.ctx, self.spec, self.blockers = seq, preset, plan, ctx, spec, blockers
 
 
 class TrainerChecked(Message):
@@ -51,11 +57,14 @@ class TrainerChecked(Message):
 
 
 class RunStarted(Message):
-    """A launch attempt ended: a run folder, or the paragraph saying why not."""
+    """A launch attempt ended: a run folder, or the paragraph saying why not (and, where the checks refused it, each
+    problem they found)."""
 
-    def __init__(self, run_path: Path | None, error: str | None, warnings: list[str]):
+    def __init__(
+        self, run_path: Path | None, error: str | None, warnings: list[str], problems: list[Problem] | None = None
+    ):
         super().__init__()
-        self.run_path, self.error, self.warnings = run_path, error, warnings
+        self.run_path, self.error, self.warnings, self.problems = run_path, error, warnings, problems or []
 
 
 class RunPolled(Message):

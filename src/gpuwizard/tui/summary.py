@@ -1,4 +1,5 @@
-"""The wizard's summary: the plan in one line, then whether it will start here."""
+"""The wizard's summary: the plan in one line, then whether it will start here; or the fields whose text the preset
+does not take. Whatever is cut here, ctrl+r lists whole."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ if TYPE_CHECKING:
     from gpuwizard.contracts import Plan
     from gpuwizard.errors import Problem
 
+LISTS_WHY = " · ctrl+r lists why"
 
-def summary_content(plan: Plan, blockers: list[Problem] | None) -> Content:
-    """The first error whole (ctrl+r lists them all), what stops the plan from starting on this machine, or ready:
-    it will start here. `blockers` is None while the machine is not yet known."""
+
+def summary_content(plan: Plan, blockers: list[Problem] | None, width: int) -> Content:
+    """The first error whole (ctrl+r lists them all), what stops the plan from starting on this machine (two lines
+    at most at `width`), or ready: it will start here. `blockers` is None while the machine is not yet known."""
+    line = plan_line(plan)
     if plan.errors:
         more = len(plan.errors) - 1
         state = [
@@ -22,19 +26,48 @@ def summary_content(plan: Plan, blockers: list[Problem] | None) -> Content:
             (f" ({more} more: ctrl+r lists them)" if more else "", "$error"),
         ]
     elif blockers:
-        state = [(" cannot start here ", "bold reverse $warning"), (" " + blockers[0].paragraph(), "$warning")]
+        blocker = Content.assemble(
+            (" cannot start here ", "bold reverse $warning"), (" " + blockers[0].paragraph(), "$warning")
+        )
+        return Content("\n").join([line.truncate(width, ellipsis=True), fit(blocker, LISTS_WHY, width, 1)])
     elif blockers is None:
         state = [(" checking this machine... ", "reverse $text-muted")]
     else:
         state = [(" ready ", "bold reverse $success")] + (
             [(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else []
         )
-    return Content.assemble(
+    return Content.assemble(line, " ", *state)
+
+
+def invalid_content(fields: int, first: Problem, width: int) -> Content:
+    """How many fields hold text the preset does not take, and the first of them, in two lines at most."""
+    badge = f" {fields} field{'s' if fields > 1 else ''} invalid "
+    return fit(
+        Content.assemble((badge, "bold reverse $error"), (" " + first.paragraph(), "$error")), LISTS_WHY, width, 2
+    )
+
+
+def plan_line(plan: Plan) -> Content:
+    return Content(
         f"{plan.policy} · {plan.trainer} · {plan.world_size}x{plan.device} · per device "
         f"{plan.per_device_batch} · effective {plan.effective_batch} · "
         f"lr {plan.lr:.3g} · {plan.steps} updates"
         + (f" ({plan.trainer_steps} trainer steps)" if plan.trainer_steps != plan.steps else "")
         + (f" · {plan.samples_seen} samples" if plan.samples_seen else "")
-        + f" · {plan.strategy} ",
-        *state,
+        + f" · {plan.strategy}"
     )
+
+
+def fit(content: Content, tail: str, width: int, lines: int) -> Content:
+    """`content` then `tail` in at most `lines` lines of `width` cells, the content cut (…) where it does not fit."""
+    whole = content + tail
+    if len(whole.wrap(width)) <= lines:
+        return whole
+    kept = content.wrap(width)[:lines]
+    room = width - len(tail) - 1
+    last = kept[-1].rstrip()
+    if last.cell_length > room:
+        space = last.plain.rfind(" ", 0, room + 1)
+        last = last.truncate(space if space > room // 2 else room).rstrip()  # a whole word where one ends near
+    kept[-1] = last + "…" + tail
+    return Content("\n").join(kept)

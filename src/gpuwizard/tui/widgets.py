@@ -15,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
 if TYPE_CHECKING:
+    from gpuwizard.errors import Problem
     from gpuwizard.preset import Preset
     from gpuwizard.trainers.base import TrainerOptions
 
@@ -28,20 +29,47 @@ class Edit(Message):
 
 
 class InvalidInput(Message):
-    """Text that cannot be converted for its field; shown in the summary line."""
+    """Text that cannot be converted for its field: the field, the text, why and the fix."""
 
-    def __init__(self, path: str, text: str, reason: str):
+    def __init__(self, path: str, found: Problem):
         super().__init__()
-        self.path, self.text, self.reason = path, text, reason
+        self.path, self.problem = path, found
 
 
-KIND_WORDS = {
-    "int": "expects a whole number",
-    "float": "expects a number, e.g. 1e-4",
-    "list": "expects words separated by spaces (quote one with spaces)",
-    "env": "expects NAME=VALUE words separated by spaces, e.g. NCCL_P2P_DISABLE=1",
-    "str": "expects text",
+class FieldReset(Message):
+    """A step put the preset's value back into a field that held text the preset does not take."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+
+KIND_HELP = {
+    "int": ("expects a whole number", "type digits only, e.g. 16"),
+    "float": ("expects a number, e.g. 1e-4", "type a number such as 0.0005 or 5e-4"),
+    "list": ("expects words separated by spaces (quote one with spaces)", "close every quote you open"),
+    "env": (
+        "expects NAME=VALUE words separated by spaces, e.g. NCCL_P2P_DISABLE=1",
+        "write each word as NAME=VALUE, quoting a value that holds spaces",
+    ),
+    "str": ("expects text", "type text"),
 }
+"""Per field kind: why its text did not convert, and the fix."""
+
+
+def unconvertible(path: str, kind: str, text: str) -> Problem:
+    """The paragraph for text that does not convert to its field's kind; an optional field may also be cleared."""
+    from gpuwizard.errors import problem
+
+    why, fix = KIND_HELP[kind.removeprefix("optional_")]
+    if kind.startswith("optional_"):
+        fix += ", or clear the field to leave it unset"
+    return problem(path, why, fix, value=text)
+
+
+def field_id(path: str) -> str:
+    """The widget id of a preset field's input (dotted path)."""
+    return "f-" + path.replace(".", "-").replace("_", "-")
 
 
 def parse(kind: str, text: str) -> Any:
@@ -77,17 +105,22 @@ def show(value: Any) -> str:
 
 
 class FieldInput(Input):
-    """An Input bound to one preset field; posts Edit on valid changes."""
+    """An Input bound to one preset field; posts Edit on valid changes. Its `-invalid` class marks text the preset
+    does not take: its own, not Input's validation (which would clear it when the field loses focus)."""
 
     def __init__(self, path: str, kind: str, value: Any, placeholder: str = "", **kw: Any):
-        super().__init__(
-            show(value), placeholder=placeholder, id="f-" + path.replace(".", "-").replace("_", "-"), compact=True, **kw
-        )
+        super().__init__(show(value), placeholder=placeholder, id=field_id(path), compact=True, validate_on=(), **kw)
         self.path, self.kind = path, kind
 
     def set_quietly(self, value: Any) -> None:
+        """Show the preset's value; text it replaces that the preset did not take is no longer invalid."""
+        if self.value == show(value):
+            return
         with self.prevent(Input.Changed):
             self.value = show(value)
+        if self.has_class("-invalid"):
+            self.remove_class("-invalid")
+            self.post_message(FieldReset(self.path))
 
     @on(Input.Changed)
     def _changed(self, event: Input.Changed) -> None:
@@ -96,7 +129,7 @@ class FieldInput(Input):
             value = parse(self.kind, event.value)
         except ValueError:
             self.add_class("-invalid")
-            self.post_message(InvalidInput(self.path, event.value, KIND_WORDS[self.kind.removeprefix("optional_")]))
+            self.post_message(InvalidInput(self.path, unconvertible(self.path, self.kind, event.value)))
             return
         self.remove_class("-invalid")
         self.post_message(Edit(self.path, value))
@@ -110,7 +143,7 @@ class FieldSelect(Select[str]):
             [(o, o) for o in options],
             value=value,
             allow_blank=False,
-            id="f-" + path.replace(".", "-").replace("_", "-"),
+            id=field_id(path),
             compact=True,
             **kw,
         )
@@ -129,7 +162,7 @@ class FieldSelect(Select[str]):
 
 class FieldCheckbox(Checkbox):
     def __init__(self, path: str, label: str, value: bool, **kw: Any):
-        super().__init__(label, value=value, id="f-" + path.replace(".", "-").replace("_", "-"), compact=True, **kw)
+        super().__init__(label, value=value, id=field_id(path), compact=True, **kw)
         self.path = path
 
     @on(Checkbox.Changed)
@@ -209,6 +242,16 @@ class Step(VerticalScroll):
         scroll it (the preview)."""
         first = next((w for w in self.screen.focus_chain if self in w.ancestors), None)
         (first or self).focus()
+
+    @staticmethod
+    def shows(widget: Widget) -> bool:
+        """No row or box between a field and its step is hidden (the step itself is shown when entered)."""
+        for node in widget.ancestors_with_self:
+            if isinstance(node, Step):
+                return True
+            if not node.display:
+                return False
+        return True
 
     def keep_focus_reachable(self) -> None:
         """After a field is hidden: focus never stays on a widget that Tab cannot reach."""

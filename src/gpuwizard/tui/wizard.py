@@ -6,7 +6,6 @@ trainers) is imported and the preset loaded right after it, and each step is bui
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import on, work
@@ -20,8 +19,9 @@ from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
 from gpuwizard.tui.edits import PresetEditor
-from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded, RunStarted
-from gpuwizard.tui.widgets import Edit, InvalidInput, KeyBar
+from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded
+from gpuwizard.tui.widgets import Edit, FieldReset, InvalidInput, KeyBar, Step, field_id
+from gpuwizard.tui.wizard_actions import WizardActions
 
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from gpuwizard.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.preset import Preset
-    from gpuwizard.tui.widgets import Step
 
 REPLAN_DELAY_S = 0.12
 STEPS = [
@@ -42,7 +41,7 @@ STEPS = [
 ]
 
 
-class WizardScreen(Screen[None]):
+class WizardScreen(WizardActions, Screen[None]):
     """Steps, a live plan summary, the main keys in the footer (`?` lists them all)."""
 
     HELP = (
@@ -71,12 +70,16 @@ class WizardScreen(Screen[None]):
         self.preset: Preset | None = None
         self.inventory: Inventory | None = None
         self.plan: Plan | None = None
+        self.planned: Preset | None = None
+        """The preset that self.plan was made from."""
         self.ctx: BuildContext | None = None
         self.spec: LaunchSpec | None = None
         self.blockers: list[Problem] | None = None
         """What stops the plan from starting on this machine (None until the machine is known)."""
         self.plan_seq = 0
-        self.input_error: str | None = None
+        self.invalid: dict[str, list[Problem]] = {}
+        """Fields whose text on screen the preset does not take (it did not convert, or the preset refused it), by
+        path, the latest last: the preset keeps their last valid value, so nothing runs or saves while one is left."""
         self.replan_timer: Timer | None = None
         self.editor = PresetEditor()
 
@@ -165,7 +168,7 @@ class WizardScreen(Screen[None]):
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
         plan, ctx = plan_here(preset, inventory)
         blockers = None if inventory is None else machine_problems(preset, plan, inventory)
-        self.post_message(PlanReady(seq, plan, ctx, None if plan.errors else build_command(ctx), blockers))
+        self.post_message(PlanReady(seq, preset, plan, ctx, None if plan.errors else build_command(ctx), blockers))
 
     def replan_soon(self) -> None:
         """Typing fast plans once, 120 ms after the last key."""
@@ -186,7 +189,8 @@ class WizardScreen(Screen[None]):
         if message.seq != self.plan_seq:
             return
         had_command = self.spec is not None
-        self.plan, self.ctx, self.spec, self.blockers = message.plan, message.ctx, message.spec, message.blockers
+        self.planned, self.plan, self.ctx = message.preset, message.plan, message.ctx
+        self.spec, self.blockers = message.spec, message.blockers
         self.render_step()
         self.refresh_summary()
         if had_command != (self.spec is not None):
@@ -214,12 +218,11 @@ class WizardScreen(Screen[None]):
         try:
             new, toast = self.editor.apply(old, message.path, message.value)
         except UserError as exc:
-            self.input_error = exc.problems[0].paragraph()
-            self.refresh_summary()
+            self.mark_invalid(message.path, exc.problems)
             return
         if toast is not None:
             self.notify(toast.text, severity=toast.severity, markup=False)
-        self.input_error = None
+        self.forget_invalid(message.path)
         self.preset = new
         for name in ("gpus", "policy", "trainer", "scaling", "preview"):
             widget = self.built(name)
@@ -229,6 +232,7 @@ class WizardScreen(Screen[None]):
         trainer_step = self.built("trainer")
         if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
             await trainer_step.rebuild_options(new)
+            self.forget_invalid(*[path for path in self.invalid if path.startswith("trainer_options.")])
         gpus_step = self.built("gpus")
         if gpus_step is not None and new.hardware != old.hardware and self.inventory:
             gpus_step.show(new, self.inventory)
@@ -236,19 +240,48 @@ class WizardScreen(Screen[None]):
 
     @on(InvalidInput)
     def _invalid(self, message: InvalidInput) -> None:
-        self.input_error = f"{message.path} = {message.text!r}: {message.reason}."
+        self.mark_invalid(message.path, [message.problem])
+
+    @on(FieldReset)
+    def _reset(self, message: FieldReset) -> None:
+        self.forget_invalid(message.path)
+
+    def mark_invalid(self, path: str, problems: list[Problem]) -> None:
+        self.invalid.pop(path, None)
+        self.invalid[path] = problems
+        for widget in self.query("#" + field_id(path)):
+            widget.add_class("-invalid")
         self.refresh_summary()
 
+    def forget_invalid(self, *paths: str) -> None:
+        """The fields show values the preset holds again (typed valid, reset, or rebuilt)."""
+        forgotten = [path for path in paths if self.invalid.pop(path, None) is not None]
+        for path in forgotten:
+            for widget in self.query("#" + field_id(path)):
+                widget.remove_class("-invalid")
+        if forgotten:
+            self.refresh_summary()
+
+    def invalid_fields(self) -> dict[str, list[Problem]]:
+        """The invalid fields that count: one on a row hidden for this preset (the run does not use it) waits there."""
+        return {
+            path: problems
+            for path, problems in self.invalid.items()
+            if all(Step.shows(widget) for widget in self.query("#" + field_id(path)))
+        }
+
     def refresh_summary(self) -> None:
-        from gpuwizard.tui.summary import summary_content
+        from gpuwizard.tui.summary import invalid_content, summary_content
 
         summary = self.query_one("#summary", Static)
-        if self.input_error:
-            summary.update(Content.styled(self.input_error, "bold $error"))
+        width = summary.content_region.width or 78  # before the first layout: 80 columns
+        invalid = self.invalid_fields()
+        if invalid:
+            summary.update(invalid_content(len(invalid), list(invalid.values())[-1][0], width))
         elif self.plan is None:
             summary.update("Planning...")
         else:
-            summary.update(summary_content(self.plan, self.blockers))
+            summary.update(summary_content(self.plan, self.blockers, width))
 
     # -- steps ---------------------------------------------------------------------------------
     def draw_crumbs(self) -> None:
@@ -266,6 +299,7 @@ class WizardScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self.draw_crumbs()
+        self.call_after_refresh(self.refresh_summary)  # the summary is cut to its new width
 
     def watch_step(self, step: int) -> None:
         if not self.is_mounted:
@@ -295,64 +329,6 @@ class WizardScreen(Screen[None]):
     def action_goto(self, step: int) -> None:
         self.step = step
 
-    # -- actions -------------------------------------------------------------------------------
-    def action_copy(self) -> None:
-        if self.spec is None:
-            self.notify("Nothing to copy: the plan has errors.", severity="error")
-            return
-        self.app.copy_to_clipboard(self.spec.shell())
-        self.notify("Command copied to the clipboard (OSC 52: works over SSH in most terminals).")
-
-    def action_export(self) -> None:
-        if self.spec is None:
-            self.notify("Nothing to export: the plan has errors.", severity="error")
-            return
-        from gpuwizard.tui.dialogs import AskText
-
-        def write(path: str | None) -> None:
-            if not path:
-                return
-            from gpuwizard.yamlio import atomic_write
-
-            target = Path(path).expanduser()
-            try:
-                atomic_write(target, self.spec.script())
-                target.chmod(0o755)
-            except OSError as exc:
-                self.notify(f"Could not write {target}: {exc}", severity="error")
-                return
-            self.notify(f"Wrote {target}")
-
-        self.app.push_screen(AskText("Export as a shell script", "file", f"./{self.preset.name}.sh"), write)
-
-    def action_save(self) -> None:
-        from gpuwizard.errors import UserError
-        from gpuwizard.preset import with_field
-        from gpuwizard.preset_files import save_user_preset
-        from gpuwizard.tui.dialogs import AskText, Confirm
-
-        if self.preset is None:
-            return
-
-        def save(name: str | None, overwrite: bool = False) -> None:
-            if not name:
-                return
-            try:
-                preset = with_field(self.preset, "name", name)
-                path = save_user_preset(preset, overwrite=overwrite)
-            except UserError as exc:
-                if "already exists" in exc.paragraph() and not overwrite:
-                    self.app.push_screen(
-                        Confirm(f"Replace your preset '{name}'?"), lambda yes: save(name, True) if yes else None
-                    )
-                    return
-                self.notify(exc.paragraph(), severity="error", timeout=8)
-                return
-            self.preset = preset
-            self.notify(f"Saved preset {name} to {path}")
-
-        self.app.push_screen(AskText("Save preset as", "name", self.preset.name), save)
-
     def action_open(self) -> None:
         from gpuwizard.tui.dialogs import PresetPicker
 
@@ -360,55 +336,3 @@ class WizardScreen(Screen[None]):
             PresetPicker(self.preset.name if self.preset else None),
             lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None,
         )
-
-    def action_run(self, smoke: bool = False) -> None:
-        if self.preset is None:
-            return
-        if self.plan is not None and self.plan.errors:
-            from gpuwizard.tui.problems import ProblemsScreen
-
-            self.app.push_screen(ProblemsScreen("The plan has errors: the job cannot start", self.plan.errors))
-            return
-        self.notify("Checking and launching...")
-        self.launch(self.preset, smoke)
-
-    def action_smoke(self) -> None:
-        self.action_run(smoke=True)
-
-    def action_probe(self) -> None:
-        """Short real runs per GPU count and batch (`gpuwizard probe`); a kept result re-plans the estimates."""
-        if self.preset is None:
-            return
-        if self.plan is not None and self.plan.errors:
-            from gpuwizard.tui.problems import ProblemsScreen
-
-            self.app.push_screen(ProblemsScreen("The plan has errors: nothing to probe", self.plan.errors))
-            return
-        from gpuwizard.tui.probe import ProbeScreen
-
-        self.app.push_screen(ProbeScreen(self.preset), lambda kept: self.replan() if kept else None)
-
-    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
-    def launch(self, preset: Preset, smoke: bool) -> None:
-        from gpuwizard.errors import UserError
-        from gpuwizard.runner.launch import start_run
-        from gpuwizard.runner.prepare import prepare_run
-
-        try:
-            prepared = prepare_run(preset, smoke=smoke, inventory=self.inventory)
-            run = start_run(prepared, on_hang="report")
-        except UserError as exc:
-            self.post_message(RunStarted(None, exc.paragraph(), []))
-            return
-        self.post_message(RunStarted(run.path, None, [w.paragraph() for w in prepared.warnings]))
-
-    @on(RunStarted)
-    def _started(self, message: RunStarted) -> None:
-        if message.error:
-            self.notify(message.error, severity="error", timeout=10, markup=False)
-            return
-        for warning in message.warnings:
-            self.notify(warning, severity="warning", timeout=8, markup=False)
-        from gpuwizard.runner.rundir import RunDir
-
-        self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]

@@ -1,0 +1,178 @@
+"""What the wizard's keys do with its preset: run, smoke run, probe, save, copy and export. Each refuses while a
+field holds text the preset does not take (the preset still has the field's last valid value), listing every such
+field, with the plan's errors where they stop the action too, in one ProblemsScreen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+
+from gpuwizard.tui.messages import RunStarted
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.message import Message
+
+    from gpuwizard.contracts import LaunchSpec, Plan
+    from gpuwizard.errors import Problem
+    from gpuwizard.gpus.inventory import Inventory
+    from gpuwizard.preset import Preset
+
+
+class WizardActions:
+    """Mixed into the wizard screen, whose preset, plan and invalid fields it reads."""
+
+    preset: Preset | None
+    planned: Preset | None
+    plan: Plan | None
+    spec: LaunchSpec | None
+    blockers: list[Problem] | None
+    inventory: Inventory | None
+    app: App[Any]
+    notify: Callable[..., None]
+    post_message: Callable[[Message], bool]
+    invalid_fields: Callable[[], dict[str, list[Problem]]]
+    replan: Callable[[], object]
+
+    def plan_is_current(self) -> bool:
+        """The plan on screen was made from the preset as it is now (an edit re-plans 120 ms later)."""
+        return self.plan is not None and self.planned is self.preset
+
+    def refused(self, not_done: str, plan_errors: bool = False, blockers: bool = False) -> bool:
+        """Show why an action cannot go ahead: every invalid field, and where asked the plan's errors and what stops it
+        on this machine; False when nothing stands in its way."""
+        invalid = self.invalid_fields()
+        problems = [found for problems in invalid.values() for found in problems]
+        why = [f"{len(invalid)} field{'s' if len(invalid) > 1 else ''} invalid"] if invalid else []
+        if plan_errors and self.plan_is_current() and self.plan.errors:
+            problems += self.plan.errors
+            why.append(f"the plan has {len(self.plan.errors)} error(s)")
+        if blockers and self.plan_is_current() and self.blockers:
+            problems += self.blockers
+            why.append("it cannot start on this machine")
+        if not problems:
+            return False
+        from gpuwizard.tui.problems import ProblemsScreen
+
+        self.app.push_screen(ProblemsScreen(f"{not_done}: {', '.join(why)}", problems))
+        return True
+
+    def command_refused(self, not_done: str) -> bool:
+        """Copy and export take the command on screen: none while the plan has errors or is being remade."""
+        if self.refused(not_done):
+            return True
+        if self.spec is None:
+            self.notify(f"{not_done}: the plan has errors.", severity="error")
+            return True
+        if not self.plan_is_current():
+            self.notify(f"{not_done}: the command is being updated after your edit; press the key again.")
+            return True
+        return False
+
+    def action_copy(self) -> None:
+        if self.command_refused("Nothing copied"):
+            return
+        self.app.copy_to_clipboard(self.spec.shell())
+        self.notify("Command copied to the clipboard (OSC 52: works over SSH in most terminals).")
+
+    def action_export(self) -> None:
+        if self.command_refused("Nothing exported"):
+            return
+        from gpuwizard.tui.dialogs import AskText
+
+        spec = self.spec
+
+        def write(path: str | None) -> None:
+            if not path:
+                return
+            from gpuwizard.yamlio import atomic_write
+
+            target = Path(path).expanduser()
+            try:
+                atomic_write(target, spec.script())
+                target.chmod(0o755)
+            except OSError as exc:
+                self.notify(f"Could not write {target}: {exc}", severity="error")
+                return
+            self.notify(f"Wrote {target}")
+
+        self.app.push_screen(AskText("Export as a shell script", "file", f"./{self.preset.name}.sh"), write)
+
+    def action_save(self) -> None:
+        from gpuwizard.errors import UserError
+        from gpuwizard.preset import with_field
+        from gpuwizard.preset_files import save_user_preset
+        from gpuwizard.tui.dialogs import AskText, Confirm
+
+        if self.preset is None or self.refused("Not saved"):
+            return
+
+        def save(name: str | None, overwrite: bool = False) -> None:
+            if not name:
+                return
+            try:
+                preset = with_field(self.preset, "name", name)
+                path = save_user_preset(preset, overwrite=overwrite)
+            except UserError as exc:
+                if "already exists" in exc.paragraph() and not overwrite:
+                    self.app.push_screen(
+                        Confirm(f"Replace your preset '{name}'?"), lambda yes: save(name, True) if yes else None
+                    )
+                    return
+                self.notify(exc.paragraph(), severity="error", timeout=8)
+                return
+            self.preset = preset
+            self.replan()  # the name is in the default output folder
+            self.notify(f"Saved preset {name} to {path}")
+
+        self.app.push_screen(AskText("Save preset as", "name", self.preset.name), save)
+
+    def action_run(self, smoke: bool = False) -> None:
+        """Refusals known here (invalid fields, the plan's errors, this machine) are listed at once; the checks that
+        need the trainer and the disks run in the launch."""
+        if self.preset is None or self.refused("Not started", plan_errors=True, blockers=True):
+            return
+        self.notify("Checking and launching...")
+        self.launch(self.preset, smoke)
+
+    def action_smoke(self) -> None:
+        self.action_run(smoke=True)
+
+    def action_probe(self) -> None:
+        """Short real runs per GPU count and batch (`gpuwizard probe`); a kept result re-plans the estimates."""
+        if self.preset is None or self.refused("Nothing probed", plan_errors=True):
+            return
+        from gpuwizard.tui.probe import ProbeScreen
+
+        self.app.push_screen(ProbeScreen(self.preset), lambda kept: self.replan() if kept else None)
+
+    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
+    def launch(self, preset: Preset, smoke: bool) -> None:
+        from gpuwizard.errors import UserError
+        from gpuwizard.runner.launch import start_run
+        from gpuwizard.runner.prepare import prepare_run
+
+        try:
+            prepared = prepare_run(preset, smoke=smoke, inventory=self.inventory)
+            run = start_run(prepared, on_hang="report")
+        except UserError as exc:
+            self.post_message(RunStarted(None, exc.paragraph(), [], exc.problems))
+            return
+        self.post_message(RunStarted(run.path, None, [w.paragraph() for w in prepared.warnings]))
+
+    def on_run_started(self, message: RunStarted) -> None:
+        if message.run_path is None:
+            from gpuwizard.tui.problems import ProblemsScreen
+
+            found = len(message.problems)
+            title = f"Not started: the checks before launch found {found} problem{'s' if found > 1 else ''}"
+            self.app.push_screen(ProblemsScreen(title, message.problems))
+            return
+        for warning in message.warnings:
+            self.notify(warning, severity="warning", timeout=8, markup=False)
+        from gpuwizard.runner.rundir import RunDir
+
+        self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]
