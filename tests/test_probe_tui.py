@@ -59,6 +59,8 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
         verdict = text_of(probe.query_one("#probe-verdict"))
         assert "2 processes:" in verdict and "Recommended:" in verdict, verdict
         assert "the estimates now use it" in text_of(probe.query_one("#probe-status"))
+        keys = key_bar_fits(probe)
+        assert "esc Back" in keys and "Cancel" not in keys, "an ended probe offers only what applies"
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
         assert await wait_until(pilot, lambda: estimates(app).count("· probed") == 2, 60), estimates(app)
@@ -76,11 +78,16 @@ async def test_cancelling_the_probe_screen_leaves_nothing_running():
         probe = await open_probe(pilot, app)
         running = lambda: any(e.status and e.status.state == "running" for e in list_runs("tui-stop"))  # noqa: E731
         assert await wait_until(pilot, running, 300), "the first configuration started"
-        await pilot.press("escape")  # refused while it runs: it cancels first
+        assert "c Cancel probe" in key_bar_fits(probe)
         await pilot.press("c")
+        assert "Cancel" not in key_bar_fits(probe), "a cancel asked for is not offered again"
+        await pilot.press("escape")  # refused while it runs (it is cancelling already)
         assert await wait_until(pilot, lambda: probe.done, 180)
         assert isinstance(app.screen, ProbeScreen), "escape while running did not leave the probe running unseen"
-        assert text_of(probe.query_one("#probe-status")).startswith("stopped")
+        assert text_of(probe.query_one("#probe-status")).startswith("stopped; nothing of it is left running")
+        assert probe.query_one("#probe-progress", ProgressBar).percentage == 0, "a stopped configuration is no progress"
+        keys = key_bar_fits(probe)
+        assert "esc Back" in keys and "Cancel" not in keys
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
         await settle(pilot, app)

@@ -83,7 +83,11 @@ class ProbeScreen(Screen[bool]):
         seconds = int(time.monotonic() - self.started)
         budget = self.probe.request.budget_s if self.probe else None
         limit = f" of a {int(budget) // 60}:{int(budget) % 60:02d} budget" if budget else ""
-        said = f"{self.doing} · {seconds // 60}:{seconds % 60:02d} elapsed{limit} · c cancels"
+        clock = f"{seconds // 60}:{seconds % 60:02d} elapsed{limit}"
+        if self.cancelling:
+            said = f"cancelling: stopping the running configuration · {clock}"
+        else:
+            said = f"{self.doing} · {clock} · c cancels"
         self.query_one("#probe-status", Static).update(safe_text(said))
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
@@ -110,15 +114,21 @@ class ProbeScreen(Screen[bool]):
         if self.probe is not None and not self.done:
             self.probe.cancel()
 
+    @property
+    def cancelling(self) -> bool:
+        return self.probe is not None and self.probe.cancelled.is_set() and not self.done
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Cancel is offered only while there is something to cancel: hidden once asked for and once ended."""
         if action == "cancel":
-            return None if self.done else True
+            return not self.done and not self.cancelling
         return True
 
     def action_cancel(self) -> None:
         if self.probe is not None and not self.done:
             self.probe.cancel()
-            self.query_one("#probe-status", Static).update("cancelling: stopping the running configuration...")
+            self.refresh_bindings()
+            self.tick()
 
     def action_close(self) -> None:
         if not self.done:
@@ -142,11 +152,18 @@ class ProbeScreen(Screen[bool]):
             status.update(safe_text(message.error or "the probe could not start"))
             return
         result = message.result
-        self.kept = result.state == "finished"
+        self.kept = result.state == "finished" and any(r.fits for r in result.rows)
         self.fill(result)
         where = f"kept in {self.probe.path}" if self.probe else ""
-        said = message.error or result.state
-        status.update(safe_text(f"{said}; {where}" + ("; the estimates now use it" if self.kept else "")))
+        if message.error:
+            said = f"{message.error}; {where}"
+        elif result.state == "stopped":
+            said = f"stopped; nothing of it is left running; the partial result is {where}"
+        elif not self.kept:
+            said = f"{result.state}; nothing was measured, so the estimates do not use it; {where}"
+        else:
+            said = f"{result.state}; {where}; the estimates now use it"
+        status.update(safe_text(said))
         self.query_one("#probe-verdict", Static).update(safe_text("\n".join(result.verdict)))
 
     def fill(self, result: ProbeResult) -> None:
@@ -156,7 +173,7 @@ class ProbeScreen(Screen[bool]):
             table.add_row(*cells(row))
         bar = self.query_one("#probe-progress", ProgressBar)
         total = len(result.batches) * len(self.probe.request.gpus) if self.probe and result.batches else None
-        bar.update(total=total, progress=len(result.rows))
+        bar.update(total=total, progress=sum(r.outcome != "stopped" for r in result.rows))  # a stop is no progress
 
 
 def cells(row: Any) -> tuple[str, ...]:
