@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from gpuwizard.probe_run import Probe
 
 COLUMNS = ("GPUs", "batch", "smp/s", "speed", "eff", "mem/dev", "fits")
+STOP_WAIT_S = 120.0
+"""How long a hang-up or kill waits for the probe to stop its running configuration (each stop waits at most 60 s)."""
+ENDING_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 
 
 class ProbeProgress(Message):
@@ -61,6 +66,10 @@ class ProbeScreen(Screen[bool]):
         self.kept = False
         self.doing = "starting..."
         self.started = 0.0
+        self.ended = threading.Event()
+        """Set by the worker once the probe has stopped what it ran and kept its result."""
+        self.ending = False
+        self.previous: dict[int, Any] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(f"Probe · {self.preset.name} · short real runs per GPU count and batch", id="probe-title")
@@ -74,7 +83,26 @@ class ProbeScreen(Screen[bool]):
         self.query_one("#probe-table", DataTable).add_columns(*COLUMNS)
         self.started = time.monotonic()
         self.set_interval(1.0, self.tick)
+        if threading.current_thread() is threading.main_thread():
+            for signum in ENDING_SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self.previous[signum] = signal.signal(signum, self.stop_then_end)
         self.start()
+
+    def stop_then_end(self, signum: int, frame: object) -> None:
+        """A hang-up (the SSH session dropped) or a kill mid-probe: the running configuration is stopped and the
+        result kept first, then the signal ends the app as it would have (a probe's job never outlives it)."""
+        self.ending = True
+        if self.probe is not None:
+            self.probe.cancel()
+        self.ended.wait(STOP_WAIT_S)
+        self.restore_signals()
+        signal.raise_signal(signum)
+
+    def restore_signals(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
 
     def tick(self) -> None:
         """What the probe is doing and for how long, while it runs."""
@@ -100,6 +128,8 @@ class ProbeScreen(Screen[bool]):
                 default_request(self.preset),
                 on_update=lambda result, text: self.post_message(ProbeProgress(result.model_copy(deep=True), text)),
             )
+            if self.ending:
+                self.probe.cancel()  # a hang-up came while it was being set up
             result = self.probe.run()
         except UserError as exc:
             self.post_message(ProbeDone(None, exc.paragraph()))
@@ -107,10 +137,13 @@ class ProbeScreen(Screen[bool]):
         except Exception as exc:  # kept in probe.json by Probe.run; the screen must still end
             self.post_message(ProbeDone(self.probe.result if self.probe else None, f"the probe failed: {exc}"))
             return
+        finally:
+            self.ended.set()
         self.post_message(ProbeDone(result, None))
 
     def on_unmount(self) -> None:
         """Quitting mid-probe stops it: the worker stops its running configuration before the app can exit."""
+        self.restore_signals()
         if self.probe is not None and not self.done:
             self.probe.cancel()
 
