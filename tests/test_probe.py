@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -14,10 +15,10 @@ import psutil
 import pytest
 
 from conftest import wait_for
-from gpuwizard.probe import probes_dir
-from gpuwizard.runner.rundir import alive_processes, list_runs
-
-pytestmark = pytest.mark.slow
+from gpuwizard.estimates import measured_runs
+from gpuwizard.probe import ProbeResult, ProbeRow, probes_dir
+from gpuwizard.probe_verdict import result_text, verdict
+from gpuwizard.runner.rundir import alive_processes, baseline_green, list_runs, scaling_report
 
 PRESET = """\
 version: 1
@@ -41,6 +42,7 @@ def preset(tmp_path, name="probe-demo", options="", batch=4):
     return path
 
 
+@pytest.mark.slow
 def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw, tmp_path):
     path = preset(tmp_path)
     result = gw("probe", path, "--json")
@@ -56,6 +58,11 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
     assert all(r["speedup"] is not None and r["efficiency"] == pytest.approx(r["speedup"] / 2) for r in two)
     assert probe["recommended"] is not None
     assert any(line.startswith("2 processes: ") and "x the samples/s of 1" in line for line in probe["verdict"])
+    # the job has 200 steps: the probe never runs more, and says "up to", since a steady rate ends a run sooner
+    assert probe["steps"] == 200
+    assert all(int(r["window"].split()[1].split("-")[1]) <= 200 for r in probe["rows"])
+    said = " ".join(result_text(ProbeResult.model_validate(probe)).splitlines())
+    assert "up to 200 steps per configuration (all of the job's), each stopped once its rate is steady" in said
     folder = probes_dir() / probe["probe_id"]
     assert json.loads((folder / "probe.json").read_text())["rows"] == probe["rows"]
     assert not (folder / "scratch").exists()  # the measurement runs' outputs are gone with them
@@ -71,6 +78,7 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
     assert "probed on this machine" in text
 
 
+@pytest.mark.slow
 def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
     # 2 MB per sample on a 40 MB device: batch 20 fits, 21 does not
     path = preset(tmp_path, name="probe-oom", options=", device_memory_mb: 40", batch=16)
@@ -86,40 +94,136 @@ def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
     assert oom["detail"] == "out of memory (CPU allocator)"
     assert probe["batch_limit"] == fits and probe["recommended"]["per_device_batch"] == fits
     assert f"Batch search: {fits} per device fits on 1 process, {fails} does not." in probe["verdict"]
+    # its 30-step runs that fit ran to the end with exit 0, and still are no green baseline and no full run
+    runs = [e.status for e in list_runs("probe-oom")]
+    assert any(s.state == "finished" and s.exit_code == 0 and s.world_size == 1 and s.probe for s in runs)
+    assert not baseline_green("probe-oom") and scaling_report("probe-oom") == []
+    assert {m.basis for m in measured_runs("probe-oom", 16)} == {"probed"}
+    history = gw("runs", "--json").json()
+    assert history and not any(r["baseline_green"] for r in history)
 
 
-def test_cancelling_a_probe_leaves_no_process_and_no_scratch(tmp_path):
-    path = preset(tmp_path, name="probe-stop", options=", step_time_s: 0.05")
-    env = {**os.environ}
+@pytest.mark.slow
+def test_a_probe_that_measured_nothing_exits_non_zero_and_is_not_used(gw, tmp_path):
+    path = preset(tmp_path, name="probe-none", options=", device_memory_mb: 40")  # 2 MB a sample: 64 does not fit
+    result = gw("probe", path, "--gpus", "1", "--batch", "64")
+    assert result.code == 1, result.out + result.err
+    assert "1    64" in result.out and "now uses it" not in result.out
+    assert "nothing was measured, so `gpuwizard plan probe-none` does not use it" in result.out
+    assert measured_runs("probe-none", 64) == []
+
+
+def test_configurations_this_machine_cannot_start_are_refused_up_front(gw, tmp_path):
+    path = preset(tmp_path, name="probe-big")
+    cores = os.cpu_count() or 1
+    for flags in (["--gpus", str(cores + 1), "--batch", "8"], ["--gpus", "1,64", "--json"]):
+        result = gw("probe", path, *flags)
+        assert result.code == 2 and result.out == "" and result.err.count("\n") == 1, (flags, result.err)
+        assert f"--gpus = '{flags[1]}': " in result.err and f"this machine has {cores} cores" in result.err
+        assert f"Fix: probe at most {cores} processes" in result.err and "Traceback" not in result.err
+    assert not probes_dir().exists() or list(probes_dir().iterdir()) == []
+    assert list_runs("probe-big") == []
+
+
+def a_configuration_runs(name: str) -> bool:
+    return any(e.status and e.status.state == "running" for e in list_runs(name))
+
+
+def stop_what_is_left(name: str) -> None:
+    """A failed test leaves no job training behind it (the orphans these tests look for)."""
+    from gpuwizard.runner.follow import request_stop
+
+    for entry in list_runs(name):
+        if entry.status is not None and not entry.status.final:
+            request_stop(entry.run)
+
+
+def assert_stopped_with_nothing_left(name: str) -> None:
+    """probe.json says stopped and when, the scratch output is gone, and no process of the probe's runs is left."""
+    (folder,) = probes_dir().iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["probe.json"]
+    record = json.loads((folder / "probe.json").read_text())
+    assert record["state"] == "stopped" and record["ended"] is not None
+    entries = list_runs(name)
+    assert entries
+    for entry in entries:
+        assert entry.status.final and not alive_processes(entry.run, entry.status)
+        assert entry.status.state == "stopped"
+    demo_procs = [p for p in psutil.process_iter(["cmdline"]) if name in " ".join(p.info["cmdline"] or [])]
+    assert demo_procs == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_ctrl_c_sigterm_and_sighup_stop_a_probe_with_no_process_and_no_scratch_left(tmp_path, stop):
+    """Ctrl-C, `timeout`/kill (SIGTERM) and a hang-up all stop the running configuration and exit 4."""
+    name = f"probe-{stop.name.lower()}"
+    path = preset(tmp_path, name=name, options=", step_time_s: 0.05")
     probe = subprocess.Popen(
         [sys.executable, "-m", "gpuwizard", "probe", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
     )
     try:
-        assert wait_for(lambda: any(e.status and e.status.state == "running" for e in list_runs("probe-stop")), 180)
-        probe.send_signal(signal.SIGINT)
+        assert wait_for(lambda: a_configuration_runs(name), 180)
+        probe.send_signal(stop)
         out, err = probe.communicate(timeout=180)
+        assert probe.returncode == 4, err
+        assert "Traceback" not in err and "nothing of it is left running" in out
+        assert_stopped_with_nothing_left(name)
+    except BaseException:
+        stop_what_is_left(name)
+        raise
     finally:
         if probe.poll() is None:
             probe.kill()
-    assert probe.returncode == 4, err
-    assert "Traceback" not in err and "nothing of it is left running" in out
-    (folder,) = probes_dir().iterdir()
-    assert sorted(p.name for p in folder.iterdir()) == ["probe.json"]
-    assert json.loads((folder / "probe.json").read_text())["state"] == "stopped"
-    for entry in list_runs("probe-stop"):
-        assert entry.status.final and not alive_processes(entry.run, entry.status)
-    demo_procs = [p for p in psutil.process_iter(["cmdline"]) if "probe-stop" in " ".join(p.info["cmdline"] or [])]
-    assert demo_procs == []
+
+
+@pytest.mark.slow
+def test_a_dropped_terminal_stops_the_probe_like_ctrl_c(tmp_path):
+    """The probe in a terminal of its own (an SSH login, a tmux pane) that goes away: the kernel hangs it up (SIGHUP)
+    and every later write fails; the probe still stops its configuration, keeps probe.json and exits 4."""
+    name = "probe-hangup"
+    path = preset(tmp_path, name=name, options=", step_time_s: 0.05")
+    terminal, pane = pty.openpty()
+    probe = subprocess.Popen(
+        ["setsid", "--ctty", "--wait", sys.executable, "-m", "gpuwizard", "probe", str(path)],
+        stdin=pane,
+        stdout=pane,
+        stderr=pane,
+    )
+    os.close(pane)
+    os.set_blocking(terminal, False)
+    shown = bytearray()
+
+    def read_and_check() -> bool:
+        try:
+            shown.extend(os.read(terminal, 65536))
+        except (BlockingIOError, OSError):
+            pass
+        return a_configuration_runs(name)
+
+    try:
+        assert wait_for(read_and_check, 180), shown.decode(errors="replace")
+        assert b"running 1 x batch 4" in shown
+        os.close(terminal)  # the terminal goes: SIGHUP to the probe, and its stdout and stderr fail from now on
+        assert probe.wait(timeout=180) == 4
+        assert_stopped_with_nothing_left(name)
+    except BaseException:
+        stop_what_is_left(name)
+        raise
+    finally:
+        if probe.poll() is None:
+            probe.kill()
 
 
 def test_bad_probe_flags_get_one_paragraph_each(gw, tmp_path):
     path = preset(tmp_path)
     for flags, field in (
         (["--budget", "soon"], "--budget = 'soon'"),
+        (["--budget", "-5m"], "--budget = '-5m'"),
+        (["--budget=-5m"], "--budget = '-5m': must be more than zero"),
         (["--gpus", "0,2"], "--gpus = '0,2'"),
         (["--batch", "big"], "--batch = 'big'"),
         (["--headroom", "1.5"], "--headroom = 1.5"),
@@ -129,6 +233,7 @@ def test_bad_probe_flags_get_one_paragraph_each(gw, tmp_path):
         assert field in result.err and "Fix:" in result.err and "Traceback" not in result.err
 
 
+@pytest.mark.slow
 @pytest.mark.slurm
 def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
     from test_slurm import cluster_answers
@@ -153,3 +258,46 @@ def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
     assert [(r["per_device_batch"], r["outcome"]) for r in probe["rows"]] == [(4, "measured"), (8, "measured")]
     runs = [e.status for e in list_runs("probe-slurm")]
     assert len(runs) == 2 and all(s.slurm_job_id and s.probe == probe["probe_id"] for s in runs)
+
+
+def grid_result(rates: dict[int, float], samples: int) -> ProbeResult:
+    """A probe of a job of `samples` samples that measured these samples/s per process count at batch 8."""
+    rows = [ProbeRow(gpus=g, per_device_batch=8, outcome="measured", samples_per_s=r) for g, r in rates.items()]
+    return ProbeResult(
+        probe_id="p",
+        preset="demo-cpu",
+        trainer="demo",
+        policy="demo",
+        device="cpu",
+        hardware="CPU, 2 cores",
+        created=0.0,
+        steps=300,
+        headroom=0.1,
+        full_run_samples=samples,
+        rows=rows,
+        batches=[8],
+    )
+
+
+def test_the_verdict_on_a_tiny_run_speaks_seconds_and_agrees_with_the_recommendation():
+    lines = verdict(grid_result({1: 1000.0, 2: 1180.0}, samples=4800))
+    assert lines[0] == (
+        "2 processes: 1.18x the samples/s of 1 (59% efficiency, batch 8 per device on both); the full run (4,800 "
+        "samples) takes 4.8 s on 1 process and 4.1 s on 2, for 8.1 process-seconds instead of 4.8: does not pay "
+        "here, 59% efficiency is below the 70% a recommendation needs (69% more compute for 15% less time)."
+    )
+    assert (
+        lines[-1] == "Recommended: 1 process at batch 8 per device (1000.0 samples/s): more processes do not pay here."
+    )
+    assert "<1 min" not in "\n".join(lines)
+
+
+def test_a_second_process_that_keeps_its_efficiency_pays_and_is_recommended():
+    lines = verdict(grid_result({1: 1000.0, 2: 1800.0}, samples=36_000_000))
+    assert lines[0].endswith(
+        "the full run (36,000,000 samples) takes 10.0 h on 1 process and 5.6 h on 2, for 11.1 process-hours instead "
+        "of 10.0: pays for wall-clock, costs 11% more compute."
+    )
+    assert lines[-1] == "Recommended: 2 processes at batch 8 per device (1800.0 samples/s)."
+    slower = verdict(grid_result({1: 1000.0, 2: 870.0}, samples=4800))
+    assert slower[0].endswith(": does not pay: slower.") and slower[-1].endswith("more processes do not pay here.")

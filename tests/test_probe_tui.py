@@ -4,12 +4,20 @@ estimates with "probed", and `c` cancels with nothing left running and nothing k
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
 
 import psutil
 import pytest
 from textual.widgets import DataTable, ProgressBar
 
+from conftest import wait_for
 from gpuwizard.preset_files import load_preset
 from gpuwizard.probe import probes_dir
 from gpuwizard.runner.rundir import alive_processes, list_runs
@@ -59,6 +67,8 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
         verdict = text_of(probe.query_one("#probe-verdict"))
         assert "2 processes:" in verdict and "Recommended:" in verdict, verdict
         assert "the estimates now use it" in text_of(probe.query_one("#probe-status"))
+        keys = key_bar_fits(probe)
+        assert "esc Back" in keys and "Cancel" not in keys, "an ended probe offers only what applies"
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
         assert await wait_until(pilot, lambda: estimates(app).count("· probed") == 2, 60), estimates(app)
@@ -76,11 +86,16 @@ async def test_cancelling_the_probe_screen_leaves_nothing_running():
         probe = await open_probe(pilot, app)
         running = lambda: any(e.status and e.status.state == "running" for e in list_runs("tui-stop"))  # noqa: E731
         assert await wait_until(pilot, running, 300), "the first configuration started"
-        await pilot.press("escape")  # refused while it runs: it cancels first
+        assert "c Cancel probe" in key_bar_fits(probe)
         await pilot.press("c")
+        assert "Cancel" not in key_bar_fits(probe), "a cancel asked for is not offered again"
+        await pilot.press("escape")  # refused while it runs (it is cancelling already)
         assert await wait_until(pilot, lambda: probe.done, 180)
         assert isinstance(app.screen, ProbeScreen), "escape while running did not leave the probe running unseen"
-        assert text_of(probe.query_one("#probe-status")).startswith("stopped")
+        assert text_of(probe.query_one("#probe-status")).startswith("stopped; nothing of it is left running")
+        assert probe.query_one("#probe-progress", ProgressBar).percentage == 0, "a stopped configuration is no progress"
+        keys = key_bar_fits(probe)
+        assert "esc Back" in keys and "Cancel" not in keys
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
         await settle(pilot, app)
@@ -92,3 +107,57 @@ async def test_cancelling_the_probe_screen_leaves_nothing_running():
         assert entry.status.final and not alive_processes(entry.run, entry.status)
     left = [p for p in psutil.process_iter(["cmdline"]) if "tui-stop" in " ".join(p.info["cmdline"] or [])]
     assert left == []
+
+
+def test_a_dropped_ssh_session_mid_probe_stops_it_with_nothing_left():
+    """The wizard in a terminal of its own (an SSH login), probing, when the connection drops: the kernel hangs the
+    terminal up (SIGHUP); the running configuration is stopped and probe.json says so before the app ends."""
+    demo_preset(
+        "tui-hangup",
+        "batch: {size: 4}\noptim: {lr: 1.0e-3, steps: 200}\ntrainer_options: {episodes: 4, step_time_s: 0.05}",
+    )
+    terminal, pane = pty.openpty()
+    fcntl.ioctl(pane, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    app = subprocess.Popen(
+        ["setsid", "--ctty", "--wait", sys.executable, "-m", "gpuwizard", "--preset", "tui-hangup"],
+        stdin=pane,
+        stdout=pane,
+        stderr=pane,
+        env={**os.environ, "TERM": "xterm-256color"},
+    )
+    os.close(pane)
+    os.set_blocking(terminal, False)
+    shown = bytearray()
+
+    def screen_shows(text: bytes) -> bool:
+        try:
+            while chunk := os.read(terminal, 65536):
+                shown.extend(chunk)
+        except OSError:
+            pass
+        return text in shown
+
+    running = lambda: any(e.status and e.status.state == "running" for e in list_runs("tui-hangup"))  # noqa: E731
+    try:
+        assert wait_for(lambda: screen_shows(b"Next"), 120), "the wizard's first frame"
+        for _ in range(SCALING):
+            os.write(terminal, b"\x0e")  # ctrl+n
+        assert wait_for(lambda: screen_shows(b"linear_lr"), 60), "the Scaling step"
+        os.write(terminal, b"\x1b[15~")  # F5
+        assert wait_for(running, 300), "the first configuration started"
+        os.close(terminal)  # the connection drops
+        app.wait(timeout=180)
+        (folder,) = probes_dir().iterdir()
+        record = json.loads((folder / "probe.json").read_text())
+        assert record["state"] == "stopped" and record["ended"] is not None
+        assert sorted(p.name for p in folder.iterdir()) == ["probe.json"], "the scratch output is gone"
+        for entry in list_runs("tui-hangup"):
+            assert entry.status.final and not alive_processes(entry.run, entry.status)
+    finally:
+        if app.poll() is None:
+            app.kill()
+        for entry in list_runs("tui-hangup"):
+            if entry.status is not None and not entry.status.final:
+                from gpuwizard.runner.follow import request_stop
+
+                request_stop(entry.run)  # a failed run of this test leaves no job training

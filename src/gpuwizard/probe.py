@@ -2,7 +2,7 @@
 
 Each configuration (GPU count x per-device batch) is a short real run of the preset's own command through the
 supervisor (runner/launch.py); this module reads what such a run measured from its folder, judges the grid,
-and keeps the result as probe.json in the probe's folder (probe_run.py runs the grid).
+and keeps the result as probe.json in the probe's folder (probe_run.py runs the grid, probe_verdict.py says it).
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 from gpuwizard import paths
-from gpuwizard.compare import judgement
-from gpuwizard.report import fmt_hours
 from gpuwizard.runner.records import GpuSample, Metric, RanksSample, Record, RecordError, parse_lines, read_small_file
 from gpuwizard.runner.rundir import RunDir
 
@@ -71,6 +69,9 @@ class ProbeResult(Record):
     ended: float | None = None
     state: Literal["running", "finished", "stopped", "failed"] = "running"
     steps: int
+    """The most optimizer steps one configuration runs (a steady rate ends it sooner)."""
+    job_steps: int | None = None
+    """The preset's own optimizer steps: a probe never runs more than the job would."""
     headroom: float
     budget_s: float | None = None
     full_run_samples: int | None = None
@@ -223,98 +224,14 @@ def recommend(rows: list[ProbeRow]) -> ProbeRow | None:
     return choice
 
 
-def device_word(device: str, n: int) -> str:
-    unit = "GPU" if device == "cuda" else "process"
-    return f"{n} {unit}" + ("" if n == 1 else ("s" if device == "cuda" else "es"))
-
-
-def verdict(result: ProbeResult) -> list[str]:
-    """Plain words: does each larger GPU count pay for the full run, is it input-bound, does anything fit?"""
-    rows, device = result.rows, result.device
-    best = best_per_gpu_count(rows)
-    lines = []
-    if not best:
-        if rows and all(r.outcome == "does not fit" for r in rows if r.outcome != "skipped"):
-            smallest = min(r.per_device_batch for r in rows)
-            lines.append(
-                f"One device cannot hold {result.policy} at any batch tried (down to {smallest} per device): more "
-                "GPUs with sharding (strategy: fsdp) is the reason to scale here."
-            )
-        else:
-            lines.append("No configuration was measured, so there is nothing to recommend.")
-        return lines
-    base = next(iter(best.values()))
-    base_h = result.full_run_samples / base.samples_per_s / 3600 if result.full_run_samples else None
-    for row in list(best.values())[1:]:
-        speedup = row.samples_per_s / base.samples_per_s
-        gpus_ratio = row.gpus / base.gpus
-        efficiency = speedup / gpus_ratio
-        head = (
-            f"{device_word(device, row.gpus)}: {speedup:.2f}x the samples/s of {base.gpus} ({efficiency:.0%} "
-            f"efficiency, batch {row.per_device_batch} per device against {base.per_device_batch})"
-        )
-        if base_h is not None:
-            hours = base_h / speedup
-            unit = "GPU" if device == "cuda" else "process"
-            used = (
-                f"{hours * row.gpus:.1f} {unit}-hours"
-                if hours * row.gpus >= 1
-                else f"{hours * row.gpus * 60:.1f} {unit}-minutes"
-            )
-            head += f"; the {fmt_hours(base_h)} run takes {fmt_hours(hours)} for {used}"
-        lines.append(f"{head}; {judgement(1 / speedup, gpus_ratio / speedup)}.")
-    if base.data_share is not None and base.data_share >= INPUT_BOUND_SHARE:
-        lines.append(
-            f"The job waits on data for {base.data_share:.0%} of each step: it is input-bound, so more GPUs will not "
-            "help; raise the loader workers (trainer_options.num_workers) or move the dataset to a local disk."
-        )
-    if result.batch_limit is not None:
-        over = min((r.per_device_batch for r in rows if r.outcome == "does not fit"), default=None)
-        kept = f", {result.headroom:.0%} of device memory kept free" if device == "cuda" else ""
-        lines.append(
-            f"Batch search: {result.batch_limit} per device fits on {device_word(device, result.limit_gpus or 1)}"
-            + (f", {over} does not" if over else ", the largest tried")
-            + f"{kept}."
-        )
-    choice = recommend([r for r in rows if not result.batches or r.per_device_batch in result.batches])
-    if choice is not None:
-        lines.append(
-            f"Recommended: {device_word(device, choice.gpus)} at batch {choice.per_device_batch} per device "
-            f"({choice.samples_per_s:.1f} samples/s)."
-        )
-    return lines
-
-
-def result_text(result: ProbeResult) -> str:
-    """The table (80 columns) and the verdict."""
-    lines = [
-        f"probe {result.probe_id}: {result.preset} on {result.hardware}, {result.steps} steps per configuration",
-        f"{'gpus':>4} {'batch':>5} {'smp/s':>8} {'speed':>6} {'eff':>4} {'mem/dev':>9} {'data':>5}  fits",
-    ]
-    for r in result.rows:
-        memory = f"{r.memory_mb / 1024:.2f} GB" if r.memory_mb else "-"
-        fits = {"measured": "yes", "does not fit": "no"}.get(r.outcome, r.outcome)
-        lines.append(
-            f"{r.gpus:>4} {r.per_device_batch:>5} {_f(r.samples_per_s, '.1f'):>8} {_f(r.speedup, '.2f', 'x'):>6} "
-            f"{_f(r.efficiency and 100 * r.efficiency, '.0f', '%'):>4} {memory:>9} "
-            f"{_f(r.data_share and 100 * r.data_share, '.0f', '%'):>5}  {fits}"
-            + (f" ({r.detail})" if r.detail and r.outcome != "measured" else "")
-        )
-    measured = [r for r in result.rows if r.window]
-    if measured:
-        lines.append(f"samples/s: the trainer's own, {measured[0].window}; memory: {measured[0].memory_source}")
-    lines += [f"skipped: {s}" for s in result.skipped]
-    lines.append("")
-    lines += result.verdict
-    return "\n".join(lines)
-
-
-def _f(value: float | None, spec: str, unit: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{unit}"
+def grid_rows(result: ProbeResult) -> list[ProbeRow]:
+    """The rows of the grid the user asked for (a batch search also tried batches outside it)."""
+    return [r for r in result.rows if not result.batches or r.per_device_batch in result.batches]
 
 
 def newest_probe(preset_name: str) -> ProbeResult | None:
-    """The newest finished probe of a preset on this machine (what `plan`'s estimates use)."""
+    """The newest finished probe of a preset on this machine that measured something (what `plan`'s estimates
+    use)."""
     from gpuwizard.runner.records import read_record
 
     base = probes_dir()
@@ -326,7 +243,7 @@ def newest_probe(preset_name: str) -> ProbeResult | None:
             result = read_record(path / "probe.json", ProbeResult)
         except RecordError:
             continue
-        if result.preset == preset_name and result.state == "finished":
+        if result.preset == preset_name and result.state == "finished" and any(r.fits for r in result.rows):
             found.append(result)
     return max(found, key=lambda r: r.created) if found else None
 

@@ -23,9 +23,9 @@ from gpuwizard.probe import (
     measure,
     measured_enough,
     probes_dir,
-    verdict,
     with_headroom,
 )
+from gpuwizard.probe_verdict import verdict
 from gpuwizard.runner.rundir import PRIVATE, RunDir
 from gpuwizard.yamlio import atomic_write
 
@@ -45,6 +45,8 @@ class ProbeRequest:
     headroom: float = 0.1
     slurm: bool = False
     steps: int | None = None
+    gpus_chosen: bool = True
+    """The GPU counts were the user's (--gpus): one this machine cannot start is refused, not quietly dropped."""
 
 
 def default_gpus(preset: Preset) -> list[int]:
@@ -61,18 +63,64 @@ def default_batches(preset: Preset) -> list[int]:
 
 
 def default_request(preset: Preset) -> ProbeRequest:
-    return ProbeRequest(preset, default_gpus(preset), default_batches(preset))
+    return ProbeRequest(preset, default_gpus(preset), default_batches(preset), gpus_chosen=False)
+
+
+def unstartable(request: ProbeRequest, inventory: Any) -> dict[int, str]:
+    """The GPU counts this machine cannot start (more CPU processes than cores, more GPUs than visible), and why:
+    the capacity check `run` refuses on (SLURM checks its own nodes)."""
+    from gpuwizard.machine import machine_problems
+    from gpuwizard.plan import make_plan, with_gpus
+
+    refused = {}
+    for gpus in request.gpus:
+        preset = with_gpus(request.preset, gpus)
+        found = machine_problems(preset, make_plan(preset)[0], inventory)
+        if found:
+            refused[gpus] = found[0].message
+    return refused
+
+
+def startable_gpus(request: ProbeRequest, inventory: Any, device: str) -> tuple[list[int], list[str]]:
+    """The counts to probe and what was left out; chosen counts this machine cannot start are refused up front,
+    before any configuration runs, in one paragraph like `run --gpus N` (default counts are only left out)."""
+    import os
+
+    refused = unstartable(request, inventory)
+    kept = [g for g in request.gpus if g not in refused]
+    word = "processes" if device == "cpu" else "GPUs"
+    if refused and (request.gpus_chosen or not kept):
+        limit = (os.cpu_count() or 1) if device == "cpu" else len(inventory.visible())
+        largest = max(refused)
+        counts = ",".join(map(str, request.gpus))
+        raise UserError(
+            problem(
+                "--gpus" if request.gpus_chosen else "hardware.gpus",
+                f"{largest} {word} cannot start here: {refused[largest]}",
+                f"probe at most {limit} {word}, e.g. --gpus {','.join(map(str, sorted({1, max(1, limit)})))}"
+                if limit
+                else "probe on a machine with GPUs, or set hardware.device: cpu for a CPU dry run",
+                value=counts,
+            )
+        )
+    return kept, [f"{g} {word}: {why}" for g, why in refused.items()]
+
+
+DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?")
 
 
 def parse_budget(text: str) -> float:
     """`10m`, `90s`, `1h`, `1h30m` or plain seconds."""
-    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
-    if not text.strip() or not match or not any(match.groups()):
+    body = text.strip()
+    match = DURATION.fullmatch(body.removeprefix("-").strip())
+    if not match or not any(match.groups()):
         raise UserError(problem("--budget", "is not a duration", "write it like 10m, 90s or 1h30m", value=text))
     hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     total = hours * 3600 + minutes * 60 + seconds
-    if total <= 0:
-        raise UserError(problem("--budget", "must be more than zero", "give the time the probe may take", value=text))
+    if body.startswith("-") or total <= 0:
+        raise UserError(
+            problem("--budget", "must be more than zero", "give the time the probe may take, e.g. 10m", value=text)
+        )
     return total
 
 
@@ -113,8 +161,9 @@ class Probe:
         self.cancelled = threading.Event()
         self.child: RunDir | None = None
         self.started = time.monotonic()
-        self.path = new_probe_dir(request.preset.name)
         plan = self._plan(request.gpus[0], None)
+        request.gpus, left_out = startable_gpus(request, self.inventory, plan.device)
+        self.path = new_probe_dir(request.preset.name)
         device_mb = self._device_memory_mb(plan.device)
         self.device_memory_mb = device_mb
         self.result = ProbeResult(
@@ -125,10 +174,12 @@ class Probe:
             device=plan.device,
             hardware=self._hardware(plan.device),
             created=time.time(),
-            steps=request.steps or self.trainer.probe_steps,
+            steps=min(request.steps or self.trainer.probe_steps, request.preset.optim.steps),
+            job_steps=request.preset.optim.steps,
             headroom=request.headroom,
             budget_s=request.budget_s,
             full_run_samples=self._plan(request.preset.hardware.gpus, None).samples_seen,
+            skipped=left_out,
         )
         self._save()
 
@@ -214,11 +265,12 @@ class Probe:
             return row  # resident memory is not a device's: only the allocator's refusal says it does not fit
         return with_headroom(row, self.request.headroom)
 
-    def _stop_child(self) -> None:
+    def _stop_child(self, run: RunDir | None = None) -> None:
+        """Stop a configuration's run (the running one by default) and wait until none of its processes is left."""
         from gpuwizard.runner.follow import request_stop
         from gpuwizard.runner.rundir import alive_processes
 
-        run = self.child
+        run = run or self.child
         if run is None:
             return
         request_stop(run)
@@ -228,6 +280,18 @@ class Probe:
             if status.final and not alive_processes(run, status):
                 return
             time.sleep(0.2)
+
+    def _stop_children(self) -> None:
+        """Stop the running configuration and any other run of this probe still active (a start cut short)."""
+        from gpuwizard.runner.rundir import list_runs
+
+        mine = [
+            e.run
+            for e in list_runs(self.request.preset.name)
+            if e.status is not None and e.status.probe == self.result.probe_id and not e.status.final
+        ]
+        for run in {r.path: r for r in [*([self.child] if self.child else []), *mine]}.values():
+            self._stop_child(run)
 
     def _record(self, row: ProbeRow) -> None:
         self.result.rows = add_scaling([*self.result.rows, row])
@@ -282,21 +346,30 @@ class Probe:
             self.result.state = "stopped" if self.cancelled.is_set() else "finished"
         except BaseException as exc:
             self.cancelled.set()
-            self._stop_child()
             self.result.state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
             self.result.error = None if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            shutil.rmtree(self.path / SCRATCH, ignore_errors=True)  # checkpoints of a measurement are of no use
-            self.result.ended = time.time()
-            self.result.verdict = verdict(self.result)
-            from gpuwizard.probe import recommend
-
-            grid = [r for r in self.result.rows if r.per_device_batch in self.result.batches]
-            self.result.recommended = recommend(grid)
-            self._save()
-            self.on_update(self.result, self.result.state)
+            self._wind_up()
         return self.result
+
+    def _wind_up(self) -> None:
+        """Stop what still runs, drop the scratch output (checkpoints of a measurement are of no use) and keep the
+        result; a second Ctrl-C or SIGTERM meanwhile does not leave it half done (the stops are already asked)."""
+        from gpuwizard.probe import grid_rows, recommend
+
+        while True:
+            try:
+                self._stop_children()
+                shutil.rmtree(self.path / SCRATCH, ignore_errors=True)
+                self.result.ended = self.result.ended or time.time()
+                self.result.verdict = verdict(self.result)
+                self.result.recommended = recommend(grid_rows(self.result))
+                self._save()
+                break
+            except KeyboardInterrupt:
+                continue
+        self.on_update(self.result, self.result.state)
 
     def cancel(self) -> None:
         self.cancelled.set()

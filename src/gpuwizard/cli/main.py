@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any, TextIO
 
@@ -26,8 +27,23 @@ def positive_int(text: str) -> int:
 class Parser(argparse.ArgumentParser):
     """argparse that reports bad flags as one paragraph and exit code 2, like every other input error."""
 
+    given: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self.given = list(sys.argv[1:] if args is None else args)  # what error() names
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: {message}. Fix: see `{self.prog} --help`.\n")
+        missing = re.fullmatch(r"argument (?:\S+/)?(--\S+): expected one argument", message)
+        after = next((b for a, b in zip(self.given, self.given[1:]) if missing and a == missing[1]), None)
+        if missing and after is not None and after.startswith("-"):
+            flag = missing[1]
+            sys.stderr.write(
+                f"{self.prog}: {flag} = {after!r}: reads as another flag, so {flag} has no value. Fix: give {flag} a "
+                f"value (see `{self.prog} --help`); one that starts with '-' is written {flag}=VALUE.\n"
+            )
+        else:
+            sys.stderr.write(f"{self.prog}: {message}. Fix: see `{self.prog} --help`.\n")
         raise SystemExit(ExitCode.INVALID)
 
 

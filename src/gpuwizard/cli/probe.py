@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from typing import TextIO
 
 from gpuwizard.codes import ExitCode
 from gpuwizard.errors import UserError, problem
@@ -27,34 +33,70 @@ def probe_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     else:
         batches = parse_counts(args.batch, "--batch")
     budget = parse_budget(args.budget) if args.budget else None
-    return ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps)
+    return ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps, bool(args.gpus))
+
+
+def say(text: str, stream: TextIO) -> None:
+    """Print, and once the terminal is gone (a dropped SSH session) print nowhere: the probe still stops cleanly."""
+    try:
+        print(text, file=stream, flush=True)
+    except OSError:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(nowhere, fd)
+        os.close(nowhere)
+
+
+def interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (`timeout`, kill) stops the probe as Ctrl-C does: its running configuration too."""
+    raise KeyboardInterrupt
+
+
+def hang_up(signum: int, frame: object) -> None:
+    """SIGHUP (the terminal went) becomes a SIGTERM to this thread: while a run's supervisor starts, SIGTERM waits
+    (it is blocked there) until the supervisor is known and can be stopped."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stopped_by_term_and_hangup() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the probe like Ctrl-C, unless they were ignored when it started (nohup)."""
+    handlers = {signal.SIGTERM: interrupt, signal.SIGHUP: hang_up}
+    previous = {}
+    for signum, handler in handlers.items():
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def probe_command(args: argparse.Namespace) -> int:
-    from gpuwizard.probe import result_text
     from gpuwizard.probe_run import Probe
+    from gpuwizard.probe_verdict import result_text
 
     request = probe_request(args)
-    shown = "auto (double, then bisect)" if request.batches is None else ",".join(map(str, request.batches))
-    print(
-        f"probe {request.preset.name}: GPUs {','.join(map(str, request.gpus))} x batch per device {shown}"
-        + (f", budget {request.budget_s:.0f} s" if request.budget_s else ""),
-        file=sys.stderr if args.json else sys.stdout,
-        flush=True,
-    )
-
-    def progress(result, message):  # type: ignore[no-untyped-def]
-        print(f"  [{len(result.rows)} done] {message}", file=sys.stderr, flush=True)
-
-    probe = Probe(request, on_update=progress)
-    try:
-        result = probe.run()
-    except KeyboardInterrupt:
-        print(f"probe stopped; nothing of it is left running. Partial result: {probe.path / 'probe.json'}")
-        return ExitCode.STOPPED
+    with stopped_by_term_and_hangup():
+        probe = Probe(request, on_update=lambda result, text: say(f"  [{len(result.rows)} done] {text}", sys.stderr))
+        shown = "auto (double, then bisect)" if request.batches is None else ",".join(map(str, request.batches))
+        say(
+            f"probe {request.preset.name}: GPUs {','.join(map(str, request.gpus))} x batch per device {shown}"
+            + (f", budget {request.budget_s:.0f} s" if request.budget_s else ""),
+            sys.stderr if args.json else sys.stdout,
+        )
+        try:
+            result = probe.run()
+        except KeyboardInterrupt:
+            kept = probe.path / "probe.json"
+            say(f"probe stopped; nothing of it is left running. Partial result: {kept}", sys.stdout)
+            return ExitCode.STOPPED
+    measured = any(r.outcome == "measured" for r in result.rows)
     if args.json:
-        print(json.dumps(result.model_dump(mode="json"), indent=2))
+        say(json.dumps(result.model_dump(mode="json"), indent=2), sys.stdout)
     else:
-        print(result_text(result))
-        print(f"\nkept in {probe.path / 'probe.json'}; `gpuwizard plan {request.preset.name}` now uses it")
-    return ExitCode.OK
+        plan = f"`gpuwizard plan {request.preset.name}`"
+        used = f"{plan} now uses it" if measured else f"nothing was measured, so {plan} does not use it"
+        say(f"{result_text(result)}\n\nkept in {probe.path / 'probe.json'}; {used}", sys.stdout)
+    return ExitCode.OK if measured else ExitCode.FAILED

@@ -317,7 +317,7 @@ def finite(value: float | None) -> float | None:
 
 
 def green_baselines(entries: list[RunEntry]) -> set[str]:
-    """Presets with a one-process run that finished with exit 0."""
+    """Presets with a one-process run that finished with exit 0 (a probe's short measurement is no baseline)."""
     return {
         e.status.preset
         for e in entries
@@ -325,6 +325,7 @@ def green_baselines(entries: list[RunEntry]) -> set[str]:
         and e.status.world_size == 1
         and e.status.state == RunState.FINISHED
         and e.status.exit_code == ExitCode.OK
+        and not e.status.probe
     }
 
 

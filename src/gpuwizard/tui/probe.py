@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from gpuwizard.probe_run import Probe
 
 COLUMNS = ("GPUs", "batch", "smp/s", "speed", "eff", "mem/dev", "fits")
+STOP_WAIT_S = 120.0
+"""How long a hang-up or kill waits for the probe to stop its running configuration (each stop waits at most 60 s)."""
+ENDING_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 
 
 class ProbeProgress(Message):
@@ -61,6 +66,10 @@ class ProbeScreen(Screen[bool]):
         self.kept = False
         self.doing = "starting..."
         self.started = 0.0
+        self.ended = threading.Event()
+        """Set by the worker once the probe has stopped what it ran and kept its result."""
+        self.ending = False
+        self.previous: dict[int, Any] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(f"Probe · {self.preset.name} · short real runs per GPU count and batch", id="probe-title")
@@ -74,7 +83,26 @@ class ProbeScreen(Screen[bool]):
         self.query_one("#probe-table", DataTable).add_columns(*COLUMNS)
         self.started = time.monotonic()
         self.set_interval(1.0, self.tick)
+        if threading.current_thread() is threading.main_thread():
+            for signum in ENDING_SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self.previous[signum] = signal.signal(signum, self.stop_then_end)
         self.start()
+
+    def stop_then_end(self, signum: int, frame: object) -> None:
+        """A hang-up (the SSH session dropped) or a kill mid-probe: the running configuration is stopped and the
+        result kept first, then the signal ends the app as it would have (a probe's job never outlives it)."""
+        self.ending = True
+        if self.probe is not None:
+            self.probe.cancel()
+        self.ended.wait(STOP_WAIT_S)
+        self.restore_signals()
+        signal.raise_signal(signum)
+
+    def restore_signals(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
 
     def tick(self) -> None:
         """What the probe is doing and for how long, while it runs."""
@@ -83,7 +111,11 @@ class ProbeScreen(Screen[bool]):
         seconds = int(time.monotonic() - self.started)
         budget = self.probe.request.budget_s if self.probe else None
         limit = f" of a {int(budget) // 60}:{int(budget) % 60:02d} budget" if budget else ""
-        said = f"{self.doing} · {seconds // 60}:{seconds % 60:02d} elapsed{limit} · c cancels"
+        clock = f"{seconds // 60}:{seconds % 60:02d} elapsed{limit}"
+        if self.cancelling:
+            said = f"cancelling: stopping the running configuration · {clock}"
+        else:
+            said = f"{self.doing} · {clock} · c cancels"
         self.query_one("#probe-status", Static).update(safe_text(said))
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
@@ -96,6 +128,8 @@ class ProbeScreen(Screen[bool]):
                 default_request(self.preset),
                 on_update=lambda result, text: self.post_message(ProbeProgress(result.model_copy(deep=True), text)),
             )
+            if self.ending:
+                self.probe.cancel()  # a hang-up came while it was being set up
             result = self.probe.run()
         except UserError as exc:
             self.post_message(ProbeDone(None, exc.paragraph()))
@@ -103,22 +137,31 @@ class ProbeScreen(Screen[bool]):
         except Exception as exc:  # kept in probe.json by Probe.run; the screen must still end
             self.post_message(ProbeDone(self.probe.result if self.probe else None, f"the probe failed: {exc}"))
             return
+        finally:
+            self.ended.set()
         self.post_message(ProbeDone(result, None))
 
     def on_unmount(self) -> None:
         """Quitting mid-probe stops it: the worker stops its running configuration before the app can exit."""
+        self.restore_signals()
         if self.probe is not None and not self.done:
             self.probe.cancel()
 
+    @property
+    def cancelling(self) -> bool:
+        return self.probe is not None and self.probe.cancelled.is_set() and not self.done
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Cancel is offered only while there is something to cancel: hidden once asked for and once ended."""
         if action == "cancel":
-            return None if self.done else True
+            return not self.done and not self.cancelling
         return True
 
     def action_cancel(self) -> None:
         if self.probe is not None and not self.done:
             self.probe.cancel()
-            self.query_one("#probe-status", Static).update("cancelling: stopping the running configuration...")
+            self.refresh_bindings()
+            self.tick()
 
     def action_close(self) -> None:
         if not self.done:
@@ -142,11 +185,18 @@ class ProbeScreen(Screen[bool]):
             status.update(safe_text(message.error or "the probe could not start"))
             return
         result = message.result
-        self.kept = result.state == "finished"
+        self.kept = result.state == "finished" and any(r.fits for r in result.rows)
         self.fill(result)
         where = f"kept in {self.probe.path}" if self.probe else ""
-        said = message.error or result.state
-        status.update(safe_text(f"{said}; {where}" + ("; the estimates now use it" if self.kept else "")))
+        if message.error:
+            said = f"{message.error}; {where}"
+        elif result.state == "stopped":
+            said = f"stopped; nothing of it is left running; the partial result is {where}"
+        elif not self.kept:
+            said = f"{result.state}; nothing was measured, so the estimates do not use it; {where}"
+        else:
+            said = f"{result.state}; {where}; the estimates now use it"
+        status.update(safe_text(said))
         self.query_one("#probe-verdict", Static).update(safe_text("\n".join(result.verdict)))
 
     def fill(self, result: ProbeResult) -> None:
@@ -156,7 +206,7 @@ class ProbeScreen(Screen[bool]):
             table.add_row(*cells(row))
         bar = self.query_one("#probe-progress", ProgressBar)
         total = len(result.batches) * len(self.probe.request.gpus) if self.probe and result.batches else None
-        bar.update(total=total, progress=len(result.rows))
+        bar.update(total=total, progress=sum(r.outcome != "stopped" for r in result.rows))  # a stop is no progress
 
 
 def cells(row: Any) -> tuple[str, ...]:
