@@ -198,6 +198,18 @@ def interpreter_missing(python: str) -> str | None:
     return f"no training environment here ({python} does not exist)"
 
 
+def planned_values(ctx: BuildContext) -> dict[str, object]:
+    """The values every trainer's parser reports, as the plan has them (a trainer check's shared `expected`)."""
+    plan = ctx.plan
+    return {
+        "per_device_batch": plan.per_device_batch,
+        "grad_accum": ctx.preset.batch.grad_accum,
+        "lr": plan.lr,
+        "steps": plan.trainer_steps,
+        "warmup_steps": plan.warmup_steps or 0,
+    }
+
+
 def trainer_args(argv: list[str], entry: str) -> list[str]:
     """The arguments after the trainer's entry point in a full command (torchrun's own options dropped)."""
     return argv[argv.index(entry) + 1 :] if entry in argv else []

@@ -21,6 +21,7 @@ from gpuwizard.trainers.base import (
     device_env,
     interpreter_missing,
     per_worker_layout,
+    planned_values,
     torchrun_prefix,
     trainer_args,
 )
@@ -164,16 +165,9 @@ class DemoTrainer(Trainer):
         """The demo's own argparse parser, in the interpreter that will train."""
         if missing := interpreter_missing(ctx.python):
             return missing
-        plan = ctx.plan
         return TrainerQuery(
             argv=[ctx.python, probe_script("check_demo.py"), *trainer_args(spec.argv, "gpuwizard.demo.train")],
-            expected={
-                "per_device_batch": plan.per_device_batch,
-                "grad_accum": ctx.preset.batch.grad_accum,
-                "lr": plan.lr,
-                "steps": plan.trainer_steps,
-                "warmup_steps": plan.warmup_steps or 0,
-            },
+            expected=planned_values(ctx),
             cwd=ctx.workdir,
         )
 

@@ -23,6 +23,7 @@ from gpuwizard.trainers.base import (
     global_layout,
     interpreter_missing,
     newest_step_dir,
+    planned_values,
     torchrun_prefix,
     trainer_args,
 )
@@ -368,11 +369,7 @@ class GrootTrainer(Trainer):
             argv=[python, probe_script("check_groot.py"), script, *trainer_args(spec.argv, script)],
             expected={
                 "global_batch": ctx.preset.batch.size,
-                "per_device_batch": plan.per_device_batch,
-                "grad_accum": ctx.preset.batch.grad_accum,
-                "lr": plan.lr,
-                "steps": plan.trainer_steps,
-                "warmup_steps": plan.warmup_steps or 0,
+                **planned_values(ctx),
                 "lr_schedule": "cosine",
                 "dataset": self.dataset_path(ctx),
                 "gpus": plan.world_size,

@@ -25,6 +25,7 @@ from gpuwizard.trainers.base import (
     interpreter_missing,
     newest_step_dir,
     per_worker_layout,
+    planned_values,
     torchrun_prefix,
     trainer_args,
 )
@@ -210,11 +211,7 @@ class HfTrainer(Trainer):
         return TrainerQuery(
             argv=[ctx.python, probe_script("check_hf.py"), *trainer_args(spec.argv, script)],
             expected={
-                "per_device_batch": plan.per_device_batch,
-                "grad_accum": ctx.preset.batch.grad_accum,
-                "lr": plan.lr,
-                "steps": plan.trainer_steps,
-                "warmup_steps": plan.warmup_steps or 0,
+                **planned_values(ctx),
                 "lr_schedule": opts.lr_scheduler_type,
                 "fsdp": self.planned_fsdp(ctx),
                 "sharded": plan.strategy == "fsdp" and plan.device == "cuda",
