@@ -42,7 +42,7 @@ def run(quick: bool = False) -> None:
 
     import yaml
 
-    from gpuwizard import paths, yamlio
+    from gpuwizard.core import paths, yamlio
 
     catalog = (paths.PACKAGE_DIR / "policies.yaml").read_text()
 

@@ -185,7 +185,7 @@ def vm_hwm_mb(pid: int) -> float | None:
 def endless_line(megabytes: int) -> dict[str, float]:
     """The real supervisor on a job that prints one line of `megabytes` MB without a newline, then two steps:
     its peak memory, the longest gap between its progress writes, and how long after the line it had step 3."""
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     env = isolated_env()
     base = Path(env["GPUWIZARD_DATA_DIR"])

@@ -51,10 +51,10 @@ def plain_read(path: Path) -> float:
 
 
 def supervisor_stage(path: Path) -> float:
-    from gpuwizard.runner.monitor import JobMonitor
-    from gpuwizard.runner.records import Expectations
-    from gpuwizard.runner.tail import LogTail
-    from gpuwizard.trainers import get_trainer
+    from gpuwizard.runner.detectors import JobMonitor
+    from gpuwizard.runs.records import Expectations
+    from gpuwizard.runs.tail import LogTail
+    from gpuwizard.trainers.registry import get_trainer
 
     start = time.perf_counter()
     expect = Expectations(steps=10**6, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=1, hang_timeout_s=300)
@@ -66,8 +66,8 @@ def supervisor_stage(path: Path) -> float:
 
 def make_run(base: Path, total: int, argv: list[str] | None = None) -> Path:
     """A run folder whose job is the flood script (or `argv`), started by the real supervisor."""
-    from gpuwizard.runner.records import Expectations, Job, Status
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.records import Expectations, Job, Status
+    from gpuwizard.runs.rundir import RunDir
 
     run = RunDir(base / "runs" / "flood")
     run.path.mkdir(parents=True)
@@ -107,7 +107,7 @@ def make_run(base: Path, total: int, argv: list[str] | None = None) -> Path:
 
 async def tui_ingest(run: Path, total: int) -> float:
     """Attach the real monitor screen (headless) while the flood runs; returns when all lines reached the pane."""
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
     from gpuwizard.tui.app import GpuWizardApp
 
     app = GpuWizardApp(run=RunDir(run))
@@ -142,7 +142,7 @@ def live_throughput(total: int) -> tuple[float, float]:
     tui_done = asyncio.run(tui_ingest(run, total))
     supervisor.wait(timeout=600)
     plain_done = float(tailer.communicate(timeout=600)[0].strip())
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     started = RunDir(run).status().started
     progress = RunDir(run).progress()
@@ -199,7 +199,7 @@ def terminal_latency_and_memory(total: int, samples: int = 20, plots: bool = Fal
         os.write(master, b"vv")
         if drain(b"loss against step", 30) is None:
             raise RuntimeError("the curves were never drawn")
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     while True:
         progress = RunDir(run).progress()

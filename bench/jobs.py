@@ -68,7 +68,7 @@ def mean_samples_per_s(log_text: str) -> float:
 
 def events(run: Path) -> list[Any]:
     """The run's events, read through the typed records."""
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     found, _ = RunDir(run).events()
     return found

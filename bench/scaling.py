@@ -15,7 +15,7 @@ def run(quick: bool = False) -> None:
         assert result.returncode == 0, result.stdout + result.stderr
     import os
 
-    from gpuwizard.runner import rundir
+    from gpuwizard.runs import rundir
 
     os.environ["GPUWIZARD_DATA_DIR"] = env["GPUWIZARD_DATA_DIR"]
     rows = {r["world_size"]: r for r in rundir.scaling_report(name)}

@@ -92,7 +92,7 @@ def lerobot_preset(env: dict[str, str]) -> str:
 
 def cold_probe_wall(cmd: list[str], env: dict[str, str], repeat: int) -> float:
     """Median wall time when the LeRobot probe is not remembered yet (first plan after an install)."""
-    cache = Path(env["GPUWIZARD_DATA_DIR"]) / "cache" / "lerobot-probe.json"
+    cache = Path(env["GPUWIZARD_DATA_DIR"]) / "cache" / "lerobot-install.json"
     times = []
     for _ in range(repeat):
         cache.unlink(missing_ok=True)

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import time
 
-from gpuwizard.preset import with_field
-from gpuwizard.preset_files import load_preset, save_user_preset
+from gpuwizard.model.preset import with_field
+from gpuwizard.model.preset_files import load_preset, save_user_preset
 from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.rundir import alive_processes, list_runs
+from gpuwizard.runs.rundir import alive_processes, list_runs
 
 
 def slow_copy(name: str) -> str:

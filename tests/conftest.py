@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard import cli
-from gpuwizard.catalog import load_catalog
+from gpuwizard.model.catalog import load_catalog
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -86,11 +86,11 @@ def replay(monkeypatch, name: str) -> Path:
 
 def probe_batch_driver(module: str) -> str:
     """A script that runs one probe's parse() on many argvs in one interpreter (argv[1]: the probes folder, the
-    argvs as JSON on stdin), answering each like gwprobe.main does: one training interpreter start for them all."""
+    argvs as JSON on stdin), answering each like gwcheck.main does: one training interpreter start for them all."""
     return f"""
 import contextlib, io, json, sys
 sys.path.insert(0, sys.argv[1])
-import gwprobe, {module}
+import gwcheck, {module}
 for argv in json.loads(sys.stdin.read()):
     err = io.StringIO()
     try:
@@ -98,7 +98,7 @@ for argv in json.loads(sys.stdin.read()):
             found = {module}.parse(argv)
         print(json.dumps({{"status": "parsed", **found}}, default=str))
     except SystemExit:
-        print(json.dumps({{"status": "refused", "error": gwprobe.last_error_line(err.getvalue())}}))
+        print(json.dumps({{"status": "refused", "error": gwcheck.last_error_line(err.getvalue())}}))
     except Exception as exc:
         print(json.dumps({{"status": "refused", "error": f"{{type(exc).__name__}}: {{exc}}"}}))
 """

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from conftest import gw_subprocess
-from gpuwizard import paths, yamlio
-from gpuwizard.errors import UserError
-from gpuwizard.preset_files import load_preset_file
+from gpuwizard.core import paths, yamlio
+from gpuwizard.core.errors import UserError
+from gpuwizard.model.preset_files import load_preset_file
 
 HEAD = """\
 version: 1
@@ -98,13 +98,13 @@ def test_nesting_self_reference_and_huge_numbers_are_refused_with_their_line(tex
 def test_ordinary_aliases_and_the_shipped_files_still_load(tmp_path):
     assert yamlio.loads("a: &x [1, 2]\nb: *x\n", "ok.yaml") == {"a": [1, 2], "b": [1, 2]}
     assert yamlio.loads("a: " + "[" * 63 + "]" * 63 + "\n", "deep.yaml")["a"] is not None
-    assert yamlio.load_file(paths.PACKAGE_DIR / "policies.yaml")
+    assert yamlio.load_file(paths.PACKAGE_DIR / "model" / "policies.yaml")
 
 
 SNIPPETS = {  # each of the other YAML files read, through the command or call that reads it
-    "settings.yaml": "from gpuwizard.settings import check_settings; print(check_settings())",
+    "settings.yaml": "from gpuwizard.model.settings import check_settings; print(check_settings())",
     "themes/bomb.yaml": "from gpuwizard.tui.themes import load_themes; print(load_themes()[1])",
-    "policies.yaml": "from gpuwizard.catalog import load_catalog\n"
+    "policies.yaml": "from gpuwizard.model.catalog import load_catalog\n"
     "try:\n    load_catalog()\nexcept Exception as exc:\n    print(exc)",
 }
 

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from conftest import gw_subprocess, wait_for
-from gpuwizard.errors import UserError
+from gpuwizard.core.errors import UserError
 from gpuwizard.gpus.inventory import read_inventory
-from gpuwizard.plan import plan_here
-from gpuwizard.preset import with_field
-from gpuwizard.preset_files import load_preset
+from gpuwizard.model.preset import with_field
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.planning.plan import plan_here
 from gpuwizard.runner.follow import request_stop
 from gpuwizard.runner.launch import start_run
 from gpuwizard.runner.prepare import prepare_run
 from gpuwizard.runner.resume import resume_source
-from gpuwizard.runner.rundir import RunDir
-from gpuwizard.trainers import get_trainer
+from gpuwizard.runs.rundir import RunDir
+from gpuwizard.trainers.registry import get_trainer
 from test_tui import quick_demo
 
 SLOW_SAVE = "trainer_options: {step_time_s: 0.02, log_every: 5, save_every: 20, checkpoint_time_s: 8}"

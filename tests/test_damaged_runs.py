@@ -15,7 +15,7 @@ import pytest
 
 from callers import Outcome, drawn, gw_call, gw_tui, unprivileged_reader_available
 from conftest import DATA
-from gpuwizard import paths
+from gpuwizard.core import paths
 
 GOOD = DATA / "runs" / "20261201-005642-demo-cmp"
 SAMPLE = DATA / "runs" / "20261201-005700-demo-cmp"
@@ -385,8 +385,8 @@ async def test_the_runs_screen_lists_damaged_runs_with_their_reason(data_with_go
 
 async def test_the_runs_screen_says_when_the_history_cannot_be_read(data_with_good_run, monkeypatch):
     """Whatever fails while the history is read is said on the screen, not left as an empty table."""
-    from gpuwizard.errors import UserError, problem
-    from gpuwizard.runner import rundir
+    from gpuwizard.core.errors import UserError, problem
+    from gpuwizard.runs import rundir
     from gpuwizard.tui.app import GpuWizardApp
     from gpuwizard.tui.runs import RunsScreen
     from test_tui import wait_until

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuwizard import paths
-from gpuwizard.catalog import load_catalog
+from gpuwizard.core import paths
+from gpuwizard.model.catalog import load_catalog
 from gpuwizard.tui.themes import load_themes
 
 

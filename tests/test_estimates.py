@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.catalog import TrainingTime
-from gpuwizard.estimates import ASSUMED_EFFICIENCY, SMALL_BATCH_FLOOR, Measured, estimate_rows
+from gpuwizard.model.catalog import TrainingTime
+from gpuwizard.planning.estimates import ASSUMED_EFFICIENCY, SMALL_BATCH_FLOOR, Measured, estimate_rows
 
 SAMPLE_RUN = Path(__file__).parent / "data" / "runs" / "20261129-120000-demo-cpu"
 
@@ -57,7 +57,7 @@ def test_the_seed_anchor_for_gr00t(gw):
 
 def test_plan_json_carries_estimates_from_this_presets_history(gw, write_preset):
     """The seed's anchor for the demo: a finished 1-process run in the history is this preset's measurement."""
-    from gpuwizard import paths
+    from gpuwizard.core import paths
 
     text = """\
 version: 1
@@ -107,8 +107,8 @@ mixed_precision: "no"
 
 def test_cpu_estimates_and_advice_count_processes_not_gpus(gw, write_preset):
     """A CPU preset runs processes: the plan's estimates, its advice and the wizard's Scaling step say so."""
-    from gpuwizard.plan import make_plan
-    from gpuwizard.preset_files import load_preset_file
+    from gpuwizard.model.preset_files import load_preset_file
+    from gpuwizard.planning.plan import make_plan
     from gpuwizard.tui.job_steps import estimates_text
 
     path = write_preset(DEMO_CPU)
@@ -131,7 +131,7 @@ def test_the_published_time_and_its_scaling_agree_and_say_why_more_gpus_are_no_s
     """so100-act-ddp2: ACT's published 1.5 h is for 100k steps at batch 64; this preset trains 100k steps at batch 8,
     which the estimates make ~51 min on 1 GPU. linear_lr keeps the steps and the batch per GPU, so 2, 4 and 8 GPUs
     each do the same work (and see 2x, 4x, 8x the samples): the same wall time, said in words. divide_steps cuts it."""
-    from gpuwizard.report import fmt_hours
+    from gpuwizard.core.units import fmt_hours
 
     result = gw("plan", "so100-act-ddp2", "--json")
     one, two, four, eight = result.json()["estimates"]

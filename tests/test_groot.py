@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, probe_batch_driver, trainer_env
-from gpuwizard.errors import UserError
-from gpuwizard.plan import build_command, make_plan, with_gpus
-from gpuwizard.preset import with_field
-from gpuwizard.preset_files import load_preset
-from gpuwizard.trainercheck import PROBES_DIR, ProbeAnswer, check_command, compare
-from gpuwizard.trainers import get_trainer
+from gpuwizard.core.errors import UserError
+from gpuwizard.model.preset import with_field
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.planning.plan import build_command, make_plan, with_gpus
+from gpuwizard.trainers.check import SCRIPTS_DIR, CheckAnswer, compare
+from gpuwizard.trainers.registry import check_command, get_trainer
 
 pytestmark = pytest.mark.groot
 
@@ -56,7 +56,7 @@ def in_env(groot: Path, preset_name: str, checkout: Path | None = None, **fields
 def parse_many(groot: Path, argvs: list[list[str]], checkout: Path | None = None) -> list[dict]:
     """Each argv through check_groot.parse, in one GR00T interpreter (one torch import for all of them)."""
     out = subprocess.run(
-        [str(groot / "venv" / "bin" / "python"), "-c", DRIVER, str(PROBES_DIR)],
+        [str(groot / "venv" / "bin" / "python"), "-c", DRIVER, str(SCRIPTS_DIR)],
         input=json.dumps(argvs),
         capture_output=True,
         text=True,
@@ -95,7 +95,7 @@ def test_every_generated_command_is_accepted_with_the_planned_values(groot_dir, 
                     cases.append((name, gpus, accum, resume, query))
     answers = parse_many(groot_dir, [q.argv[2:] for *_, q in cases])
     for (name, gpus, accum, resume, query), answer in zip(cases, answers, strict=True):
-        result = compare(ProbeAnswer.model_validate(answer), query, cached=False, seconds=0)
+        result = compare(CheckAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", (name, gpus, accum, resume, result.summary)
         values = answer["values"]
         assert values["per_device_batch"] * gpus == values["global_batch"] == query.expected["global_batch"]
@@ -211,7 +211,7 @@ def test_the_flag_is_passed_where_the_installed_finetune_config_has_it(groot_dir
     queries = [GROOT.trainer_query(c, s) for c, s in ((resume_ctx, resumed), (fresh_ctx, fresh))]
     answers = parse_many(groot_dir, [q.argv[2:] for q in queries], checkout)
     for query, answer in zip(queries, answers, strict=True):
-        result = compare(ProbeAnswer.model_validate(answer), query, cached=False, seconds=0)
+        result = compare(CheckAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", result.summary
     assert [a["values"]["resume"] for a in answers] == ["from checkpoint-300", "none (a fresh start)"]
 

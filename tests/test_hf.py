@@ -22,17 +22,17 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, REPO, gw_subprocess, probe_batch_driver, trainer_env, wait_for
-from gpuwizard.logparse import parse_hf
-from gpuwizard.plan import build_command, make_plan
-from gpuwizard.preset import parse_preset
-from gpuwizard.preset_files import load_preset_file
-from gpuwizard.runner.monitor import JobMonitor
-from gpuwizard.runner.records import Expectations
-from gpuwizard.runner.tail import LogTail
-from gpuwizard.trainercheck import PROBES_DIR, ProbeAnswer, compare
-from gpuwizard.trainers import get_trainer
+from gpuwizard.core.yamlio import dumps
+from gpuwizard.model.preset import parse_preset
+from gpuwizard.model.preset_files import load_preset_file
+from gpuwizard.planning.plan import build_command, make_plan
+from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runs.records import Expectations
+from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.base import ceil_ratio
-from gpuwizard.yamlio import dumps
+from gpuwizard.trainers.check import SCRIPTS_DIR, CheckAnswer, compare
+from gpuwizard.trainers.logparse import parse_hf
+from gpuwizard.trainers.registry import get_trainer
 
 HF = get_trainer("hf")
 SCRIPT = REPO / "tests" / "data" / "hf" / "tiny_train.py"
@@ -158,7 +158,7 @@ def hf_python() -> str:
 def parse_many(python: str, argvs: list[list[str]]) -> list[dict]:
     """Each argv through check_hf.parse, in one interpreter (one transformers import for all)."""
     out = subprocess.run(
-        [python, "-c", DRIVER, str(PROBES_DIR)],
+        [python, "-c", DRIVER, str(SCRIPTS_DIR)],
         input=json.dumps(argvs),
         capture_output=True,
         text=True,
@@ -206,7 +206,7 @@ def test_every_generated_command_is_read_as_planned_by_training_arguments(hf_pyt
                     cases.append((data, HF.trainer_query(ctx, build_command(ctx))))
     answers = parse_many(hf_python, [query.argv[2:] for _, query in cases])
     for (data, query), answer in zip(cases, answers, strict=True):
-        result = compare(ProbeAnswer.model_validate(answer), query, cached=False, seconds=0)
+        result = compare(CheckAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", (data["hardware"], data["strategy"], result.summary)
         assert not any("deprecat" in note for note in result.notes), result.notes
         assert any(note.endswith("script (not TrainingArguments flags): --hidden 16") for note in result.notes)
@@ -230,8 +230,8 @@ def test_the_old_fsdp_flags_drop_min_num_params_and_the_new_ones_keep_it(hf_pyth
     assert new_answer["values"]["fsdp"] == {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": 100_000}
     assert old_answer["values"]["fsdp"] == {"auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}
     assert any("deprecated" in note for note in old_answer["notes"])
-    assert compare(ProbeAnswer.model_validate(new_answer), query, False, 0).status == "accepted"
-    assert compare(ProbeAnswer.model_validate(old_answer), query, False, 0).mismatches[0].key == "fsdp"
+    assert compare(CheckAnswer.model_validate(new_answer), query, False, 0).status == "accepted"
+    assert compare(CheckAnswer.model_validate(old_answer), query, False, 0).mismatches[0].key == "fsdp"
 
 
 @pytest.mark.hf
@@ -287,7 +287,7 @@ def write(tmp_path: Path, data: dict) -> Path:
 
 
 def newest_run():
-    from gpuwizard.runner.rundir import list_runs
+    from gpuwizard.runs.rundir import list_runs
 
     return list_runs()[0].run
 

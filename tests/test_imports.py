@@ -55,8 +55,9 @@ def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
         "    cli.main(['--preset', 'demo-cpu'])\n"
         "assert started.called\n"
         "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'psutil', 'textual_plot', "
-        "'gpuwizard.preset', 'gpuwizard.preset_sections', 'gpuwizard.preset_files', 'gpuwizard.plan', "
-        "'gpuwizard.plan_scaling', 'gpuwizard.plan_checks') if m in sys.modules)))"
+        "'gpuwizard.model.preset', 'gpuwizard.model.preset_sections', 'gpuwizard.model.preset_files', "
+        "'gpuwizard.planning.plan', "
+        "'gpuwizard.planning.scaling', 'gpuwizard.planning.checks') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1:] in ([""], []), out.stdout
@@ -80,14 +81,15 @@ def test_plan_imports_only_the_trainer_it_uses():
     code = (
         "import sys, io, contextlib\nfrom gpuwizard import cli\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
-        "print(','.join(sorted(m for m in sys.modules if m.startswith('gpuwizard.trainers.'))))"
+        "from gpuwizard.model.trainer_options import trainer_names\n"
+        "print(','.join(sorted(n for n in trainer_names() if f'gpuwizard.trainers.{n}' in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "gpuwizard.trainers.base,gpuwizard.trainers.demo"
+    assert out.stdout.strip() == "demo"
 
 
 def test_every_trainer_module_names_its_trainer():
-    from gpuwizard.trainers import get_trainer, trainer_names
+    from gpuwizard.trainers.registry import get_trainer, trainer_names
 
     assert [get_trainer(name).name for name in trainer_names()] == list(trainer_names())
     assert set(trainer_names()) == {"lerobot", "groot", "openpi", "hf", "demo"}

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import gw_subprocess
 from gpuwizard.trainers import lerobot
-from gpuwizard.trainers.lerobot import _probe
+from gpuwizard.trainers.lerobot.install import detect
 
 
 def fake_env(root: Path, version: str, parallelism: bool) -> Path:
@@ -55,9 +55,9 @@ launch: {{python: {python}}}
 
 @pytest.mark.parametrize("version, parallelism, api", [("0.6.1", False, "v0.6"), ("0.6.2.dev0", True, "main")])
 def test_probe_tells_release_from_main_without_importing_lerobot(tmp_path, version, parallelism, api):
-    _probe.cache_clear()
+    detect.cache_clear()
     python = fake_env(tmp_path / "env", version, parallelism)
-    assert _probe(str(python)) == {"version": version, "parallelism": parallelism}
+    assert detect(str(python)) == {"version": version, "parallelism": parallelism}
     preset = tmp_path / "p.yaml"
     preset.write_text(PRESET.format(python=python, accum=1))
     spec = json.loads(gw_subprocess("preview", preset, "--format", "json").stdout)
@@ -73,34 +73,34 @@ def test_probe_tells_release_from_main_without_importing_lerobot(tmp_path, versi
 
 def test_probe_is_remembered_until_the_environment_changes(tmp_path, monkeypatch):
     """A real interpreter's answer is kept on disk; a branch switch or an upgrade is noticed."""
-    _probe.cache_clear()
+    detect.cache_clear()
     fake_env(tmp_path / "env", "0.6.1", parallelism=False)
     site = tmp_path / "env" / "site"
     python = tmp_path / "bin" / "python"
     python.parent.mkdir()
     python.symlink_to(os.path.realpath(sys.executable))  # a binary, unlike the fake env's sh wrapper
     monkeypatch.setenv("PYTHONPATH", str(site))
-    assert _probe(str(python)) == {"version": "0.6.1", "parallelism": False}
+    assert detect(str(python)) == {"version": "0.6.1", "parallelism": False}
 
     def no_subprocess(*args, **kwargs):
         raise AssertionError("probed again although nothing changed")
 
-    _probe.cache_clear()
+    detect.cache_clear()
     with monkeypatch.context() as patched:
         patched.setattr(lerobot.subprocess, "run", no_subprocess)
-        assert _probe(str(python)) == {"version": "0.6.1", "parallelism": False}
+        assert detect(str(python)) == {"version": "0.6.1", "parallelism": False}
 
     (site / "lerobot" / "configs" / "parallelism.py").write_text("")  # git switch to main in an editable checkout
-    _probe.cache_clear()
-    assert _probe(str(python)) == {"version": "0.6.1", "parallelism": True}
+    detect.cache_clear()
+    assert detect(str(python)) == {"version": "0.6.1", "parallelism": True}
     (site / "lerobot-0.6.1.dist-info").rename(site / "lerobot-0.7.0.dist-info")  # pip install --upgrade
     (site / "lerobot-0.7.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: lerobot\nVersion: 0.7.0\n")
-    _probe.cache_clear()
-    assert _probe(str(python)) == {"version": "0.7.0", "parallelism": True}
+    detect.cache_clear()
+    assert detect(str(python)) == {"version": "0.7.0", "parallelism": True}
 
 
 def test_version_can_be_stated_where_it_cannot_be_probed(gw, write_preset, tmp_path):
-    _probe.cache_clear()
+    detect.cache_clear()
     text = PRESET.format(python=sys.executable, accum=2)
     assert gw("plan", write_preset(text)).code == 2
     plan = gw("plan", write_preset(text + "trainer_options: {api: main}\n"), "--json")
@@ -151,7 +151,7 @@ monitor: {{hang_timeout_s: 300}}
 
 
 def newest_run():
-    from gpuwizard.runner.rundir import list_runs
+    from gpuwizard.runs.rundir import list_runs
 
     return list_runs()[0].run
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, REPO, gw_subprocess, trainer_env
-from gpuwizard import yamlio
-from gpuwizard.plan import make_plan
-from gpuwizard.preset_files import load_preset
-from gpuwizard.runner.monitor import JobMonitor
+from gpuwizard.core import yamlio
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.planning.plan import make_plan
+from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runner.prepare import prepare_run
-from gpuwizard.runner.records import Expectations
 from gpuwizard.runner.staging import expectations
-from gpuwizard.runner.tail import LogTail
-from gpuwizard.trainers import get_trainer
+from gpuwizard.runs.records import Expectations
+from gpuwizard.runs.tail import LogTail
+from gpuwizard.trainers.registry import get_trainer
 from test_lerobot import fake_env
 
 ENVS = [

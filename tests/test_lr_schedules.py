@@ -19,9 +19,9 @@ import sys
 import pytest
 
 from conftest import trainer_env
-from gpuwizard.plan import build_command, make_plan
-from gpuwizard.preset import parse_preset
-from gpuwizard.trainers import get_trainer
+from gpuwizard.model.preset import parse_preset
+from gpuwizard.planning.plan import build_command, make_plan
+from gpuwizard.trainers.registry import get_trainer
 
 
 def plan_context(trainer: str, policy: str, steps: int, **extra):

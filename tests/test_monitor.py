@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from gpuwizard.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
-from gpuwizard.runner.monitor import JobMonitor
-from gpuwizard.runner.records import Expectations, GpuSample, RankState, Status
+from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runner.stalls import classify_ranks
-from gpuwizard.runner.tail import LogTail
-from gpuwizard.trainers import get_trainer
+from gpuwizard.runs.records import Expectations, GpuSample, RankState, Status
+from gpuwizard.runs.tail import LogTail
+from gpuwizard.trainers.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
+from gpuwizard.trainers.registry import get_trainer
 
 LEROBOT_LOG = DATA / "logs" / "lerobot061_act_2proc_cpu.log"
 LEROBOT_MAIN_ACCUM_LOG = DATA / "logs" / "lerobot_main7427f31_act_2proc_accum2.log"
@@ -319,7 +319,7 @@ def test_batches_find_progress_and_signatures_among_noise():
 def test_final_summary_names_leftovers(tmp_path):
     """A stop that left processes or GPU memory behind says so in the headless summary."""
     from gpuwizard.cli.runs import final_summary
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     run = RunDir(tmp_path / "20261129-000000-x")
     run.path.mkdir()
@@ -388,7 +388,7 @@ def test_binary_output_is_bounded_and_never_breaks_the_monitor(tmp_path):
 
 
 def test_collapse_keeps_the_last_carriage_return_state_of_each_line():
-    from gpuwizard.runner.tail import collapse
+    from gpuwizard.runs.tail import collapse
 
     assert collapse("a\rb\rc\nplain\nx\r\r\ny\r") == "c\nplain\nx\n"  # a trailing return: the line is being rewritten
     assert collapse("no returns\n") == "no returns\n"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from gpuwizard.preset_files import load_preset
+from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runner.launch import start_run
 from gpuwizard.runner.prepare import prepare_run
-from gpuwizard.runner.rundir import RunDir, list_runs
+from gpuwizard.runs.rundir import RunDir, list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.details import EventDetails
 from gpuwizard.tui.dialogs import AskText, Confirm
@@ -29,7 +29,7 @@ def stop_leftover_runs():
     """A failed assertion must not leave a demo job training on a shared 2-core machine."""
     yield
     from gpuwizard.runner.follow import request_stop
-    from gpuwizard.runner.rundir import list_runs
+    from gpuwizard.runs.rundir import list_runs
 
     for entry in list_runs():
         if entry.status is not None and not entry.status.final:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gw_subprocess, wait_for
-from gpuwizard.runner.rundir import RunDir, list_runs
+from gpuwizard.runs.rundir import RunDir, list_runs
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import time
 import pytest
 
 from conftest import wait_for
-from gpuwizard import paths
-from gpuwizard.notify import Notice, command_argv, desktop_sequences, start_command, terminal_text
-from gpuwizard.settings import check_settings, notify_settings, settings_model
+from gpuwizard.core import paths
+from gpuwizard.model.settings import check_settings, notify_settings, settings_model
+from gpuwizard.runner.notify import Notice, command_argv, desktop_sequences, start_command, terminal_text
 from test_tui import quick_demo
 
 NOTICE = Notice("finished", "20261201-000000-demo", "gpuwizard: run finished", "demo (2xcpu) finished, exit code 0")
@@ -138,7 +138,7 @@ def test_a_headless_run_rings_its_terminal_and_its_supervisor_runs_the_command(t
 @pytest.mark.slow
 def test_the_monitor_sends_the_desktop_notification_when_it_sees_the_run_end(tmp_path):
     """The TUI in a real pty, attached while the run goes: the OSC sequences arrive once the run has finished."""
-    from gpuwizard.preset_files import load_preset
+    from gpuwizard.model.preset_files import load_preset
     from gpuwizard.runner.launch import start_run
     from gpuwizard.runner.prepare import prepare_run
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, gw_subprocess, trainer_env
-from gpuwizard.logparse import parse_openpi
+from gpuwizard.trainers.logparse import parse_openpi
 
 PRESET = """\
 version: 1
@@ -290,10 +290,10 @@ def test_real_cli_accepts_every_shipped_openpi_command_as_planned(gw, tmp_path):
 PROBE_MANY = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-import gwprobe, check_openpi
+import gwcheck, check_openpi
 for args in json.loads(sys.argv[2]):
     sys.argv = ["check_openpi.py", *args]
-    gwprobe.main(check_openpi.parse)
+    gwcheck.main(check_openpi.parse)
 """
 
 
@@ -373,7 +373,7 @@ def test_real_openpi_values_plan_a_config_the_catalog_lacks(gw, tmp_path):
 
 
 def yaml_catalog_configs() -> dict:
-    from gpuwizard.catalog import load_catalog
+    from gpuwizard.model.catalog import load_catalog
 
     return {
         name: (key, facts)
@@ -406,7 +406,7 @@ def debug_preset(root: Path, tmp_path: Path, backend: str) -> Path:
 
 
 def newest_run():
-    from gpuwizard.runner.rundir import list_runs
+    from gpuwizard.runs.rundir import list_runs
 
     return list_runs()[0].run
 

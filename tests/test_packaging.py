@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.preset import preset_schema
+from gpuwizard.model.preset import preset_schema
 
 REPO = Path(__file__).parent.parent
-WHERE = "from gpuwizard import paths; print(paths.shipped_presets_dir()); print(paths.shipped_themes_dir())"
+SRC = REPO / "src" / "gpuwizard"
+WHERE = "from gpuwizard.core import paths; print(paths.shipped_presets_dir()); print(paths.shipped_themes_dir())"
 
 
 def shipped(kind: str) -> list[str]:
@@ -54,7 +55,16 @@ def test_the_wheel_ships_every_preset_theme_and_data_file(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted(n.split("/")[-1] for n in names if n.startswith("gpuwizard/presets/")) == shipped("presets")
     assert sorted(n.split("/")[-1] for n in names if n.startswith("gpuwizard/themes/")) == shipped("themes")
-    assert {"gpuwizard/policies.yaml", "gpuwizard/tui/app.tcss"} <= set(names)
+    assert {"gpuwizard/model/policies.yaml", "gpuwizard/tui/app.tcss"} <= set(names)
+    scripts = SRC / "trainers" / "check" / "scripts"
+    assert {f"gpuwizard/trainers/check/scripts/{p.name}" for p in scripts.glob("*.py")} <= set(names)
+
+
+def test_the_wheel_ships_every_module_of_the_source_tree(wheel):
+    """The package list in pyproject.toml is written out by hand: a new folder that is not in it fails here."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    source = {f"gpuwizard/{p.relative_to(SRC).as_posix()}" for p in SRC.rglob("*.py")}
+    assert len(source) > 100 and source - names == set()
     assert "gpuwizard-dark.yaml" in shipped("themes") and "demo-cpu.yaml" in shipped("presets")
 
 

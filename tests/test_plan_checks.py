@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from gpuwizard.compare import compare, compare_text
-from gpuwizard.report import fmt_hours
-from gpuwizard.runner.rundir import RunDir
+from gpuwizard.analysis.compare import compare, compare_text
+from gpuwizard.core.units import fmt_hours
+from gpuwizard.runs.rundir import RunDir
 from test_tui import CMP_RUNS, copy_runs
 
 COMMANDS = ["", "gpus", "plan", "preview", "run", "attach", "runs", "stop", "compare", "presets"]

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from gpuwizard import yamlio
-from gpuwizard.errors import UserError
-from gpuwizard.preset_files import find_preset, load_preset, load_preset_file, save_user_preset
-from gpuwizard.schema import updated
+from gpuwizard.core import yamlio
+from gpuwizard.core.errors import UserError
+from gpuwizard.core.schema import updated
+from gpuwizard.model.preset_files import find_preset, load_preset, load_preset_file, save_user_preset
 
 GOOD = """\
 version: 1
@@ -253,7 +253,7 @@ def test_duplicate_keys_are_refused_not_silently_merged(write_preset):
 def test_schema_command_describes_every_field(gw):
     import json
 
-    from gpuwizard.schema import undocumented_fields
+    from gpuwizard.core.schema import undocumented_fields
 
     result = gw("presets", "schema")
     schema = json.loads(result.out)
@@ -289,8 +289,8 @@ def test_presets_show_refuses_what_is_not_a_preset(gw, tmp_path):
 
 def test_redacted_secrets_come_back_from_the_environment_or_refuse(monkeypatch):
     """A preset read back from a run folder (the monitor's restart keys) has its secrets redacted."""
+    from gpuwizard.core.secrets import REDACTED
     from gpuwizard.runner.prepare import restore_secrets
-    from gpuwizard.secrets import REDACTED
 
     preset = load_preset("demo-cpu")
     preset = updated(preset, launch=updated(preset.launch, env={"HF_TOKEN": REDACTED, "PLAIN": "1"}))

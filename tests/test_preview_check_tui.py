@@ -4,7 +4,7 @@ edited command is asked again, a refusal quoting the parser's own message."""
 
 from __future__ import annotations
 
-from gpuwizard.preset_files import load_preset
+from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.wizard import STEPS
 from test_tui import goto, type_into, wait_until

@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from conftest import wait_for
-from gpuwizard.estimates import measured_runs
-from gpuwizard.probe import ProbeResult, ProbeRow, probes_dir
-from gpuwizard.probe_verdict import result_text, verdict
-from gpuwizard.runner.rundir import alive_processes, baseline_green, list_runs, scaling_report
+from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow, probes_dir
+from gpuwizard.analysis.probe_verdict import result_text, verdict
+from gpuwizard.planning.estimates import measured_runs
+from gpuwizard.runs.rundir import alive_processes, baseline_green, list_runs, scaling_report
 
 PRESET = """\
 version: 1

@@ -18,9 +18,9 @@ import pytest
 from textual.widgets import DataTable, ProgressBar
 
 from conftest import wait_for
-from gpuwizard.preset_files import load_preset
-from gpuwizard.probe import probes_dir
-from gpuwizard.runner.rundir import alive_processes, list_runs
+from gpuwizard.analysis.probe_results import probes_dir
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.runs.rundir import alive_processes, list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.probe import ProbeScreen
 from gpuwizard.tui.wizard import STEPS

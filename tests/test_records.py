@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from gpuwizard.runner.records import Event, Progress, RecordError, Status, parse_lines, read_record
-from gpuwizard.runner.rundir import RunDir, baseline_green, list_runs
+from gpuwizard.runs.records import Event, Progress, RecordError, Status, parse_lines, read_record
+from gpuwizard.runs.rundir import RunDir, baseline_green, list_runs
 
 GOOD_RUN = DATA / "runs" / "20261129-120000-demo-cpu"
 DAMAGE = {
@@ -31,7 +31,7 @@ DAMAGE = {
 
 
 def copy_run(name: str) -> RunDir:
-    from gpuwizard import paths
+    from gpuwizard.core import paths
 
     target = paths.runs_dir() / name
     shutil.copytree(GOOD_RUN, target)
@@ -148,7 +148,7 @@ def test_a_status_from_this_version_reads_back_equal(tmp_path):
 
 def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
     """A `created: null` in an old run once made every multi-GPU `run` crash (the baseline check read every status)."""
-    from gpuwizard.preset_files import load_preset
+    from gpuwizard.model.preset_files import load_preset
     from gpuwizard.runner.prepare import prepare_run
 
     prepared = prepare_run(load_preset("demo-cpu"))
@@ -157,7 +157,7 @@ def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
 
 def test_runs_of_many_folders_reads_each_status_once(gw, monkeypatch):
     """`runs` used to re-read every status for every row; count the reads."""
-    from gpuwizard.runner import rundir
+    from gpuwizard.runs import rundir
 
     for n in range(30):
         copy_run(f"20261129-15{n:04d}-many")
@@ -180,7 +180,7 @@ def test_a_reused_pid_is_never_taken_for_the_run_nor_signalled(gw):
     import subprocess
     import sys
 
-    from gpuwizard.runner.records import ProcessRef
+    from gpuwizard.runs.records import ProcessRef
 
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
@@ -214,7 +214,7 @@ def test_a_fifo_named_like_a_preset_never_blocks(gw, tmp_path):
 def test_a_presets_runs_are_found_by_their_folder_names(tmp_path, monkeypatch):
     """list_runs(preset) reads only that preset's folders, including a second run started in the same second
     (new_run_dir adds -1), and not another preset whose name ends the same way."""
-    from gpuwizard.runner.rundir import list_runs, new_run_dir, publish
+    from gpuwizard.runs.rundir import list_runs, new_run_dir, publish
 
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(tmp_path))
     made = []

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import gw_subprocess, wait_for
-from gpuwizard.runner.monitor import JobMonitor
-from gpuwizard.runner.records import Event, Expectations
-from gpuwizard.runner.rundir import RunDir
-from gpuwizard.runner.tail import MAX_LINE_CHARS, LogTail
-from gpuwizard.trainers import get_trainer
+from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runs.records import Event, Expectations
+from gpuwizard.runs.rundir import RunDir
+from gpuwizard.runs.tail import MAX_LINE_CHARS, LogTail
+from gpuwizard.trainers.registry import get_trainer
 from test_runner import DEMO, hand_made_run
 
 STEPS_THEN = """

@@ -17,8 +17,8 @@ import pytest
 from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.prepare import launcher_problems
 from gpuwizard.runner.procs import read_environ
-from gpuwizard.runner.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
-from gpuwizard.runner.rundir import RunDir, alive_processes, list_runs, run_processes
+from gpuwizard.runs.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
+from gpuwizard.runs.rundir import RunDir, alive_processes, list_runs, run_processes
 
 pytestmark = pytest.mark.slow
 
@@ -515,7 +515,7 @@ def test_a_stopped_rank_is_named_as_the_suspect(demo_preset):
 
 
 def test_attach_log_prints_the_whole_log_of_a_finished_run(demo_preset, gw):
-    from gpuwizard import paths
+    from gpuwizard.core import paths
 
     run_dir = paths.runs_dir() / "20261129-120000-long"
     shutil.copytree(Path(__file__).parent / "data" / "runs" / "20261129-120000-demo-cpu", run_dir)
@@ -547,10 +547,10 @@ def test_ctrl_c_during_start_up_leaves_nothing_running(demo_preset, delay):
 
 def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, monkeypatch):
     from gpuwizard.runner import supervisor as supervisor_module
-    from gpuwizard.runner.monitor import JobMonitor
-    from gpuwizard.runner.records import Event
+    from gpuwizard.runner.detectors import JobMonitor
     from gpuwizard.runner.stacks import StackReport
-    from gpuwizard.trainers import get_trainer
+    from gpuwizard.runs.records import Event
+    from gpuwizard.trainers.registry import get_trainer
 
     run = hand_made_run(tmp_path / "20261129-000000-stop-vs-hang", ["true"], world_size=2, hang_timeout_s=3.0)
     expect = run.job().expect

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, gw_subprocess, wait_for
-from gpuwizard.runner.rundir import RunDir, list_runs
-from gpuwizard.safetext import safe_line, safe_text
+from gpuwizard.core.safetext import safe_line, safe_text
+from gpuwizard.runs.rundir import RunDir, list_runs
 
 OSC_TITLE = "\x1b]0;PWNED-TITLE\x07"
 OSC_CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gw_subprocess, wait_for
-from gpuwizard.runner.rundir import RunDir, list_runs
+from gpuwizard.runs.rundir import RunDir, list_runs
 
 GPU_2NODE = """\
 version: 1
@@ -235,10 +235,10 @@ def test_sbatch_refusals_and_a_silent_cluster_are_one_paragraph(demo_on_slurm, t
 
 def test_a_submitted_gpu_job_samples_every_node_into_the_run_folder(tmp_path):
     """The script gpuwizard submits (not the preview) starts the node sampler on every node beside the job."""
-    from gpuwizard.plan import build_command, make_plan
-    from gpuwizard.preset import with_field
-    from gpuwizard.preset_files import load_preset_file
-    from gpuwizard.slurm import batch_script
+    from gpuwizard.model.preset import with_field
+    from gpuwizard.model.preset_files import load_preset_file
+    from gpuwizard.planning.plan import build_command, make_plan
+    from gpuwizard.runner.slurm import batch_script
 
     path = tmp_path / "act-2node.yaml"
     path.write_text(GPU_2NODE)
@@ -266,7 +266,7 @@ def test_the_node_sampler_writes_one_file_per_node(cluster, tmp_path):
         timeout=180,
     )
     assert result.returncode == 0, result.stderr
-    from gpuwizard.runner.records import GpuSample, parse_lines
+    from gpuwizard.runs.records import GpuSample, parse_lines
 
     for node in ("n1", "n2"):
         samples, bad = parse_lines((tmp_path / f"gpu-{node}.jsonl").read_text(), GpuSample)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import gw_subprocess
-from gpuwizard.runner.rundir import list_runs
+from gpuwizard.runs.rundir import list_runs
 from test_slurm import GPU_2NODE, cluster_answers
 
 
@@ -148,9 +148,9 @@ def hostile(tmp_path: Path, n: int) -> str:
 def test_every_word_of_every_field_reaches_srun_as_written(tmp_path):
     """The batch script gpuwizard submits, run by bash with srun and scontrol standing in: srun gets exactly the
     launch argv and the environment value, and none of the hostile values ran."""
-    from gpuwizard.plan import build_command, make_plan
-    from gpuwizard.preset import parse_preset
-    from gpuwizard.slurm import batch_script
+    from gpuwizard.model.preset import parse_preset
+    from gpuwizard.planning.plan import build_command, make_plan
+    from gpuwizard.runner.slurm import batch_script
 
     workdir = tmp_path / "work $(touch INJECTED-w) `touch INJECTED-w`"
     workdir.mkdir()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
-from gpuwizard.runner.records import RecordError
-from gpuwizard.runner.rundir import RunDir
+from gpuwizard.runs.records import RecordError
+from gpuwizard.runs.rundir import RunDir
 from test_runner import DEMO
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.procs import read_environ
-from gpuwizard.runner.rundir import RunDir
+from gpuwizard.runs.rundir import RunDir
 from test_runner import DEMO, hand_made_run
 
 pytestmark = pytest.mark.slow

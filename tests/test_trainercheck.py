@@ -7,12 +7,12 @@ import json
 import os
 import sys
 
-from gpuwizard import trainercheck
-from gpuwizard.envcache import EnvCache, interpreter
-from gpuwizard.plan import build_command, make_plan
-from gpuwizard.preset_files import load_preset
-from gpuwizard.trainercheck import check_command, compare, parse_output
-from gpuwizard.trainers import get_trainer
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.planning.plan import build_command, make_plan
+from gpuwizard.trainers import check as trainercheck
+from gpuwizard.trainers.check import compare, parse_output
+from gpuwizard.trainers.check.envcache import EnvCache, interpreter
+from gpuwizard.trainers.registry import check_command, get_trainer
 
 PRESET = """\
 version: 1
@@ -95,7 +95,7 @@ def test_the_answer_is_remembered_until_the_environment_changes(tmp_path, monkey
     assert (first.cached, again.cached) == (False, True)
     assert again.values == first.values
     with monkeypatch.context() as patched:  # an upgraded gpuwizard whose probe reads the trainer differently
-        patched.setattr(trainercheck, "probes_stamp", lambda: "another probe")
+        patched.setattr(trainercheck, "scripts_stamp", lambda: "another probe")
         assert check_command(ctx, spec).cached is False
     other = build_command(make_plan(preset, gpus=1)[1])
     assert check_command(make_plan(preset, gpus=1)[1], other).cached is False  # another argv, another answer

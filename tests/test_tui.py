@@ -12,10 +12,10 @@ from textual.widgets import Input
 from textual.worker import WorkerCancelled
 
 from conftest import DATA, replay
-from gpuwizard import paths
-from gpuwizard.preset_files import load_preset, load_preset_file, user_preset_files
-from gpuwizard.runner.records import Progress
-from gpuwizard.runner.rundir import list_runs
+from gpuwizard.core import paths
+from gpuwizard.model.preset_files import load_preset, load_preset_file, user_preset_files
+from gpuwizard.runs.records import Progress
+from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.monitor import MonitorScreen
@@ -402,7 +402,7 @@ def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size):
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_snapshot_monitor_with_log_and_curves(snap_compare, monkeypatch, size):
     """The 2-process demo run (real, finished) with the log and its loss curve both shown."""
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     data = Path("/tmp/gpuwizard-snapshot-cmp")
     copy_runs(data, *CMP_RUNS)
@@ -617,7 +617,7 @@ def test_snapshot_wizard_steps(snap_compare, gpus, fixed_python, size, step):
 def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp_path):
     import shutil
 
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.rundir import RunDir
 
     data = Path("/tmp/gpuwizard-snapshot-data")  # fixed, because the banner shows the run folder
     run_dir = data / "runs" / "20261129-120000-demo-cpu"
@@ -652,8 +652,8 @@ async def test_monitor_shows_a_row_per_node_and_gpu_or_says_telemetry_is_local_o
     import shutil
     import time as clock
 
-    from gpuwizard.runner.records import GpuSample
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.runs.records import GpuSample
+    from gpuwizard.runs.rundir import RunDir
 
     run_dir = tmp_path / "runs" / "20261129-120000-demo-cpu"
     shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir)

@@ -8,8 +8,8 @@ import pytest
 from textual.widgets import Select
 
 from conftest import replay
-from gpuwizard.preset_files import load_preset, load_preset_file, user_preset_files
-from gpuwizard.runner.rundir import list_runs
+from gpuwizard.model.preset_files import load_preset, load_preset_file, user_preset_files
+from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs import AskText
 from gpuwizard.tui.problems import ProblemsScreen

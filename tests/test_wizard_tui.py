@@ -15,9 +15,9 @@ from textual.widgets import DataTable, Input, Select
 from textual.widgets._select import SelectOverlay
 
 from conftest import replay
-from gpuwizard import paths
-from gpuwizard.preset import Preset
-from gpuwizard.preset_files import load_preset
+from gpuwizard.core import paths
+from gpuwizard.model.preset import Preset
+from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs import Confirm
 from gpuwizard.tui.keys import KeysScreen

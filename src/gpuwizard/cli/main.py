@@ -9,9 +9,9 @@ import sys
 from typing import Any, TextIO
 
 from gpuwizard import __version__
-from gpuwizard.codes import ExitCode
-from gpuwizard.errors import UserError, problem
-from gpuwizard.safetext import safe_text
+from gpuwizard.core.codes import ExitCode
+from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.safetext import safe_text
 
 
 def positive_int(text: str) -> int:
@@ -223,7 +223,7 @@ def run_command_line(argv: list[str] | None) -> int:
 
 def dispatch(args: argparse.Namespace) -> int:
     if args.command is None:
-        from gpuwizard.tui.launch import run_app
+        from gpuwizard.tui.entry import run_app
 
         return run_app(preset=args.preset)
     handler = {
@@ -245,9 +245,9 @@ def dispatch(args: argparse.Namespace) -> int:
 def resolve(preset_arg: str, gpus: int | None, resume: bool = False, slurm: bool = False) -> tuple[Any, Any, Any]:
     """Load a preset and plan it against the GPUs detected here."""
     from gpuwizard.gpus.inventory import read_inventory
-    from gpuwizard.plan import plan_here, with_gpus
-    from gpuwizard.preset import with_field
-    from gpuwizard.preset_files import load_preset
+    from gpuwizard.model.preset import with_field
+    from gpuwizard.model.preset_files import load_preset
+    from gpuwizard.planning.plan import plan_here, with_gpus
 
     preset = with_gpus(load_preset(preset_arg), gpus)
     if slurm:
@@ -264,7 +264,7 @@ def report_problems(plan: Any, source: str) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from gpuwizard.report import plan_text
+    from gpuwizard.planning.report import plan_text
 
     preset, plan, _ = resolve(args.preset, args.gpus)
     if args.json:
@@ -275,9 +275,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    from gpuwizard.errors import warning
-    from gpuwizard.plan import build_command
-    from gpuwizard.trainers import get_trainer
+    from gpuwizard.core.errors import warning
+    from gpuwizard.planning.plan import build_command
+    from gpuwizard.trainers.registry import get_trainer
 
     preset, plan, ctx = resolve(args.preset, args.gpus, resume=args.resume, slurm=args.format == "sbatch")
     if plan.errors:
@@ -296,7 +296,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     elif args.format == "script":
         print(spec.script(), end="")
     elif args.format == "sbatch":
-        from gpuwizard.slurm import batch_script
+        from gpuwizard.runner.slurm import batch_script
 
         for p in plan.warnings:
             sys.stderr.write("warning: " + p.paragraph() + "\n")
@@ -309,8 +309,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from gpuwizard.plan import build_command
-    from gpuwizard.trainercheck import check_command
+    from gpuwizard.planning.plan import build_command
+    from gpuwizard.trainers.registry import check_command
 
     preset, plan, ctx = resolve(args.preset, args.gpus, resume=args.resume)
     if plan.errors:
@@ -346,7 +346,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         if inventory.message:
             sys.stderr.write(inventory.message + "\n")
     else:
-        from gpuwizard.report import inventory_text
+        from gpuwizard.planning.report import inventory_text
 
         print(inventory_text(inventory))
     return ExitCode.OK
@@ -355,9 +355,9 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 def record_gpus(path: str) -> int:
     from pathlib import Path
 
+    from gpuwizard.core.yamlio import atomic_write
     from gpuwizard.gpus.nvml import NvmlUnavailable, open_nvml
     from gpuwizard.gpus.replay import record_machine, replay_module_from_env
-    from gpuwizard.yamlio import atomic_write
 
     try:
         nv = open_nvml(replay_module_from_env())  # a replay records too: the round trip is how the recorder is tested
@@ -375,12 +375,12 @@ def record_gpus(path: str) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from gpuwizard.preset_files import delete_user_preset, listed_presets, load_preset_file, preset_text
+    from gpuwizard.model.preset_files import delete_user_preset, listed_presets, load_preset_file, preset_text
 
     if args.action in ("show", "delete") and not args.name:
         raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))
     if args.action == "schema":
-        from gpuwizard.preset import preset_schema
+        from gpuwizard.model.preset import preset_schema
 
         print(json.dumps(preset_schema(), indent=2))
         return ExitCode.OK

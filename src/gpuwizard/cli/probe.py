@@ -12,13 +12,13 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-from gpuwizard.codes import ExitCode
-from gpuwizard.errors import UserError, problem
+from gpuwizard.core.codes import ExitCode
+from gpuwizard.core.errors import UserError, problem
 
 
 def probe_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from gpuwizard.preset_files import load_preset
-    from gpuwizard.probe_run import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
+    from gpuwizard.model.preset_files import load_preset
+    from gpuwizard.runner.probe_grid import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
 
     preset = load_preset(args.preset)
     if not 0 <= args.headroom < 1:
@@ -74,8 +74,8 @@ def stopped_by_term_and_hangup() -> Iterator[None]:
 
 
 def probe_command(args: argparse.Namespace) -> int:
-    from gpuwizard.probe_run import Probe
-    from gpuwizard.probe_verdict import result_text
+    from gpuwizard.analysis.probe_verdict import result_text
+    from gpuwizard.runner.probe_grid import Probe
 
     request = probe_request(args)
     with stopped_by_term_and_hangup():

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from gpuwizard.codes import ExitCode, RunState
-from gpuwizard.errors import UserError, problem
+from gpuwizard.core.codes import ExitCode, RunState
+from gpuwizard.core.errors import UserError, problem
 from gpuwizard.runner.follow import (
     RunFollower,
     event_text,
@@ -20,8 +20,8 @@ from gpuwizard.runner.follow import (
     status_line,
     stop_all,
 )
-from gpuwizard.runner.records import RecordError, Status
-from gpuwizard.runner.rundir import (
+from gpuwizard.runs.records import RecordError, Status
+from gpuwizard.runs.rundir import (
     RunDir,
     alive_processes,
     find_run,
@@ -38,7 +38,7 @@ STATUS_EVERY_S = 2.0
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from gpuwizard.preset_files import load_preset
+    from gpuwizard.model.preset_files import load_preset
     from gpuwizard.runner.launch import start_run
     from gpuwizard.runner.prepare import prepare_run
 
@@ -71,7 +71,7 @@ def run_command(args: argparse.Namespace) -> int:
             flush=True,
         )
         return follow_headless(run, stream_log=args.log, stop_on_interrupt=True)
-    from gpuwizard.tui.launch import run_app
+    from gpuwizard.tui.entry import run_app
 
     return run_app(attach=run.run_id)
 
@@ -81,7 +81,7 @@ NODE0_WAIT_S = 600.0
 
 def wait_for_rendezvous(endpoint: str, timeout_s: float) -> None:
     """Node 1+ starts once node 0's rendezvous store answers, counting down instead of waiting silently."""
-    from gpuwizard.network import wait_for_node0
+    from gpuwizard.core.network import wait_for_node0
 
     def countdown(left: float) -> None:
         print(f"waiting for node 0 at {endpoint}: {left:.0f} s left (start node 0 with --node-rank 0)", flush=True)
@@ -140,7 +140,7 @@ def attach_command(args: argparse.Namespace) -> int:
     if args.headless:
         print(f"attached to {run.run_id} ({status.state}); Ctrl-C detaches, the job keeps running", flush=True)
         return follow_headless(run, stream_log=args.log, stop_on_interrupt=False)
-    from gpuwizard.tui.launch import run_app
+    from gpuwizard.tui.entry import run_app
 
     return run_app(attach=run.run_id)
 
@@ -149,8 +149,8 @@ def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out:
     """Print status lines and events until the run ends; Ctrl-C stops the job (run) or detaches (attach), a second
     one (run) stops it without waiting for a checkpoint write. An end or a hang seen here rings the terminal when
     settings.notify asks for it."""
-    from gpuwizard.notify import final_notice, hang_notice, tell_terminal
-    from gpuwizard.settings import notify_settings
+    from gpuwizard.model.settings import notify_settings
+    from gpuwizard.runner.notify import final_notice, hang_notice, tell_terminal
 
     out = out or sys.stdout
     follower = RunFollower(run)
@@ -385,7 +385,7 @@ def stop_deleted(path: Path) -> int:
 
 def compare_command(args: argparse.Namespace) -> int:
     """`gpuwizard compare RUN RUN...`: the table and the verdict, or --json."""
-    from gpuwizard.compare import CompareError, compare, compare_text
+    from gpuwizard.analysis.compare import CompareError, compare, compare_text
 
     runs = [chosen_run(run_id) for run_id in args.run_ids]
     if len({run.run_id for run in runs}) < 2:

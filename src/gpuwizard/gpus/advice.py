@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuwizard.errors import Problem, warning
+from gpuwizard.core.errors import Problem, warning
 from gpuwizard.gpus.inventory import GpuInfo, Inventory
 
 

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from gpuwizard.gpus.sampler import open_sample_source
-from gpuwizard.runner.records import GpuSample
+from gpuwizard.runs.records import GpuSample
 
 NODE_FILE_PREFIX = "gpu-"
 

@@ -11,7 +11,7 @@ from typing import Any
 from gpuwizard.gpus.inventory import GpuInfo, NvmlReader
 from gpuwizard.gpus.nvml import DeviceLost, NvmlUnavailable, open_nvml
 from gpuwizard.gpus.replay import replay_module_from_env
-from gpuwizard.runner.records import GpuSample
+from gpuwizard.runs.records import GpuSample
 
 
 class NvmlSampleSource:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuwizard.logparse import RANK_PREFIX, clean
-from gpuwizard.runner.records import Event
+from gpuwizard.runs.records import Event
+from gpuwizard.trainers.logparse import RANK_PREFIX, clean
 
 MAX_PARSED_CHARS = 4096
 """Progress lines, error lines and banners are short; only this much of a longer line is parsed, which bounds the

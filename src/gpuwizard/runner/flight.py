@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwizard.runner.records import Event
+from gpuwizard.runs.records import Event
 
 DUMP_DIR = "flight_recorder"
 BUFFER_ENTRIES = "2000"

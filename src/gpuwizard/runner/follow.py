@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuwizard import paths
-from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.core import paths
+from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.procs import JobProcesses, Pinned, marked_pids, marker_value
-from gpuwizard.runner.records import (
+from gpuwizard.runs.records import (
     Event,
     GpuSample,
     Metric,
@@ -27,8 +27,8 @@ from gpuwizard.runner.records import (
     Status,
     parse_lines,
 )
-from gpuwizard.runner.rundir import RunDir, run_processes
-from gpuwizard.runner.tail import LogTail
+from gpuwizard.runs.rundir import RunDir, run_processes
+from gpuwizard.runs.tail import LogTail
 
 
 @dataclass
@@ -141,7 +141,7 @@ def request_stop(run: RunDir) -> None:
     if signal_supervisor(status, signal.SIGTERM):
         return
     if status.slurm_job_id and not status.final:
-        from gpuwizard.slurm import cancel
+        from gpuwizard.runner.slurm import cancel
 
         cancel(status.slurm_job_id)  # the job runs on the cluster: scancel it even without its supervisor
     procs = run_tracker(run.path, run_processes(run, status))

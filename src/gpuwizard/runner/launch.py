@@ -12,12 +12,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from gpuwizard.codes import ExitCode, RunState
-from gpuwizard.errors import UserError, problem
+from gpuwizard.core.codes import ExitCode, RunState
+from gpuwizard.core.errors import UserError, problem
 from gpuwizard.runner.prepare import PreparedRun, prepare_run, restore_secrets
-from gpuwizard.runner.records import RecordError
-from gpuwizard.runner.rundir import RunDir, new_run_dir, publish
 from gpuwizard.runner.staging import SBATCH_SCRIPT, write_run_folder
+from gpuwizard.runs.records import RecordError
+from gpuwizard.runs.rundir import RunDir, new_run_dir, publish
 
 
 def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 120.0) -> RunDir:
@@ -121,7 +121,7 @@ class StartUp:
         if status.final:
             return
         if status.slurm_job_id:
-            from gpuwizard.slurm import cancel
+            from gpuwizard.runner.slurm import cancel
 
             cancel(status.slurm_job_id)
         with contextlib.suppress(OSError, RecordError):
@@ -137,7 +137,7 @@ class StartUp:
 def submit_to_slurm(run: RunDir, secrets: dict[str, str]) -> None:
     """sbatch the run's script from here (the submitting host, with the user's environment and the run's secrets);
     a refusal is sbatch's own message in one paragraph, and the run folder goes away with it."""
-    from gpuwizard.slurm import submit
+    from gpuwizard.runner.slurm import submit
 
     job_id, message = submit(str(run.path / SBATCH_SCRIPT), secrets)
     if job_id is None:
@@ -185,8 +185,8 @@ def relaunch(
     """Start a run again from its folder's preset (secrets restored): a smoke repro, a retry with more environment,
     or a resume from its last checkpoint linked to it (to `steps` optim.steps: a finished run continued); UserError
     when that cannot start."""
-    from gpuwizard.preset import with_field
-    from gpuwizard.preset_files import load_preset_file
+    from gpuwizard.model.preset import with_field
+    from gpuwizard.model.preset_files import load_preset_file
 
     preset = restore_secrets(load_preset_file(run.path / "preset.yaml"))
     if steps is not None:

@@ -10,20 +10,17 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from gpuwizard.codes import ExitCode, RunState
+from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.runner.cgroup import JobCgroup
+from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runner.jobhost import JobHost
 from gpuwizard.runner.locks import OutputLock
-from gpuwizard.runner.monitor import JobMonitor
 from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
-from gpuwizard.runner.records import Event, ProcessRef, RanksSample
 from gpuwizard.runner.stacks import dump_stacks
-from gpuwizard.runner.tail import LogTail
-from gpuwizard.trainers import get_trainer
-
-if TYPE_CHECKING:
-    from gpuwizard.runner.supervisor import Supervisor
+from gpuwizard.runs.records import Event, ProcessRef, RanksSample
+from gpuwizard.runs.tail import LogTail
+from gpuwizard.trainers.registry import get_trainer
 
 POLL_S = 0.1
 TICK_S = 1.0
@@ -54,7 +51,7 @@ def job_preexec(cgroup: JobCgroup | None) -> Callable[[], None]:
     return preexec
 
 
-def hold_output_dir(sup: Supervisor) -> bool:
+def hold_output_dir(sup: JobHost) -> bool:
     """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
     if sup.job_cfg.output_dir is None:
         return True
@@ -71,7 +68,7 @@ def hold_output_dir(sup: Supervisor) -> bool:
     return False
 
 
-def start_job(sup: Supervisor) -> bool:
+def start_job(sup: JobHost) -> bool:
     cfg = sup.job_cfg
     env = dict(os.environ)
     for name in cfg.unset:
@@ -114,7 +111,7 @@ def start_job(sup: Supervisor) -> bool:
     return True
 
 
-def follow_local(sup: Supervisor) -> int:
+def follow_local(sup: JobHost) -> int:
     """The job start_job started, followed to its end; then what it left behind (flight records, GPU memory held)."""
     assert sup.job is not None
     monitor = JobMonitor(sup.job_cfg.expect, get_trainer(sup.job_cfg.trainer))

@@ -9,21 +9,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpuwizard.contracts import BuildContext, Plan
-from gpuwizard.errors import Problem, UserError, problem
-from gpuwizard.machine import machine_problems
-from gpuwizard.plan import build_command, plan_here, with_gpus
-from gpuwizard.preset import Preset
-from gpuwizard.preset_files import load_preset
-from gpuwizard.preset_sections import ENV_NAME
+from gpuwizard.core.errors import Problem, UserError, problem
+from gpuwizard.core.safetext import control_characters
+from gpuwizard.core.schema import updated
+from gpuwizard.core.secrets import REDACTED, split_secrets
+from gpuwizard.model.job import BuildContext, Plan
+from gpuwizard.model.preset import Preset
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.model.preset_sections import ENV_NAME
+from gpuwizard.planning.machine import machine_problems
+from gpuwizard.planning.plan import build_command, plan_here, with_gpus
 from gpuwizard.runner.locks import output_holder
 from gpuwizard.runner.resume import resume_source
-from gpuwizard.runner.rundir import baseline_green
-from gpuwizard.safetext import control_characters
-from gpuwizard.schema import updated
-from gpuwizard.secrets import REDACTED, split_secrets
-from gpuwizard.trainercheck import TrainerCheck, check_command
-from gpuwizard.trainers import get_trainer
+from gpuwizard.runs.rundir import baseline_green
+from gpuwizard.trainers.check import TrainerCheck
+from gpuwizard.trainers.registry import check_command, get_trainer
 
 SMOKE_STEPS = 50
 SMOKE_PER_DEVICE_BATCH = 2
@@ -63,7 +63,7 @@ def smoke_variant(preset: Preset) -> Preset:
 
 def with_node_rank(preset: Preset, node_rank: int) -> Preset:
     """`run --node-rank K`: this node's rank, checked against hardware.nodes like the preset's own."""
-    from gpuwizard.preset import with_field
+    from gpuwizard.model.preset import with_field
 
     try:
         return with_field(preset, "hardware.node_rank", node_rank)
@@ -186,7 +186,7 @@ def prepare_run(
         )
     preset = with_gpus(preset, gpus)
     if slurm:
-        from gpuwizard.preset import with_field
+        from gpuwizard.model.preset import with_field
 
         preset = with_field(preset, "launch.scheduler", "slurm")
     on_slurm = preset.launch.scheduler == "slurm"
@@ -218,13 +218,13 @@ def prepare_run(
             trainer_check = check_command(ctx, spec)
             errors += [p for p in trainer_check.problems() if p.level == "error"]
         if on_slurm:
-            from gpuwizard.slurm import cluster_problems, secret_problems
+            from gpuwizard.runner.slurm import cluster_problems, secret_problems
 
             errors += cluster_problems()  # the nodes' GPUs and cores are SLURM's to check, not this machine's
             errors += secret_problems(preset.slurm.sbatch_args, sorted(split_secrets(spec.env)[1]), dict(os.environ))
         errors += machine_problems(preset, plan, inventory)  # the plan showed them; here they refuse
     if not errors and not on_slurm and preset.hardware.nodes > 1 and preset.hardware.rdzv_endpoint:
-        from gpuwizard.network import preflight
+        from gpuwizard.core.network import preflight
 
         errors += preflight(preset.hardware.rdzv_endpoint, preset.hardware.node_rank)
     if not errors and not smoke and not on_slurm:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from gpuwizard.runner.cgroup import JobCgroup
-from gpuwizard.runner.records import ProcessRef, RankState, start_ticks
+from gpuwizard.runs.records import ProcessRef, RankState, start_ticks
 
 MARKER = "GPUWIZARD_RUN"
 """Set on a run's supervisor and inherited by every process of its job: the run folder's resolved path."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuwizard.codes import RunState
-from gpuwizard.contracts import BuildContext
-from gpuwizard.errors import Problem, problem
-from gpuwizard.preset import Preset
-from gpuwizard.runner.records import RecordError
-from gpuwizard.runner.rundir import find_run, list_runs
-from gpuwizard.trainers import get_trainer
+from gpuwizard.core.codes import RunState
+from gpuwizard.core.errors import Problem, problem
+from gpuwizard.model.job import BuildContext
+from gpuwizard.model.preset import Preset
+from gpuwizard.runs.records import RecordError
+from gpuwizard.runs.rundir import find_run, list_runs
+from gpuwizard.trainers.registry import get_trainer
 
 
 def resume_source(preset: Preset, ctx: BuildContext, run_id: str | None) -> tuple[str | None, list[Problem]]:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpuwizard.codes import ExitCode, RunState
-from gpuwizard.runner.monitor import JobMonitor
-from gpuwizard.runner.records import Event
-from gpuwizard.runner.tail import LogTail
-from gpuwizard.trainers import get_trainer
-
-if TYPE_CHECKING:
-    from gpuwizard.runner.supervisor import Supervisor
+from gpuwizard.core.codes import ExitCode, RunState
+from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runner.jobhost import JobHost
+from gpuwizard.runs.records import Event
+from gpuwizard.runs.tail import LogTail
+from gpuwizard.trainers.registry import get_trainer
 
 LOG_POLL_S = 0.1
 QUEUED_POLL_S = 1.0
@@ -22,10 +20,10 @@ it is queued or once its log says training finished."""
 PROGRESS_WRITE_S = 0.5
 
 
-def follow_slurm(sup: Supervisor) -> int:
+def follow_slurm(sup: JobHost) -> int:
     """Follow the SLURM job `run` submitted: queued (with squeue's reason), running (the log streams into the run
     folder from sbatch --output), ended (state and exit code from scontrol). Stop is scancel."""
-    from gpuwizard import slurm
+    from gpuwizard.runner import slurm
 
     job_id = sup.run.status().slurm_job_id
     if job_id is None:
@@ -104,7 +102,7 @@ def follow_slurm(sup: Supervisor) -> int:
 
 
 def slurm_queued_event(job_id: str, reason: str | None, waited_s: float, long_wait: bool) -> Event:
-    from gpuwizard.slurm import pending_advice
+    from gpuwizard.runner.slurm import pending_advice
 
     why = reason or "no reason given yet"
     if long_wait:

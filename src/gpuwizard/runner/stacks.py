@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuwizard.runner.records import RankState
+from gpuwizard.runs.records import RankState
 
 SYNC_POINTS = frozenset(
     {

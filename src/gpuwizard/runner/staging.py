@@ -10,15 +10,15 @@ import subprocess
 import time
 from typing import Any
 
-from gpuwizard.codes import RunState
-from gpuwizard.plan import build_command
+from gpuwizard.core.codes import RunState
+from gpuwizard.core.schema import updated
+from gpuwizard.core.secrets import redacted, split_secrets
+from gpuwizard.core.yamlio import atomic_write
+from gpuwizard.planning.plan import build_command
 from gpuwizard.runner.prepare import PreparedRun
-from gpuwizard.runner.records import Environment, Expectations, Job, Status
-from gpuwizard.runner.rundir import RunDir
-from gpuwizard.schema import updated
-from gpuwizard.secrets import redacted, split_secrets
-from gpuwizard.trainers import get_trainer
-from gpuwizard.yamlio import atomic_write
+from gpuwizard.runs.records import Environment, Expectations, Job, Status
+from gpuwizard.runs.rundir import RunDir
+from gpuwizard.trainers.registry import get_trainer
 
 SBATCH_SCRIPT = "job.sbatch"
 
@@ -116,7 +116,7 @@ def write_run_folder(prepared: PreparedRun, on_hang: str, run: RunDir, stage: Ru
         ),
     )
     if preset.launch.scheduler == "slurm":
-        from gpuwizard.slurm import batch_script
+        from gpuwizard.runner.slurm import batch_script
 
         atomic_write(stage.path / SBATCH_SCRIPT, batch_script(ctx, spec, run_dir=run.path))
     stage.write("environment.json", environment(prepared))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from gpuwizard.runner.records import Event, GpuSample, RankState
+from gpuwizard.runs.records import Event, GpuSample, RankState
 
 BUSY_CPU_PERCENT = 50.0
 INPUT_BOUND_SHARE = 0.5

@@ -16,20 +16,24 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuwizard.codes import ExitCode, RunState
-from gpuwizard.notify import Notice, final_notice, hang_notice, start_command, wanted
+from gpuwizard.core.codes import ExitCode, RunState
+from gpuwizard.model.settings import notify_settings
 from gpuwizard.runner.cgroup import JobCgroup
+from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runner.localjob import TICK_S, follow_local, hold_output_dir, start_job
 from gpuwizard.runner.locks import OutputLock
-from gpuwizard.runner.monitor import JobMonitor
-from gpuwizard.runner.records import Event, GpuSample, ProcessRef, RecordError, Status
-from gpuwizard.runner.rundir import RunDir
+from gpuwizard.runner.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runner.stalls import STOPPED_STATUSES
-from gpuwizard.settings import notify_settings
-from gpuwizard.trainers import get_trainer
+from gpuwizard.runs.records import Event, GpuSample, ProcessRef, RecordError, Status
+from gpuwizard.runs.rundir import RunDir
+from gpuwizard.runs.tail import Chunk
+from gpuwizard.trainers.registry import get_trainer
+
+if TYPE_CHECKING:
+    from gpuwizard.gpus.sampler import GpuSampler
 
 GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -60,7 +64,7 @@ class Supervisor:
         self.stop_wait_shown = False
         self.dump_requested = False
         self.job: subprocess.Popen[bytes] | None = None
-        self.gpu_sampler: Any = None
+        self.gpu_sampler: GpuSampler | None = None
         self.run_pids: set[int] = set()
         self.lost_gpus: set[int] = set()
         self.job_umask = 0o022
@@ -118,7 +122,7 @@ class Supervisor:
         with contextlib.suppress(OSError):
             self.run.space_reserve.unlink(missing_ok=True)
 
-    def ingest(self, monitor: JobMonitor, chunk: Any) -> None:
+    def ingest(self, monitor: JobMonitor, chunk: Chunk) -> None:
         """New log text into the monitor: its events, and the losses it read as metrics.jsonl lines."""
         self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
         if monitor.checkpoint_started is not None and monitor.checkpoint_started != self.checkpoint_seen:
@@ -350,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             job_id = run.status().slurm_job_id
             if job_id:
-                from gpuwizard.slurm import cancel
+                from gpuwizard.runner.slurm import cancel
 
                 cancel(job_id)  # nothing left in the queue without anyone following it
             run.update_status(

@@ -9,19 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
-from gpuwizard.errors import Problem, problem
-from gpuwizard.runner.records import LrSchedule
-from gpuwizard.schema import Strict
+from gpuwizard.core.errors import Problem, problem
+from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.preset import with_field
+from gpuwizard.model.trainer_options import TrainerOptions
+from gpuwizard.runs.records import LrSchedule
 
 if TYPE_CHECKING:
-    from gpuwizard.catalog import PolicyEntry
-    from gpuwizard.logparse import LineInfo
-    from gpuwizard.preset import Preset
-
-
-class TrainerOptions(Strict):
-    """Base for a trainer's typed `trainer_options`: strict, unknown keys refused, defaults left out when saved."""
+    from gpuwizard.model.catalog import PolicyEntry
+    from gpuwizard.model.preset import Preset
+    from gpuwizard.trainers.logparse import LineInfo
 
 
 class Trainer:
@@ -117,7 +114,7 @@ class Trainer:
     def probe_variant(self, preset: Preset, steps: int) -> Preset:
         """The preset as a short, quiet measurement run of `steps` updates: checkpoints, eval, uploads and trackers
         off where the trainer has them (the probe sets the batch, the scratch output_dir and the GPU count)."""
-        return preset.with_field("optim.steps", steps)
+        return with_field(preset, "optim.steps", steps)
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """The checkpoint a resumed run continues from (None: nothing to resume)."""
@@ -164,13 +161,13 @@ def global_layout(size: int, grad_accum: int, world: int, flag: str) -> BatchLay
     return BatchLayout(world, size // world, size * grad_accum)
 
 
-def resolve_python(preset: Preset, trainer: Trainer) -> str:
-    """launch.python, else the trainer's own default, else the interpreter on PATH."""
+def resolve_python(preset: Preset, default: str | None = None) -> str:
+    """launch.python, else the trainer's own default (Trainer.default_python), else the interpreter on PATH."""
     if preset.launch.python:
         return os.path.expanduser(preset.launch.python)
     import shutil
 
-    return trainer.default_python() or shutil.which("python3") or shutil.which("python") or "python3"
+    return default or shutil.which("python3") or shutil.which("python") or "python3"
 
 
 def check_python(preset: Preset) -> list[Problem]:
@@ -239,7 +236,7 @@ def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str
     if hw.nodes == 1:
         rdzv = ["--standalone"]
     elif ctx.preset.launch.scheduler == "slurm":
-        from gpuwizard.slurm import rendezvous_args
+        from gpuwizard.trainers.rendezvous import rendezvous_args
 
         return launcher + [f"--nproc-per-node={nproc}", *rendezvous_args(ctx), "--max-restarts=0"]
     else:
@@ -349,3 +346,20 @@ def step_checkpoints(output: Path, parts: tuple[tuple[str, ...], ...]) -> StepCh
 
 def current_python() -> str:
     return sys.executable
+
+
+def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
+    """The folder the job runs in (launch.workdir, else here), and why it cannot be used."""
+    if not preset.launch.workdir:
+        return os.getcwd(), []
+    path = Path(os.path.expanduser(preset.launch.workdir))
+    if not path.is_dir():
+        return str(path), [
+            problem(
+                "launch.workdir",
+                "is not an existing folder",
+                "give the checkout the trainer runs from (e.g. your Isaac-GR00T clone)",
+                value=preset.launch.workdir,
+            )
+        ]
+    return str(path.resolve()), []

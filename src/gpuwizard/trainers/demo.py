@@ -6,17 +6,14 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import Field
-
-from gpuwizard import paths
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
-from gpuwizard.errors import Problem, problem
-from gpuwizard.logparse import LineInfo, parse_tqdm, to_float
-from gpuwizard.runner.records import LrSchedule
-from gpuwizard.trainercheck import probe_script
+from gpuwizard.core import paths
+from gpuwizard.core.errors import Problem, problem
+from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.preset import with_field
+from gpuwizard.model.trainer_options import DemoOptions
+from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
-    TrainerOptions,
     current_python,
     device_env,
     interpreter_missing,
@@ -25,36 +22,8 @@ from gpuwizard.trainers.base import (
     torchrun_prefix,
     trainer_args,
 )
-
-
-class RankStep(TrainerOptions):
-    """One rank at one step."""
-
-    rank: int = Field(ge=0, description="The rank.")
-    step: int = Field(gt=0, description="The step.")
-
-
-class DemoOptions(TrainerOptions):
-    """Knobs of the built-in demo trainer, mostly for reproducing faults."""
-
-    inject_hang: RankStep | None = Field(
-        None, description="Make one rank stop entering collectives at a step (a real hang)."
-    )
-    inject_crash: RankStep | None = Field(None, description="Make one rank exit with an error at a step.")
-    inject_nan: int | None = Field(None, gt=0, description="From this step on the loss is NaN (a diverged run).")
-    step_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per step (a slow job).")
-    checkpoint_time_s: float = Field(0.0, ge=0, le=3600, description="Extra seconds per checkpoint.")
-    log_every: int = Field(10, gt=0, description="Steps between log lines.")
-    save_every: int | None = Field(None, gt=0, description="Steps between checkpoints; null: only at the end.")
-    episodes: int = Field(20, gt=0, le=100_000, description="Episodes in the synthetic dataset.")
-    ignore_lr_flag: bool = Field(False, description="Train at a fixed lr whatever --lr says (to test the lr check).")
-    device_memory_mb: float | None = Field(
-        None,
-        gt=0,
-        description="Pretend each device holds this many MB (the demo needs 2 MB per sample of its batch): a larger "
-        "batch fails with the allocator's own out-of-memory error, to try the probe's batch search.",
-    )
-
+from gpuwizard.trainers.check import check_script
+from gpuwizard.trainers.logparse import LineInfo, parse_tqdm, to_float
 
 DEMO_LINE = re.compile(
     r"\[demo\] step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+) samples/s=(?P<sps>\S+)"
@@ -166,15 +135,15 @@ class DemoTrainer(Trainer):
         if missing := interpreter_missing(ctx.python):
             return missing
         return TrainerQuery(
-            argv=[ctx.python, probe_script("check_demo.py"), *trainer_args(spec.argv, "gpuwizard.demo.train")],
+            argv=[ctx.python, check_script("check_demo.py"), *trainer_args(spec.argv, "gpuwizard.demo.train")],
             expected=planned_values(ctx),
             cwd=ctx.workdir,
         )
 
     def probe_variant(self, preset, steps):  # type: ignore[no-untyped-def]
         """Thirty log lines, so the measured window holds many of the trainer's own samples/s; no periodic saves."""
-        quiet = preset.with_field("trainer_options.save_every", None)
-        return super().probe_variant(quiet, steps).with_field("trainer_options.log_every", max(1, steps // 30))
+        quiet = with_field(preset, "trainer_options.save_every", None)
+        return with_field(super().probe_variant(quiet, steps), "trainer_options.log_every", max(1, steps // 30))
 
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
         """gpuwizard/demo/train.py: LambdaLR(min(1, (s + 1) / warmup)), logged after `step` scheduler steps."""

@@ -8,16 +8,12 @@ import math
 import os
 from pathlib import Path
 
-from pydantic import Field
-
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
-from gpuwizard.errors import Problem, note, problem, warning
-from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.runner.records import LrSchedule
-from gpuwizard.trainercheck import probe_script
+from gpuwizard.core.errors import Problem, note, problem, warning
+from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.trainer_options import GrootOptions
+from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
-    TrainerOptions,
     ceil_ratio,
     device_env,
     global_layout,
@@ -27,6 +23,8 @@ from gpuwizard.trainers.base import (
     torchrun_prefix,
     trainer_args,
 )
+from gpuwizard.trainers.check import check_script
+from gpuwizard.trainers.logparse import LineInfo, parse_hf
 
 FINETUNE_CONFIG = "gr00t/configs/finetune_config.py"
 RESUME_FIELD = "resume_from_checkpoint"
@@ -57,29 +55,6 @@ def finetune_fields(workdir: str) -> frozenset[str]:
     except OSError:
         return frozenset()
     return _config_fields(str(path), mtime)
-
-
-class GrootOptions(TrainerOptions):
-    """launch_finetune.py's own settings beyond the preset's common fields."""
-
-    base_model_path: str | None = Field(
-        None, description="--base-model-path: the GR00T checkpoint to fine-tune (hub id or folder)."
-    )
-    embodiment_tag: str | None = Field(
-        None, description="--embodiment-tag, e.g. NEW_EMBODIMENT (with modality_config_path) for a new robot."
-    )
-    modality_config_path: str | None = Field(
-        None, description="--modality-config-path: the modality config of a new embodiment."
-    )
-    script: str = Field(
-        "gr00t/experiment/launch_finetune.py", description="The fine-tuning script, relative to launch.workdir."
-    )
-    uv: bool = Field(False, description="Start it with `uv run`.")
-    tune_llm: bool = Field(False, description="--tune-llm: also train the language model.")
-    tune_visual: bool = Field(False, description="--tune-visual: also train the vision encoder.")
-    save_steps: int | None = Field(None, gt=0, description="--save-steps: steps between checkpoints.")
-    dataloader_num_workers: int | None = Field(None, ge=0, description="--dataloader-num-workers.")
-    use_wandb: bool = Field(False, description="--use-wandb.")
 
 
 class GrootTrainer(Trainer):
@@ -349,15 +324,15 @@ class GrootTrainer(Trainer):
             peak=plan.lr, warmup_steps=warmup, decay="cosine", decay_start=warmup, decay_end=plan.trainer_steps, lag=1
         )
 
-    def probe_python(self, ctx: BuildContext) -> str:
+    def checking_python(self, ctx: BuildContext) -> str:
         """The interpreter that runs launch_finetune.py: launch.python, else uv's project environment."""
         if ctx.preset.options.uv and not ctx.preset.launch.python:
             return str(Path(ctx.workdir, ".venv", "bin", "python"))
         return ctx.python
 
     def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
-        """tyro's FinetuneConfig and the TrainingArguments experiment.py builds from it (probes/check_groot.py)."""
-        python = self.probe_python(ctx)
+        """tyro's FinetuneConfig and the TrainingArguments experiment.py builds from it (check_groot.py)."""
+        python = self.checking_python(ctx)
         if missing := interpreter_missing(python):
             return missing
         script = ctx.preset.options.script
@@ -366,7 +341,7 @@ class GrootTrainer(Trainer):
         plan, checkpoint = ctx.plan, self.last_checkpoint(ctx)
         resume = f"from {checkpoint.name}" if ctx.resume and checkpoint else "none (a fresh start)"
         return TrainerQuery(
-            argv=[python, probe_script("check_groot.py"), script, *trainer_args(spec.argv, script)],
+            argv=[python, check_script("check_groot.py"), script, *trainer_args(spec.argv, script)],
             expected={
                 "global_batch": ctx.preset.batch.size,
                 **planned_values(ctx),

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
-from gpuwizard.errors import Problem, problem, warning
-from gpuwizard.logparse import LineInfo, parse_hf
-from gpuwizard.runner.records import LrSchedule
-from gpuwizard.trainercheck import probe_script
+from gpuwizard.core.errors import Problem, problem, warning
+from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.trainer_options import HfOptions
+from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
-    TrainerOptions,
     device_env,
     interpreter_missing,
     newest_step_dir,
@@ -29,22 +25,8 @@ from gpuwizard.trainers.base import (
     torchrun_prefix,
     trainer_args,
 )
-
-
-class HfOptions(TrainerOptions):
-    """The training script and what it needs beyond TrainingArguments."""
-
-    script: str | None = Field(None, description="The HF Trainer training script, relative to launch.workdir.")
-    script_args: list[str] = Field(
-        [], description="The script's own arguments (model, data), before gpuwizard's TrainingArguments."
-    )
-    report_to: str = Field("none", description="--report_to.")
-    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
-        "linear", description="--lr_scheduler_type: the decay after the warmup (constant ignores the warmup)."
-    )
-    logging_steps: int | None = Field(
-        None, gt=0, description="--logging_steps: steps between loss lines; null: the Trainer's own 500."
-    )
+from gpuwizard.trainers.check import check_script
+from gpuwizard.trainers.logparse import LineInfo, parse_hf
 
 
 class HfTrainer(Trainer):
@@ -201,7 +183,7 @@ class HfTrainer(Trainer):
         return {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": fsdp.min_num_params}
 
     def trainer_query(self, ctx: BuildContext, spec: LaunchSpec) -> TrainerQuery | str:
-        """TrainingArguments from the command's flags by HfArgumentParser (probes/check_hf.py); the script's own
+        """TrainingArguments from the command's flags by HfArgumentParser (check/scripts/check_hf.py); the script's own
         flags are left to it, and the answer names them."""
         if missing := interpreter_missing(ctx.python):
             return missing
@@ -209,7 +191,7 @@ class HfTrainer(Trainer):
         script = opts.script or "<trainer_options.script>"
         resume = f"from {self.last_checkpoint(ctx) or ctx.output_path}" if ctx.resume else "none (a fresh start)"
         return TrainerQuery(
-            argv=[ctx.python, probe_script("check_hf.py"), *trainer_args(spec.argv, script)],
+            argv=[ctx.python, check_script("check_hf.py"), *trainer_args(spec.argv, script)],
             expected={
                 **planned_values(ctx),
                 "lr_schedule": opts.lr_scheduler_type,

@@ -13,14 +13,14 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from gpuwizard.settings import raw_theme
+from gpuwizard.model.settings import raw_theme
 from gpuwizard.tui.themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
     from textual.theme import Theme
 
-    from gpuwizard.preset import Preset
-    from gpuwizard.runner.rundir import RunDir
+    from gpuwizard.model.preset import Preset
+    from gpuwizard.runs.rundir import RunDir
 
 
 TERMINAL_CHECK_S = 2.0
@@ -75,7 +75,7 @@ class GpuWizardApp(App[int]):
     @work(thread=True, exclusive=True, group="settings", exit_on_error=False)
     def check_settings(self) -> None:
         """Validate settings.yaml after the first frame; its mistakes are shown, never fatal."""
-        from gpuwizard.settings import check_settings
+        from gpuwizard.model.settings import check_settings
 
         for paragraph in check_settings():
             self.call_from_thread(
@@ -83,7 +83,7 @@ class GpuWizardApp(App[int]):
             )
 
     def remember_theme(self, theme: Theme) -> None:
-        from gpuwizard.settings import remember
+        from gpuwizard.model.settings import remember
 
         for paragraph in remember(theme=theme.name):
             self.notify(paragraph, title="theme not remembered", severity="warning", timeout=10, markup=False)
@@ -175,8 +175,8 @@ def unknown_theme(name: str, known: list[str]) -> str:
     """settings.yaml names a theme that does not exist: refused, with the closest name."""
     import difflib
 
-    from gpuwizard import paths
-    from gpuwizard.errors import problem
+    from gpuwizard.core import paths
+    from gpuwizard.core.errors import problem
 
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     fix = f"write theme: {close[0]}" if close else f"use one of {', '.join(sorted(known))}"

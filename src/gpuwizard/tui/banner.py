@@ -12,10 +12,10 @@ from typing import Any
 
 from textual.content import Content
 
-from gpuwizard.codes import RunState
+from gpuwizard.core.codes import RunState
+from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runner.follow import clock
-from gpuwizard.runner.records import Event, Progress, Status
-from gpuwizard.safetext import safe_line, safe_text
+from gpuwizard.runs.records import Event, Progress, Status
 
 CLAUSE_END = re.compile(r"(?<=[.;!?])\s+(?=\S)")
 MORE = " … e: all of it"

@@ -11,8 +11,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from gpuwizard.runner.records import Event
-from gpuwizard.safetext import safe_line, safe_text
+from gpuwizard.core.safetext import safe_line, safe_text
+from gpuwizard.runs.records import Event
 
 FRAMES_SHOWN = 20
 """Innermost frames per rank; the files hold every frame of every thread."""

@@ -10,9 +10,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from gpuwizard.errors import UserError
-from gpuwizard.preset import Preset, with_field
-from gpuwizard.preset_files import (
+from gpuwizard.core.errors import UserError
+from gpuwizard.model.preset import Preset, with_field
+from gpuwizard.model.preset_files import (
     delete_user_preset,
     listed_presets,
     load_preset_file,

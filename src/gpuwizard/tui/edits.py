@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gpuwizard.preset import Preset
+    from gpuwizard.model.preset import Preset
 
 
 @dataclass
@@ -30,9 +30,9 @@ class PresetEditor:
 
     def apply(self, old: Preset, path: str, value: Any) -> tuple[Preset, Toast | None]:
         """The preset with one field changed, and what to tell about it; UserError if the value is refused."""
-        from gpuwizard.catalog import load_catalog
-        from gpuwizard.plan import trainers_for
-        from gpuwizard.preset import with_field
+        from gpuwizard.model.catalog import load_catalog
+        from gpuwizard.model.preset import with_field
+        from gpuwizard.planning.plan import trainers_for
 
         if path == "hardware":  # the GPU list: a count and the chosen devices together
             new = with_field(with_field(old, "hardware.devices", None), "hardware.gpus", value["gpus"])
@@ -54,8 +54,8 @@ class PresetEditor:
     def with_trainer(self, preset: Preset, trainer: str, undo: str) -> tuple[Preset, Toast]:
         """Another trainer takes other options: the old trainer's are set aside (the toast says which), and the new
         one's come back if they were set aside earlier, so choosing `undo` again undoes the change."""
-        from gpuwizard.errors import UserError
-        from gpuwizard.preset import with_field
+        from gpuwizard.core.errors import UserError
+        from gpuwizard.model.preset import with_field
 
         if preset.trainer_options:
             self.options_by_trainer[preset.trainer] = preset.trainer_options

@@ -10,14 +10,14 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
 
-from gpuwizard.catalog import load_catalog
-from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
-from gpuwizard.plan import trainers_for
-from gpuwizard.plan_scaling import scale
-from gpuwizard.preset import Preset
-from gpuwizard.safetext import safe_text
-from gpuwizard.secrets import redacted
-from gpuwizard.trainers import get_trainer
+from gpuwizard.core.safetext import safe_text
+from gpuwizard.core.secrets import redacted
+from gpuwizard.model.catalog import load_catalog
+from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
+from gpuwizard.model.preset import Preset
+from gpuwizard.planning.plan import trainers_for
+from gpuwizard.planning.scaling import scale
+from gpuwizard.trainers.registry import get_trainer
 from gpuwizard.tui.messages import TrainerChecked
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, Step, options_form, row
 
@@ -201,7 +201,8 @@ class ScalingStep(Step):
 
 def estimates_text(plan: Plan) -> str:
     """Time, GPU-hours and cost per GPU count, each with its source (the chosen count marked)."""
-    from gpuwizard.report import device_unit, estimate_notes, fmt_hours
+    from gpuwizard.core.units import device_unit, fmt_hours
+    from gpuwizard.planning.report import estimate_notes
 
     hours_of, hours_unit = ("GPU-hours", "GPU-h") if plan.device == "cuda" else ("process-hours", "proc-h")
     lines = [f"time and cost (wall · {hours_of} · cost · basis; `gpuwizard plan` names each source):"]
@@ -284,7 +285,7 @@ class PreviewStep(Step):
 
     @work(thread=True, exclusive=True, group="trainer-check", exit_on_error=False)
     def check_in_background(self, key: str, spec: LaunchSpec, ctx: BuildContext) -> None:
-        from gpuwizard.trainercheck import check_command
+        from gpuwizard.trainers.registry import check_command
 
         try:
             self.post_message(TrainerChecked(key, check_command(ctx, spec)))

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 
-from gpuwizard.codes import RunState
+from gpuwizard.core.codes import RunState
+from gpuwizard.core.safetext import safe_text
 from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.records import Event, Job, Progress, RecordError, Status
-from gpuwizard.runner.rundir import RunDir
-from gpuwizard.safetext import safe_text
+from gpuwizard.runs.records import Event, Job, Progress, RecordError, Status
+from gpuwizard.runs.rundir import RunDir
 from gpuwizard.tui.messages import RunStarted
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class RunLifecycle:
 
     @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
     def relaunch(self, smoke: bool, env: list[str], resume: bool, steps: int | None) -> None:
-        from gpuwizard.errors import UserError
+        from gpuwizard.core.errors import UserError
         from gpuwizard.runner.launch import relaunch
 
         deadline = time.monotonic() + self.stop_grace_s() + 60  # the forced kill, then a loaded machine
@@ -130,7 +130,7 @@ class RunLifecycle:
     def can_continue(self) -> bool:
         if self.status is None or self.status.state != RunState.FINISHED or self.status.smoke:
             return False
-        from gpuwizard.trainers import get_trainer
+        from gpuwizard.trainers.registry import get_trainer
 
         return get_trainer(self.status.trainer).continue_schedule is not None
 
@@ -151,8 +151,8 @@ class RunLifecycle:
         if not self.can_continue():
             self.relaunch(False, [], True, None)  # refused before anything starts, in the CLI's words
             return
-        from gpuwizard.preset_files import load_preset_file
-        from gpuwizard.trainers import get_trainer
+        from gpuwizard.model.preset_files import load_preset_file
+        from gpuwizard.trainers.registry import get_trainer
         from gpuwizard.tui.dialogs import AskText
 
         steps = load_preset_file(self.run.path / "preset.yaml").optim.steps

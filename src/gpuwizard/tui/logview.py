@@ -13,7 +13,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gpuwizard.runner.logindex import LogIndex
+from gpuwizard.runs.logindex import LogIndex
 
 WINDOW_LINES = 256
 STRIPS_KEPT = 512

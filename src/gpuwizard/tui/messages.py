@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from gpuwizard.compare import Comparison
-    from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
-    from gpuwizard.errors import Problem
+    from gpuwizard.analysis.compare import Comparison
+    from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
-    from gpuwizard.preset import Preset
+    from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
+    from gpuwizard.model.preset import Preset
     from gpuwizard.runner.follow import RunUpdate
-    from gpuwizard.trainercheck import TrainerCheck
+    from gpuwizard.trainers.check import TrainerCheck
 
 
 class PresetLoaded(Message):

@@ -16,12 +16,12 @@ from textual.screen import Screen
 from textual.widgets import Input, ProgressBar, Static
 from textual.worker import get_current_worker
 
-from gpuwizard.codes import RunState
+from gpuwizard.core.codes import RunState
+from gpuwizard.core.safetext import safe_line
 from gpuwizard.runner.follow import RunFollower, RunUpdate, clock, progress_parts, request_stack_dump
-from gpuwizard.runner.logindex import LogIndex
-from gpuwizard.runner.records import Event, Progress, Status
-from gpuwizard.runner.rundir import RunDir
-from gpuwizard.safetext import safe_line
+from gpuwizard.runs.logindex import LogIndex
+from gpuwizard.runs.records import Event, Progress, Status
+from gpuwizard.runs.rundir import RunDir
 from gpuwizard.tui.banner import banner, important, live_title, open_hang, stalled_for
 from gpuwizard.tui.lifecycle import RunLifecycle
 from gpuwizard.tui.logview import LogView
@@ -163,7 +163,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
             self.refresh_title()
             self.refresh_bindings()
             if was_final is False and self.final and self.status is not None:
-                from gpuwizard.notify import final_notice
+                from gpuwizard.runner.notify import final_notice
 
                 self.tell(final_notice(self.status, str(self.run.path)))
 
@@ -180,14 +180,14 @@ class MonitorScreen(RunLifecycle, Screen[None]):
             markup=False,
         )
         if event.kind == "hang_suspected" and event.t >= self.opened_t - FRESH_EVENT_S:
-            from gpuwizard.notify import hang_notice
+            from gpuwizard.runner.notify import hang_notice
 
             self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
 
     def tell(self, notice: Any) -> None:
         """The bell and the desktop notification settings.notify asks for (the supervisor runs its command)."""
-        from gpuwizard.notify import desktop_sequences, wanted
-        from gpuwizard.settings import notify_settings
+        from gpuwizard.model.settings import notify_settings
+        from gpuwizard.runner.notify import desktop_sequences, wanted
 
         settings = self.notify_settings = self.notify_settings or notify_settings()
         if not wanted(notice, settings):
@@ -394,6 +394,6 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         )
 
     def action_wizard(self) -> None:
-        from gpuwizard.preset_files import load_preset_file
+        from gpuwizard.model.preset_files import load_preset_file
 
         self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 if TYPE_CHECKING:
-    from gpuwizard.runner.records import Metric
+    from gpuwizard.runs.records import Metric
 
 METRICS = ("loss", "lr", "samples/s")
 MAX_POINTS = 400

@@ -14,13 +14,13 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, ProgressBar, Static
 
-from gpuwizard.safetext import safe_text
+from gpuwizard.core.safetext import safe_text
 from gpuwizard.tui.widgets import KeyBar
 
 if TYPE_CHECKING:
-    from gpuwizard.preset import Preset
-    from gpuwizard.probe import ProbeResult
-    from gpuwizard.probe_run import Probe
+    from gpuwizard.analysis.probe_results import ProbeResult
+    from gpuwizard.model.preset import Preset
+    from gpuwizard.runner.probe_grid import Probe
 
 COLUMNS = ("GPUs", "batch", "smp/s", "speed", "eff", "mem/dev", "fits")
 STOP_WAIT_S = 120.0
@@ -120,8 +120,8 @@ class ProbeScreen(Screen[bool]):
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def start(self) -> None:
-        from gpuwizard.errors import UserError
-        from gpuwizard.probe_run import Probe, default_request
+        from gpuwizard.core.errors import UserError
+        from gpuwizard.runner.probe_grid import Probe, default_request
 
         try:
             self.probe = Probe(

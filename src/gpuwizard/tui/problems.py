@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from gpuwizard.errors import Problem
+from gpuwizard.core.errors import Problem
 
 STEP_OF_FIELD = (
     ("hardware.", "1 GPUs"),

@@ -16,9 +16,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
-from gpuwizard.errors import UserError
+from gpuwizard.core.errors import UserError
+from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runner.follow import clock
-from gpuwizard.safetext import safe_line, safe_text
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
 
@@ -64,7 +64,7 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def load(self) -> None:
-        from gpuwizard.runner.rundir import green_baselines, history_row, list_runs
+        from gpuwizard.runs.rundir import green_baselines, history_row, list_runs
 
         entries = list_runs()
         green, now = green_baselines(entries), time.time()
@@ -162,7 +162,7 @@ class RunsScreen(Screen[None]):
         return self.rows[table.cursor_row]
 
     def action_open(self) -> None:
-        from gpuwizard.runner.rundir import RunDir
+        from gpuwizard.runs.rundir import RunDir
 
         row = self.selected()
         if row is not None:
@@ -178,7 +178,7 @@ class RunsScreen(Screen[None]):
         self.describe()
 
     def action_compare(self) -> None:
-        from gpuwizard.runner.rundir import RunDir
+        from gpuwizard.runs.rundir import RunDir
 
         if len(self.marked) < 2:
             self.notify("Mark two or more runs with space, then press c.", severity="warning")
@@ -187,7 +187,7 @@ class RunsScreen(Screen[None]):
         self.app.push_screen(CompareScreen(runs))
 
     def action_resume(self) -> None:
-        from gpuwizard.runner.rundir import RunDir
+        from gpuwizard.runs.rundir import RunDir
 
         row = self.selected()
         if row is None or row["state"] in ("corrupt", "running", "starting", "stopping"):
@@ -201,7 +201,7 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="resume", exit_on_error=False)
     def resume(self, run: Any) -> None:
-        from gpuwizard.errors import UserError
+        from gpuwizard.core.errors import UserError
         from gpuwizard.runner.launch import relaunch
 
         try:
@@ -213,7 +213,7 @@ class RunsScreen(Screen[None]):
 
     @on(RunStarted)
     def _started(self, message: RunStarted) -> None:
-        from gpuwizard.runner.rundir import RunDir
+        from gpuwizard.runs.rundir import RunDir
 
         if message.error:
             self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
@@ -251,7 +251,7 @@ class CompareScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compute(self) -> None:
-        from gpuwizard.compare import CompareError, compare, compare_text
+        from gpuwizard.analysis.compare import CompareError, compare, compare_text
 
         try:
             result = compare(self.runs)
@@ -274,7 +274,7 @@ class CompareScreen(Screen[None]):
         self.draw()
 
     def draw(self) -> None:
-        from gpuwizard.compare import curve_label, run_labels
+        from gpuwizard.analysis.compare import curve_label, run_labels
 
         labels = run_labels(self.result)
         self.plot.clear()

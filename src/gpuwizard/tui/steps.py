@@ -9,11 +9,11 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, SelectionList, Static
 
-from gpuwizard import datasets
-from gpuwizard.catalog import load_catalog
-from gpuwizard.contracts import Plan
 from gpuwizard.gpus.inventory import Inventory
-from gpuwizard.preset import Preset
+from gpuwizard.model import datasets
+from gpuwizard.model.catalog import load_catalog
+from gpuwizard.model.job import Plan
+from gpuwizard.model.preset import Preset
 from gpuwizard.tui.job_steps import PreviewStep, ScalingStep, TrainerStep
 from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, Step, row
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from textual.content import Content
 
 if TYPE_CHECKING:
-    from gpuwizard.contracts import Plan
-    from gpuwizard.errors import Problem
+    from gpuwizard.core.errors import Problem
+    from gpuwizard.model.job import Plan
 
 LISTS_WHY = " · ctrl+r lists why"
 

@@ -9,9 +9,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label, Sparkline
 
+from gpuwizard.core.safetext import safe_line
 from gpuwizard.runner.follow import RunUpdate
-from gpuwizard.runner.records import Status
-from gpuwizard.safetext import safe_line
+from gpuwizard.runs.records import Status
 
 HISTORY = 60
 NODE_TELEMETRY_GRACE_S = 30.0

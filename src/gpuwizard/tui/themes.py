@@ -7,8 +7,8 @@ from pathlib import Path
 
 from textual.theme import Theme
 
-from gpuwizard import paths, yamlio
-from gpuwizard.errors import UserError
+from gpuwizard.core import paths, yamlio
+from gpuwizard.core.errors import UserError
 
 DEFAULT_THEME = "gpuwizard-dark"
 THEME_FIELDS = {f.name for f in dataclasses.fields(Theme)}

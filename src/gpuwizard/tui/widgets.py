@@ -15,9 +15,9 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
 if TYPE_CHECKING:
-    from gpuwizard.errors import Problem
-    from gpuwizard.preset import Preset
-    from gpuwizard.trainers.base import TrainerOptions
+    from gpuwizard.core.errors import Problem
+    from gpuwizard.model.preset import Preset
+    from gpuwizard.model.trainer_options import TrainerOptions
 
 
 class Edit(Message):
@@ -59,7 +59,7 @@ KIND_HELP = {
 
 def unconvertible(path: str, kind: str, text: str) -> Problem:
     """The paragraph for text that does not convert to its field's kind; an optional field may also be cleared."""
-    from gpuwizard.errors import problem
+    from gpuwizard.core.errors import problem
 
     why, fix = KIND_HELP[kind.removeprefix("optional_")]
     if kind.startswith("optional_"):
@@ -184,7 +184,7 @@ def row(label: str, widget: Widget, hint: str = "", classes: str = "", label_wid
 
 def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Widget]:
     """One row per simple field of a trainer's options record (nested ones stay in the YAML)."""
-    from gpuwizard.schema import MISSING, unwrap  # the core loads after the first frame
+    from gpuwizard.core.schema import MISSING, unwrap  # the core loads after the first frame
 
     rows: list[Widget] = []
     width = max([LABEL_WIDTH, *(len(name) + 2 for name in model.model_fields)])  # no label is cut

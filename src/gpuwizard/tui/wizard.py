@@ -26,10 +26,10 @@ from gpuwizard.tui.wizard_actions import WizardActions
 if TYPE_CHECKING:
     from textual.widget import AwaitMount
 
-    from gpuwizard.contracts import BuildContext, LaunchSpec, Plan
-    from gpuwizard.errors import Problem
+    from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
-    from gpuwizard.preset import Preset
+    from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
+    from gpuwizard.model.preset import Preset
 
 REPLAN_DELAY_S = 0.12
 STEPS = [
@@ -98,8 +98,8 @@ class WizardScreen(WizardActions, Screen[None]):
     # -- loading: off the event loop, so the first frame reaches the terminal at once -----------
     @work(thread=True, group="load", exit_on_error=False)
     def load_preset(self) -> None:
-        from gpuwizard.errors import UserError
-        from gpuwizard.preset_files import load_preset
+        from gpuwizard.core.errors import UserError
+        from gpuwizard.model.preset_files import load_preset
 
         try:
             preset = self.source if not isinstance(self.source, str) else load_preset(self.source)
@@ -161,8 +161,8 @@ class WizardScreen(WizardActions, Screen[None]):
 
     @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
-        from gpuwizard.machine import machine_problems
-        from gpuwizard.plan import build_command, plan_here
+        from gpuwizard.planning.machine import machine_problems
+        from gpuwizard.planning.plan import build_command, plan_here
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
@@ -209,7 +209,7 @@ class WizardScreen(WizardActions, Screen[None]):
 
     @on(Edit)
     async def _edit(self, message: Edit) -> None:
-        from gpuwizard.errors import UserError
+        from gpuwizard.core.errors import UserError
 
         message.stop()
         old = self.preset

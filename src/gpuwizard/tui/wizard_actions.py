@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.message import Message
 
-    from gpuwizard.contracts import LaunchSpec, Plan
-    from gpuwizard.errors import Problem
+    from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
-    from gpuwizard.preset import Preset
+    from gpuwizard.model.job import LaunchSpec, Plan
+    from gpuwizard.model.preset import Preset
 
 
 class WizardActions:
@@ -88,7 +88,7 @@ class WizardActions:
         def write(path: str | None) -> None:
             if not path:
                 return
-            from gpuwizard.yamlio import atomic_write
+            from gpuwizard.core.yamlio import atomic_write
 
             target = Path(path).expanduser()
             try:
@@ -102,9 +102,9 @@ class WizardActions:
         self.app.push_screen(AskText("Export as a shell script", "file", f"./{self.preset.name}.sh"), write)
 
     def action_save(self) -> None:
-        from gpuwizard.errors import UserError
-        from gpuwizard.preset import with_field
-        from gpuwizard.preset_files import save_user_preset
+        from gpuwizard.core.errors import UserError
+        from gpuwizard.model.preset import with_field
+        from gpuwizard.model.preset_files import save_user_preset
         from gpuwizard.tui.dialogs import AskText, Confirm
 
         if self.preset is None or self.refused("Not saved"):
@@ -151,7 +151,7 @@ class WizardActions:
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
-        from gpuwizard.errors import UserError
+        from gpuwizard.core.errors import UserError
         from gpuwizard.runner.launch import start_run
         from gpuwizard.runner.prepare import prepare_run
 
@@ -173,6 +173,6 @@ class WizardActions:
             return
         for warning in message.warnings:
             self.notify(warning, severity="warning", timeout=8, markup=False)
-        from gpuwizard.runner.rundir import RunDir
+        from gpuwizard.runs.rundir import RunDir
 
         self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]

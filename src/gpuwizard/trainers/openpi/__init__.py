@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
-from pydantic import Field
-
-from gpuwizard.contracts import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
-from gpuwizard.errors import Problem
-from gpuwizard.logparse import LineInfo, parse_openpi
-from gpuwizard.runner.records import LrSchedule
-from gpuwizard.trainercheck import probe_script
+from gpuwizard.core.errors import Problem
+from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.trainer_options import OpenpiOptions
+from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
-    TrainerOptions,
     device_env,
     global_layout,
     interpreter_missing,
@@ -27,36 +22,10 @@ from gpuwizard.trainers.base import (
     torchrun_prefix,
     trainer_args,
 )
+from gpuwizard.trainers.check import check_script
+from gpuwizard.trainers.logparse import LineInfo, parse_openpi
 from gpuwizard.trainers.openpi import checks, run_values
 from gpuwizard.trainers.openpi.configs import ConfigSource, config_source, training_python
-
-
-class OpenpiOptions(TrainerOptions):
-    """openpi's own settings beyond the preset's common fields."""
-
-    config_name: str | None = Field(None, description="The TrainConfig to train, e.g. pi05_libero.")
-    backend: Literal["jax", "pytorch"] = Field(
-        "jax", description="jax (scripts/train.py) or pytorch (scripts/train_pytorch.py under torchrun)."
-    )
-    exp_name: str | None = Field(None, description="--exp-name; null: the preset name.")
-    fsdp_devices: int | None = Field(
-        None, gt=0, description="--fsdp-devices: devices each parameter is sharded over (JAX)."
-    )
-    torch_weights: str | None = Field(
-        None,
-        min_length=1,
-        description="--pytorch-weight-path: a folder with model.safetensors (examples/convert_jax_model_to_pytorch.py) "
-        "that PyTorch runs start from; null: the config's own.",
-    )
-    uv: bool = Field(True, description="Start it with `uv run` (the checkout's .venv is the training interpreter).")
-    mem_fraction: float = Field(0.9, gt=0, le=1, description="XLA_PYTHON_CLIENT_MEM_FRACTION (JAX).")
-    overwrite: bool | None = Field(
-        None,
-        description="--overwrite (true) or --no-overwrite (false) an existing checkpoint folder; null: as configured.",
-    )
-    log_interval: int | None = Field(None, gt=0, description="--log-interval: steps between loss lines.")
-    save_interval: int | None = Field(None, gt=0, description="--save-interval: steps between checkpoints.")
-    wandb: bool = Field(False, description="--wandb-enabled.")
 
 
 class OpenpiTrainer(Trainer):
@@ -202,7 +171,7 @@ class OpenpiTrainer(Trainer):
             "checkpoint_dir": str(checkpoints),
         }
         return TrainerQuery(
-            argv=[python, probe_script("check_openpi.py"), entry, str(plan.world_size), *args],
+            argv=[python, check_script("check_openpi.py"), entry, str(plan.world_size), *args],
             expected=expected,
             cwd=ctx.workdir,
             labels={"lr": "peak"},

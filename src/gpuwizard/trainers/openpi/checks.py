@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuwizard.contracts import BuildContext
-from gpuwizard.errors import Problem, note, problem, warning
-from gpuwizard.trainers.openpi import run_values
+import gpuwizard.trainers.openpi.run_values as run_values
+from gpuwizard.core.errors import Problem, note, problem, warning
+from gpuwizard.model.job import BuildContext
 from gpuwizard.trainers.openpi.configs import ConfigSource
 
 PLACEHOLDER = "/path/to/"

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from gpuwizard.catalog import OpenpiConfig, load_catalog, openpi_config
-from gpuwizard.contracts import TrainerQuery
-from gpuwizard.trainercheck import ProbeAnswer, ask, probe_script
+from gpuwizard.model.catalog import OpenpiConfig, load_catalog, openpi_config
+from gpuwizard.model.job import TrainerQuery
+from gpuwizard.trainers.base import interpreter_missing, resolve_python, workdir_for
+from gpuwizard.trainers.check import CheckAnswer, ask, check_script
 
 if TYPE_CHECKING:
-    from gpuwizard.preset import Preset
+    from gpuwizard.model.preset import Preset
 
 ANSWER_FIELDS = {
     "batch_size": "global_batch",
@@ -36,7 +37,7 @@ ANSWER_FIELDS = {
     "overwrite": "overwrite",
     "data": "data",
 }
-"""OpenpiConfig's fields and the probe's keys for them (probes/check_openpi.py)."""
+"""OpenpiConfig's fields and the probe's keys for them (check/scripts/check_openpi.py)."""
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,18 @@ class ConfigSource:
 
 def training_python(preset: Preset) -> str:
     """The training interpreter: launch.python, else the checkout's .venv that `uv run` uses, else the one on PATH."""
-    from gpuwizard.plan_checks import workdir_for
-    from gpuwizard.trainers import get_trainer
-    from gpuwizard.trainers.base import resolve_python
-
     if not preset.launch.python and preset.options.uv:
         return str(Path(workdir_for(preset)[0], ".venv", "bin", "python"))
-    return resolve_python(preset, get_trainer("openpi"))
+    return resolve_python(preset)
 
 
 @functools.lru_cache(maxsize=32)
-def asked(python: str, workdir: str, env: tuple[tuple[str, str], ...], name: str) -> tuple[ProbeAnswer | None, str]:
+def asked(python: str, workdir: str, env: tuple[tuple[str, str], ...], name: str) -> tuple[CheckAnswer | None, str]:
     """The installed openpi's own values for config `name` (None and why where it cannot be asked)."""
-    from gpuwizard.trainers.base import interpreter_missing
-
     if missing := interpreter_missing(python):
         return None, missing
     query = TrainerQuery(
-        argv=[python, probe_script("check_openpi.py"), "--defaults", name], expected={}, cwd=workdir, timeout_s=180
+        argv=[python, check_script("check_openpi.py"), "--defaults", name], expected={}, cwd=workdir, timeout_s=180
     )
     answer, _, _ = ask(query, {**os.environ, **dict(env)})
     return answer, answer.error or ""
@@ -84,8 +79,6 @@ def from_answer(values: dict[str, Any]) -> OpenpiConfig:
 
 def config_source(preset: Preset) -> ConfigSource:
     """The named config's values: the installed openpi's where it answers, else the catalog's, else the defaults."""
-    from gpuwizard.plan_checks import workdir_for
-
     name = preset.options.config_name
     listed = openpi_config(load_catalog(), name) if name else None
     if not name:

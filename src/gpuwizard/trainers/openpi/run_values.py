@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from gpuwizard.catalog import OpenpiConfig
-from gpuwizard.contracts import BuildContext
-from gpuwizard.errors import Problem, problem
+from gpuwizard.core.errors import Problem, problem
+from gpuwizard.model.catalog import OpenpiConfig
+from gpuwizard.model.job import BuildContext
 
 
 def entry(ctx: BuildContext) -> str:

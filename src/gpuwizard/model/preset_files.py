@@ -1,0 +1,131 @@
+"""Preset files: a name looked up in the user folder, then the shipped presets; loaded, saved with their schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuwizard.core import paths, yamlio
+from gpuwizard.core.errors import UserError, problem
+from gpuwizard.model.preset import Preset, parse_preset, preset_schema
+
+
+def load_preset_file(path: Path) -> Preset:
+    return parse_preset(yamlio.load_file(path), str(path))
+
+
+def _preset_files(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def user_preset_files() -> dict[str, Path]:
+    return _preset_files(paths.user_presets_dir())
+
+
+def shipped_preset_files() -> dict[str, Path]:
+    return _preset_files(paths.shipped_presets_dir())
+
+
+def listed_presets() -> list[tuple[str, str, Path]]:
+    """(name, "user" or "shipped", path) for every preset by name; a user preset hides a shipped one."""
+    user = user_preset_files()
+    shipped = [(name, "shipped", path) for name, path in shipped_preset_files().items() if name not in user]
+    return [(name, "user", path) for name, path in user.items()] + shipped
+
+
+def find_preset(name_or_file: str) -> Path:
+    """A path to a YAML file, or a name looked up in the user folder, then the shipped presets."""
+    as_path = Path(name_or_file).expanduser()
+    if as_path.suffix in (".yaml", ".yml") or "/" in name_or_file:
+        if as_path.is_file():
+            return as_path
+        what = "is not a regular file" if as_path.exists() else "does not exist"
+        raise UserError(
+            problem(
+                "PRESET",
+                f"file {as_path} {what}",
+                "check the path, or give a preset name from `gpuwizard presets list`",
+                value=name_or_file,
+            )
+        )
+    for folder in (user_preset_files(), shipped_preset_files()):
+        if name_or_file in folder:
+            return folder[name_or_file]
+    import difflib
+
+    known = sorted(set(user_preset_files()) | set(shipped_preset_files()))
+    close = difflib.get_close_matches(name_or_file, known, n=1, cutoff=0.6)
+    fix = f"did you mean {close[0]}? Or use one of: " if close else "use one of: "
+    raise UserError(
+        problem(
+            "PRESET",
+            "no preset of that name in your preset folder or the shipped presets",
+            f"{fix}{', '.join(known)}; or a path to a YAML file",
+            value=name_or_file,
+        )
+    )
+
+
+def load_preset(name_or_file: str) -> Preset:
+    return load_preset_file(find_preset(name_or_file))
+
+
+SCHEMA_FILE = "preset.schema.json"
+SCHEMA_LINE = f"# yaml-language-server: $schema=./{SCHEMA_FILE}\n"
+
+
+def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
+    """Save atomically into the user preset folder, the schema beside it for editors; replace a file only if allowed."""
+    folder = paths.user_presets_dir()
+    target = folder / f"{preset.name}.yaml"
+    if target.exists() and not overwrite:
+        raise UserError(
+            problem(
+                "name",
+                "a preset of that name already exists",
+                "choose another name or delete the old one",
+                value=preset.name,
+            )
+        )
+    yamlio.atomic_write(target, SCHEMA_LINE + preset.to_yaml())
+    write_schema_beside(folder)
+    return target
+
+
+def write_schema_beside(folder: Path) -> None:
+    """Keep `preset.schema.json` current in a preset folder: the YAML language server completes and checks presets."""
+    import json
+
+    text = json.dumps(preset_schema(), indent=2) + "\n"
+    schema = folder / SCHEMA_FILE
+    try:
+        current = schema.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != text:
+        yamlio.atomic_write(schema, text)
+
+
+def delete_user_preset(name: str) -> Path:
+    files = user_preset_files()
+    if name not in files:
+        if name in shipped_preset_files():
+            raise UserError(
+                problem(
+                    "NAME",
+                    "is a shipped preset, which cannot be deleted",
+                    "save a copy under another name and edit that",
+                    value=name,
+                )
+            )
+        raise UserError(problem("NAME", "no user preset of that name", "see `gpuwizard presets list`", value=name))
+    files[name].unlink()
+    return files[name]
+
+
+def preset_text(name_or_file: str) -> tuple[Path, str]:
+    """A preset's file and text, for `presets show`: only a readable YAML preset, never any other file."""
+    path = find_preset(name_or_file)
+    load_preset_file(path)  # refuses binary, malformed or invalid files with their paragraphs
+    return path, path.read_text(encoding="utf-8")

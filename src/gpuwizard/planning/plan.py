@@ -1,0 +1,214 @@
+"""The resolved plan (SPEC §4): what the batch means here, the scaled lr and steps, the strategy and its checks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuwizard.core.errors import Problem, UserError, note, problem
+from gpuwizard.model.catalog import PolicyEntry, load_catalog
+from gpuwizard.model.job import BuildContext, DetectedDevices, LaunchSpec, Plan
+from gpuwizard.model.preset import Preset
+from gpuwizard.planning.checks import dataset_findings, output_dir_findings, rendezvous_findings
+from gpuwizard.planning.machine import machine_problems
+from gpuwizard.planning.scaling import advice_lines, batch_table, choose_strategy, estimate_fit, plan_estimates, scale
+from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
+from gpuwizard.trainers.registry import get_trainer
+
+
+def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
+    """The devices this preset would use, as the plan sees them (smallest memory wins)."""
+    if not inventory.has_gpus:
+        return DetectedDevices()
+    from gpuwizard.gpus.advice import chosen_gpus
+
+    chosen = chosen_gpus(inventory, preset.hardware.devices, preset.hardware.gpus) or inventory.visible()
+    memories = [g.memory_total_mb for g in chosen if g.memory_total_mb]
+    return DetectedDevices(
+        len(inventory.visible()),
+        round(min(memories) / 1024, 1) if memories else None,
+        chosen[0].name if chosen else None,
+        "detected",
+    )
+
+
+def trainers_for(policy: PolicyEntry) -> list[str]:
+    """The trainers that can train a policy: the catalog's list, then those that run any policy (the user's script)."""
+    from gpuwizard.trainers.registry import trainer_names
+
+    extra = [name for name in trainer_names() if name not in policy.trainers and get_trainer(name).any_policy]
+    return [*policy.trainers, *extra]
+
+
+def with_gpus(preset: Preset, gpus: int | None) -> Preset:
+    """The same preset on another GPU count (explicit device lists are dropped if they no longer fit)."""
+    if gpus is None or gpus == preset.hardware.gpus:
+        return preset
+    from gpuwizard.model.preset import with_field
+
+    try:
+        return with_field(
+            with_field(preset, "hardware.devices", None), "hardware.gpus", gpus
+        )  # validated: bounds apply
+    except UserError as exc:
+        raise UserError([replace(p, field="--gpus") for p in exc.problems]) from None
+
+
+def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Problem]]:
+    wanted = preset.hardware.device
+    if wanted == "cpu":
+        return "cpu", []
+    if wanted == "cuda" or hw.gpu_count:
+        found = []
+        if hw.source != "detected" and wanted == "auto":
+            found.append(
+                note(
+                    "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU "
+                    "dry run with gloo)"
+                )
+            )
+        return "cuda", found
+    return "cuda", [
+        note(
+            "no NVIDIA GPU detected here: the plan assumes CUDA devices (set hardware.device: cpu for a CPU dry run "
+            "with gloo)"
+        )
+    ]
+
+
+def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:
+    """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings.
+
+    What stops a CPU run from starting here is an error of the plan (a CPU run can only run here); GPUs short here
+    are a setup warning (a plan made here may be for the training machine), and `run` refuses on them."""
+    if inventory is None:
+        return make_plan(preset, resume=resume)
+    from gpuwizard.gpus.advice import setup_advice
+
+    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset), resume=resume)
+    if plan.device == "cuda":
+        plan.problems += setup_advice(
+            inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
+        )
+    else:
+        plan.problems += machine_problems(preset, plan, inventory)
+    return plan, ctx
+
+
+def make_plan(
+    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, resume: bool = False
+) -> tuple[Plan, BuildContext]:
+    """Resolve a preset into a plan and the context its trainer builds the command from."""
+    preset = with_gpus(preset, gpus)
+    hw = detected or DetectedDevices()
+    trainer = get_trainer(preset.trainer)
+    policy = load_catalog()[preset.policy]
+    found: list[Problem] = []
+    if not trainer.any_policy and preset.trainer not in policy.trainers:
+        found.append(
+            problem(
+                "policy",
+                f"the {preset.trainer} trainer cannot train {preset.policy}",
+                f"use a trainer from {', '.join(policy.trainers)} or another policy",
+                value=preset.policy,
+            )
+        )
+    device, device_findings = resolve_device(preset, hw)
+    found += device_findings
+    if device == "cpu" and trainer.needs_cuda:
+        found.append(
+            problem(
+                "hardware.device",
+                f"the {trainer.name} trainer needs CUDA GPUs",
+                "set hardware.device: auto or cuda (the demo trainer runs on the CPU)",
+                value="cpu",
+            )
+        )
+
+    world = trainer.world_size(preset)
+    layout = trainer.batch_layout(preset.batch.size, preset.batch.grad_accum, world)
+    if layout.error:
+        found.append(problem("batch.size", layout.error, f"choose a multiple of {world}", value=preset.batch.size))
+    reference = trainer.batch_layout(preset.batch.size, preset.batch.grad_accum, preset.scaling.reference_gpus)
+    k = layout.effective / reference.effective if layout.effective and reference.effective else None
+
+    base_lr = preset.optim.lr or trainer.default_lr(preset, policy)
+    if base_lr is None:
+        found.append(
+            problem(
+                "optim.lr",
+                f"is null and the catalog has no default lr for {policy.key} on {trainer.name}",
+                "set optim.lr",
+                value=None,
+            )
+        )
+        base_lr = 1e-4
+    python = resolve_python(preset, trainer.default_python())
+    per_update = trainer.trainer_steps_per_update(preset, python)
+    lr, steps, warmup, warmup_source, scaling_findings = scale(
+        preset.scaling.rule,
+        k or 1.0,
+        base_lr,
+        preset.optim.steps,
+        lambda steps: trainer.default_warmup_steps(preset, policy, steps, per_update),
+        preset.optim.warmup_ratio,
+    )
+    found += scaling_findings
+
+    fit = estimate_fit(policy, preset, layout.per_device, world, hw)
+    strategy, strategy_findings = choose_strategy(preset, trainer, policy, world, fit)
+    found += strategy_findings
+    workdir, workdir_problems = workdir_for(preset)
+    dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective, workdir)
+    found += dataset_problems
+    found.append(
+        note(
+            "the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so "
+            "compare against the single-GPU baseline"
+        )
+    )
+
+    table = batch_table(trainer, preset)
+    plan = Plan(
+        trainer=trainer.name,
+        policy=policy.key,
+        world_size=world,
+        nodes=preset.hardware.nodes,
+        processes_per_node=trainer.processes_per_node(preset),
+        device=device,
+        per_device_batch=layout.per_device,
+        effective_batch=layout.effective,
+        reference_gpus=preset.scaling.reference_gpus,
+        reference_effective_batch=reference.effective,
+        scale_factor=k,
+        rule=preset.scaling.rule,
+        base_lr=base_lr,
+        lr=lr,
+        base_steps=preset.optim.steps,
+        steps=steps,
+        trainer_steps=steps * per_update,
+        trainer_steps_per_update=per_update,
+        samples_seen=steps * layout.effective if layout.effective else None,
+        warmup_steps=warmup,
+        warmup_source=warmup_source,
+        strategy=strategy,
+        fits=fit,
+        batch_meaning=trainer.batch_meaning,
+        batch_flag=trainer.batch_flag,
+        batch_table=table,
+        dataset=dataset_meta,
+        advice=advice_lines(preset, policy, world, strategy, fit, k),
+        estimates=plan_estimates(preset, policy, table, reference.effective, base_lr),
+    )
+    output_dir = preset.output_dir or f"outputs/train/{preset.name}"
+    ctx = BuildContext(preset, plan, policy, python, workdir, output_dir, resume)
+    found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
+    found += rendezvous_findings(preset, trainer)
+    found += output_dir_findings(ctx)
+    found += trainer.check(ctx)
+    plan.problems = found
+    return plan, ctx
+
+
+def build_command(ctx: BuildContext) -> LaunchSpec:
+    return get_trainer(ctx.preset.trainer).build(ctx)

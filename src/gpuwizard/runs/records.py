@@ -1,0 +1,417 @@
+"""The typed records of a run folder (status.json, progress.json, job.json, events.jsonl and telemetry lines).
+
+Every file crosses a process boundary (supervisor, wizard, `runs`, `attach`), so each is written and
+read through one model carrying a format version. A missing, truncated, garbage or foreign file is a
+RecordError with one line saying which, never a traceback. Every value read is untrusted: times are finite
+and plausible, whole numbers fit the arithmetic done on them, pids are pids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpuwizard.core.codes import ACTIVE_STATES, FINAL_STATES, RunState
+from gpuwizard.core.schema import problems_from, rule_error
+from gpuwizard.core.yamlio import read_regular
+
+FORMAT = 1
+MAX_RECORD_BYTES = 16 << 20
+RecordT = TypeVar("RecordT", bound="Record")
+MAX_RECORD_INT = 2**53
+"""Whole numbers past this are no count, step or code (and their division by another overflows a float)."""
+Seconds = Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
+"""A clock reading (Unix or monotonic) or a duration: finite, not negative, before the year 5000."""
+Pid = Annotated[int, Field(gt=0, le=1 << 22)]
+"""A process id within Linux's pid_max, so signalling one never overflows."""
+Count = Annotated[int, Field(ge=1, le=MAX_RECORD_INT)]
+"""A number of processes, nodes or samples that is divided by."""
+
+
+class RecordError(Exception):
+    """A run-folder file that cannot be read as its record; `str()` is one line saying why."""
+
+
+def whole_numbers(value: Any) -> Iterator[int]:
+    """Every int under a value (lists and mappings too), bools aside."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from whole_numbers(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from whole_numbers(item)
+
+
+class Record(BaseModel):
+    """Strict, closed and versioned; NaN and infinities are kept where they are data (a loss can be NaN)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, ser_json_inf_nan="constants")
+
+    format: int = FORMAT
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded(cls, value: Any) -> Any:
+        if any(abs(n) > MAX_RECORD_INT for n in whole_numbers(value)):
+            raise rule_error(None, f"holds a whole number past {MAX_RECORD_INT:,}", "no record holds one", value)
+        return value
+
+    def to_json_text(self) -> str:
+        return self.model_dump_json()
+
+
+def parse_record(text: str | bytes, kind: type[RecordT], name: str) -> RecordT:
+    """One record from JSON text; RecordError says what is wrong with it."""
+    if not text.strip():
+        raise RecordError(f"{name} is empty")
+    try:
+        data = json.loads(text)
+    except ValueError:  # 4,300+ digit numbers included
+        raise RecordError(f"{name} is not valid JSON (truncated or overwritten?)") from None
+    except RecursionError:
+        raise RecordError(f"{name} nests too deep to be a record") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{name} holds {type(data).__name__}, not a record")
+    version = data.get("format")  # the one raw look-up: which reader applies
+    if version != FORMAT:
+        raise RecordError(
+            f"{name} was written by another gpuwizard version (record format {version}; this one reads {FORMAT})"
+        )
+    try:
+        return kind.model_validate(data)  # the parsed data, not the text again
+    except ValidationError as exc:
+        raise RecordError(f"{name} is damaged: {first_mistake(exc, kind)}") from None
+    except RecursionError:  # nesting json could still read, called from deeper down
+        raise RecordError(f"{name} nests too deep to be a record") from None
+
+
+def first_mistake(exc: ValidationError, kind: type[BaseModel]) -> str:
+    """The first field a program wrote wrong, and its value, without the fix a person would make to a preset."""
+    return dataclasses.replace(problems_from(exc, kind)[0], fix=None).paragraph()
+
+
+def read_small_file(path: Path) -> bytes:
+    """A record file's bytes; RecordError for a missing, unreadable, non-regular or huge one."""
+    try:
+        return read_regular(path, MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        raise RecordError(f"{path.name} is missing") from None
+    except OSError as exc:
+        raise RecordError(f"{path.name} cannot be read: {exc.strerror or exc}") from None
+
+
+def read_record(path: Path, kind: type[RecordT]) -> RecordT:
+    return parse_record(read_small_file(path), kind, path.name)
+
+
+# -- processes --------------------------------------------------------------------------------------
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+class ProcessRef(Record):
+    """A process by pid, start time and boot, so a reused pid is never mistaken for it."""
+
+    pid: Pid
+    start_ticks: int
+    boot_id: str
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessRef | None:
+        ticks = start_ticks(pid)
+        return None if ticks is None else cls(pid=pid, start_ticks=ticks, boot_id=boot_id())
+
+    def alive(self) -> bool:
+        """The very process recorded: same boot, same pid, same start time, not a zombie."""
+        return self.boot_id == boot_id() and start_ticks(self.pid) == self.start_ticks
+
+
+# -- the records --------------------------------------------------------------------------------------
+class LrSchedule(Record):
+    """The lr a trainer's scheduler gives after `step` of the trainer's own steps, as its log shows it: a linear
+    warmup, then a decay from the peak to `end` between `decay_start` and `decay_end` (each trainer module says
+    how its upstream scheduler maps onto this, with the source it comes from)."""
+
+    peak: float
+    warmup_steps: int = 0
+    warmup_start: float = 0.0
+    """The share of the peak at step 0 (HF: 0; LeRobot's cosine and openpi: 1 / (warmup + 1))."""
+    decay: Literal["constant", "linear", "cosine"] = "constant"
+    decay_start: int = 0
+    decay_end: int = 0
+    end: float = 0.0
+    """The lr the decay reaches at decay_end (an absolute lr, as upstream schedulers take it)."""
+    lag: int = 0
+    """The log at step N shows the lr after N - lag scheduler steps (the HF Trainer logs the lr its update used,
+    read before lr_scheduler.step(): 1)."""
+    averaged_over: int = 1
+    """The log shows the mean lr of this many steps up to the logged one (LeRobot's AverageMeter over log_freq,
+    openpi PyTorch's mean over log_interval)."""
+
+    def logged_at(self, step: int) -> float:
+        """The lr the trainer's log shows at `step`."""
+        steps = range(max(0, step - self.averaged_over + 1), step + 1)
+        return sum(self.lr_at(max(0, s - self.lag)) for s in steps) / len(steps)
+
+    def lr_at(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.peak * (self.warmup_start + (1 - self.warmup_start) * step / self.warmup_steps)
+        if self.decay == "constant":
+            return self.peak
+        progress = min(1.0, max(0.0, (step - self.decay_start) / max(1, self.decay_end - self.decay_start)))
+        shape = 1 - progress if self.decay == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+        return self.end + (self.peak - self.end) * shape
+
+    def highest(self) -> float:
+        return max(self.peak, self.end)
+
+    def between(self, low: int, high: int) -> tuple[float, float]:
+        """The lowest and highest lr logged from step low to high (monotone between the schedule's bends)."""
+        bends = (b + self.lag for b in (self.warmup_steps, self.decay_start, self.decay_end))
+        values = [self.logged_at(step) for step in (low, high, *(b for b in bends if low < b < high))]
+        return min(values), max(values)
+
+
+class Expectations(Record):
+    """What the plan says the job should show."""
+
+    steps: int
+    lr: float
+    warmup_steps: int
+    schedule: LrSchedule | None = None
+    """The lr at each step (the run-time lr check); None: the peak `lr` after a linear `warmup_steps`."""
+    log_interval: int | None = None
+    """Steps between loss lines that do not name their step (HF's logging_steps); None: they name it."""
+    effective_batch: Count | None
+    world_size: Count
+    hang_timeout_s: Seconds
+    first_step_timeout_s: Seconds | None = None
+    multi_node: bool = False
+    baseline_green: bool = True
+
+
+class Environment(Record):
+    """environment.json: what this node ran with, so a difference between nodes (or between two runs) shows."""
+
+    hostname: str
+    node_rank: int = 0
+    nodes: int = 1
+    python: str
+    torch: str | None = None
+    trainer_package: str
+    trainer_version: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+
+
+class Job(Record):
+    """job.json: what the supervisor starts and how it watches it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    unset: list[str]
+    workdir: str
+    trainer: str
+    device: Literal["cpu", "cuda"]
+    on_hang: Literal["report", "stop"]
+    stop_grace_s: Seconds = 10.0
+    expect: Expectations
+    output_dir: str | None = None
+    node_rank: int = 0
+    """This node's rank in a multi-node job (each node has its own run folder and supervisor)."""
+    python: str | None = None
+    """The training environment's interpreter (it runs torch's Flight Recorder analyzer)."""
+    scheduler: Literal["local", "slurm"] = "local"
+    """slurm: the supervisor submits job.sbatch and follows the SLURM job instead of starting argv itself."""
+
+
+class Status(Record):
+    """status.json: the run's identity and state, rewritten atomically on each change."""
+
+    run_id: str
+    preset: str
+    trainer: str
+    policy: str
+    world_size: Count
+    nodes: Count = 1
+    device: Literal["cpu", "cuda"]
+    smoke: bool = False
+    probe: str | None = None
+    """Set for a short measurement run of `gpuwizard probe`: the probe's id."""
+    steps: int = Field(ge=0)
+    """In the trainer's own steps, the unit its log counts (plan.trainer_steps)."""
+    resumed_from: str | None = None
+    """The run this one continues (`run --resume`)."""
+    created: Seconds
+    state: RunState = Field(strict=False)  # a plain string names the state too
+    command: str
+    on_hang: Literal["report", "stop"] = "report"
+    supervisor: ProcessRef | None = None
+    job: ProcessRef | None = None
+    started: Seconds | None = None
+    ended: Seconds | None = None
+    exit_code: int | None = None
+    job_exit_code: int | None = None
+    stop_reason: str | None = None
+    survivors: list[Pid] = []
+    error: str | None = None
+    gpu_memory_held_mb: dict[str, float] = {}
+    slurm_job_id: str | None = None
+    """Set for a run submitted with sbatch: its SLURM job id."""
+    slurm_state: str | None = None
+    """SLURM's state of that job (PENDING, RUNNING, ...), with squeue's reason while it waits."""
+    slurm_reason: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def claims_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    def elapsed_s(self, now: float | None = None) -> float:
+        """Wall time from start to end (or to now while it runs)."""
+        start = self.started or self.created
+        end = self.ended if self.final and self.ended else (now or time.time())
+        return max(0.0, end - start)
+
+
+class Progress(Record):
+    """progress.json: the newest step, loss, lr and rates the supervisor parsed."""
+
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    lr: float | None = None
+    samples_per_s: float | None = None
+    samples_per_s_mean: float | None = None
+    samples: int | None = None
+    """Samples trained on so far, where the trainer's log says it exactly."""
+    eta_s: Seconds | None = None
+    steps_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    last_progress_t: Seconds | None = None
+    started_t: Seconds = 0.0
+    lines: int = 0
+    checkpoints: int = 0
+    finished: bool = False
+
+
+class Event(Record):
+    """One line of events.jsonl: something the user must see (a hang, a failed rank, a plan mismatch)."""
+
+    kind: str
+    severity: Literal["info", "warning", "error"]
+    title: str
+    detail: str = ""
+    suggestion: str = ""
+    rank: int | None = None
+    t: Seconds = Field(default_factory=time.time)
+    data: dict[str, Any] = {}
+
+
+class PlanSummary(BaseModel):
+    """The plan.json keys a run's readers need (the file holds the whole plan, SPEC §4); trainer to strategy are
+    what `compare` names where two runs on one count differ."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    world_size: Count
+    nodes: Count = 1
+    device: str
+    effective_batch: Count | None = None
+    trainer_steps_per_update: Count = 1
+    steps: int = Field(ge=0, le=MAX_RECORD_INT)
+    trainer: str | None = None
+    policy: str | None = None
+    per_device_batch: int | None = None
+    lr: float | None = None
+    rule: str | None = None
+    warmup_steps: int | None = None
+    strategy: str | None = None
+
+
+class Metric(Record):
+    """One line of metrics.jsonl: a loss the log reported, with its step and time (the curves and `compare`)."""
+
+    t: Seconds
+    step: int | None = None
+    loss: float
+    lr: float | None = None
+    samples_per_s: float | None = None
+
+
+class GpuSample(Record):
+    """One line of gpu.jsonl: one device at one moment (run_* are this run's share)."""
+
+    t: Seconds
+    index: int
+    utilization: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    run_memory_mb: float | None = None
+    run_utilization: float | None = None
+    lost: bool = False
+    node: str | None = None
+    """The node it was read on, for samples from the nodes of a SLURM job (gpu-<node>.jsonl)."""
+
+
+class RankState(Record):
+    """One rank's process at one moment."""
+
+    rank: int
+    local_rank: int
+    pid: Pid
+    cpu: float | None
+    rss_mb: float | None = None
+    """Resident memory: a CPU run's memory per device."""
+    status: str
+    alive: bool = True
+    ref: ProcessRef | None = None
+
+
+class RanksSample(Record):
+    """One line of ranks.jsonl."""
+
+    t: Seconds
+    ranks: list[RankState]
+
+
+def parse_lines(text: str, kind: type[RecordT]) -> tuple[list[RecordT], int]:
+    """The records of JSON lines, and how many lines could not be read as one."""
+    records, bad = [], 0
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse_record(line, kind, kind.__name__))
+        except RecordError:
+            bad += 1
+    return records, bad

@@ -1,0 +1,249 @@
+"""What the plan says about a LeRobot command before anything runs: version limits, precision, sharding, the lr
+LeRobot logs and schedules that do not fit the run (LeRobotTrainer.check)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from gpuwizard.core.errors import Problem, note, problem, warning
+
+if TYPE_CHECKING:
+    from gpuwizard.model.job import BuildContext
+    from gpuwizard.trainers.lerobot.install import LeRobotInstall
+
+ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
+MAIN_REFUSED_ENV = (
+    "ACCELERATE_USE_FSDP",
+    "ACCELERATE_USE_PARALLELISM_CONFIG",
+    "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+)
+"""lerobot/distributed/factory.py (main at 7427f31), guard_against_env_interference: the variables it refuses."""
+
+
+def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
+    preset, plan = ctx.preset, ctx.plan
+    found: list[Problem] = []
+    if not install.detected and preset.options.api == "auto":
+        found.append(
+            warning(
+                "trainer_options.api",
+                f"could not find lerobot in {ctx.python}; assuming the 0.6.1 release API",
+                "set launch.python to the LeRobot environment's interpreter, or state trainer_options.api: v0.6 or "
+                "main",
+            )
+        )
+    if install.train_path is None:
+        found.append(
+            warning(
+                "launch.python",
+                f"no lerobot-train next to {ctx.python} or on PATH; run will refuse until LeRobot is installed there",
+                "pip install 'lerobot[training]' in the training environment, or point launch.python at it",
+            )
+        )
+    if preset.batch.grad_accum > 1 and install.api == "v0.6":
+        found.append(
+            problem(
+                "batch.grad_accum",
+                "LeRobot 0.6.1 has no gradient accumulation (it arrived on main with PR #4010)",
+                "set batch.grad_accum: 1 and raise batch.size, or use LeRobot main (trainer_options.api: main)",
+                value=preset.batch.grad_accum,
+            )
+        )
+    if plan.strategy == "fsdp":
+        found += fsdp_findings(ctx, install)
+    found += precision_findings(ctx, install)
+    leaked = sorted(n for n in set(os.environ) | set(preset.launch.env) if n.startswith(ACCELERATE_PREFIXES))
+    if leaked:
+        found.append(
+            warning(
+                "launch.env",
+                f"accelerate-configuring variables {', '.join(leaked)} will be removed from the job's environment: "
+                "they can override the planned precision or sharding (LeRobot main itself refuses only "
+                f"{', '.join(MAIN_REFUSED_ENV)}, unless LEROBOT_ALLOW_ACCELERATE_ENV=1)",
+                "unset them in your shell to silence this",
+            )
+        )
+    found += group_lr_notes(ctx) + logged_group_notes(ctx) + unshrunk_warmup_findings(ctx)
+    if preset.dataset.repo_id is None:
+        found.append(
+            problem(
+                "dataset.repo_id",
+                "lerobot-train needs a dataset repo id (--dataset.repo_id), even for a local dataset.root",
+                "set dataset.repo_id, e.g. local/my_dataset next to dataset.root",
+                value=None,
+            )
+        )
+    if not preset.options.repo_id:
+        found.append(
+            problem(
+                None,
+                "the policy is not pushed to the Hub (--policy.push_to_hub=false)",
+                "set trainer_options.repo_id to push",
+                level="note",
+            )
+        )
+    if ctx.output_path.exists() and not ctx.resume:
+        found.append(
+            warning(
+                "output_dir",
+                "already exists; lerobot-train refuses to start in an existing output dir unless resuming",
+                f"continue it with `gpuwizard run {preset.name} --resume`, choose a new output_dir, or delete the "
+                "folder",
+                value=ctx.output_dir,
+            )
+        )
+    return found
+
+
+def precision_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
+    preset, policy, facts = ctx.preset, ctx.policy, ctx.policy.lerobot
+    mp = preset.mixed_precision
+    if ctx.plan.device == "cpu" and mp != "no":
+        return [
+            warning(
+                "mixed_precision",
+                "mixed precision is not applied on CPU runs; the job trains in float32",
+                "set mixed_precision: no for CPU dry runs",
+                value=mp,
+            )
+        ]
+    if facts and facts.bf16_flag and mp == "fp16":
+        return [
+            problem(
+                "mixed_precision",
+                f"{policy.key} in LeRobot autocasts only to bf16 (--policy.{facts.bf16_flag}); there is no fp16 path",
+                "use mixed_precision: bf16, or no for float32",
+                value="fp16",
+            )
+        ]
+    if install.api == "v0.6" and mp == "fp16" and facts and facts.dtype_field and "float16" not in facts.dtype_choices:
+        # lerobot_train.py 0.6.1 drives accelerate's autocast from policy.dtype alone when the policy has one, and
+        # PI0Config/PI05Config/PI0FastConfig/XVLAConfig.__post_init__ raise "Invalid dtype: float16"
+        return [
+            problem(
+                "mixed_precision",
+                f"LeRobot 0.6.1 takes {policy.key}'s mixed precision from --policy.dtype, which accepts only "
+                f'{" or ".join(facts.dtype_choices)} (float16 stops lerobot-train at start-up: "Invalid dtype: '
+                'float16"), so there is no fp16 path',
+                "use mixed_precision: bf16, or no for float32; LeRobot main runs fp16 autocast through "
+                "--accelerator.mixed_precision (trainer_options.api: main)",
+                value="fp16",
+            )
+        ]
+    if install.api == "v0.6" and mp == "bf16" and facts and not facts.dtype_field and not facts.bf16_flag:
+        return [
+            warning(
+                "mixed_precision",
+                f"LeRobot 0.6.1 turns on AMP for {policy.key} with --policy.use_amp, which autocasts to float16 on "
+                "CUDA, not bf16",
+                "accept fp16 autocast, or set mixed_precision: no",
+                value="bf16",
+            )
+        ]
+    return []
+
+
+def fsdp_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
+    preset, policy = ctx.preset, ctx.policy
+    if install.api == "v0.6":
+        return [
+            problem(
+                "strategy",
+                "FSDP on LeRobot 0.6.1 only works through an accelerate YAML config (accelerate launch "
+                "--config_file), which gpuwizard does not drive",
+                "use strategy: ddp, or LeRobot main where --parallelism.dp_shard selects FSDP2",
+                value="fsdp",
+            )
+        ]
+    found = []
+    if not policy.fsdp_supported:
+        found.append(
+            problem(
+                "strategy",
+                f"{policy.key} cannot be sharded with FSDP in LeRobot (its layers are read outside module.forward; "
+                "lerobot PR #3767)",
+                "use strategy: ddp",
+                value="fsdp",
+            )
+        )
+    if not (policy.fsdp_wrap_units or preset.fsdp.wrap_modules or preset.fsdp.min_num_params):
+        found.append(
+            problem(
+                "fsdp.wrap_modules",
+                f"policy {policy.key} declares no FSDP wrap units and none are given, so lerobot-train would fail "
+                "at startup",
+                "set fsdp.wrap_modules to the policy's block class names, or fsdp.min_num_params for size-based "
+                "wrapping",
+                value=None,
+            )
+        )
+    if preset.mixed_precision == "fp16":
+        found.append(
+            problem(
+                "mixed_precision", "LeRobot rejects fp16 under FSDP sharding", "use mixed_precision: bf16", value="fp16"
+            )
+        )
+    return found
+
+
+def group_lr_notes(ctx: BuildContext) -> list[Problem]:
+    """What bypassing the policy preset (needed for a warmup on a policy without a scheduler) does to the parameter
+    groups with an lr of their own: make_optimizer_and_scheduler then trains policy.parameters(), one group
+    (lerobot/optim/factory.py, 0.6.1 and main at 7427f31)."""
+    plan, facts = ctx.plan, ctx.policy.lerobot
+    if not facts or facts.scheduler != "none" or not plan.warmup_steps or not facts.group_lrs:
+        return []
+    groups = ", ".join(f"{name} {value * plan.lr / plan.base_lr:.3g}" for name, value in facts.group_lrs.items())
+    return [
+        note(
+            f"the warmup needs --use_policy_training_preset=false, and then lerobot-train puts every parameter in "
+            f"one group at lr {plan.lr:.3g}: the policy's own group lrs ({groups} after scaling) are not applied"
+        )
+    ]
+
+
+def logged_group_notes(ctx: BuildContext) -> list[Problem]:
+    """A policy whose first parameter group trains at a share of the lr (X-VLA's VLM at a tenth): lerobot-train
+    logs that group's lr, so the log reads lower than optim.lr."""
+    plan, facts = ctx.plan, ctx.policy.lerobot
+    if not facts or facts.logged_lr_scale == 1.0:
+        return []
+    logged = plan.lr * facts.logged_lr_scale
+    return [
+        note(
+            f"{ctx.policy.title} trains {facts.logged_group} at {facts.logged_lr_scale:g}x the lr ({logged:.3g}; the "
+            f"rest at {plan.lr:.3g}), and lerobot-train logs that group's lr: the log and the lr check read "
+            f"{logged:.3g}"
+        )
+    ]
+
+
+def unshrunk_warmup_findings(ctx: BuildContext) -> list[Problem]:
+    """The diffuser scheduler (diffusion's own) warms up over its full num_warmup_steps whatever the run's length:
+    DiffuserSchedulerConfig.build hands it to diffusers' get_scheduler("cosine") unchanged (lerobot/optim/
+    schedulers.py, 0.6.1 and main at 7427f31; diffusers 0.39 optimization.py), unlike cosine_decay_with_warmup."""
+    plan, facts = ctx.plan, ctx.policy.lerobot
+    if not facts or facts.scheduler != "diffuser" or plan.warmup_source != "trainer default" or not plan.warmup_steps:
+        return []
+    warmup, steps, key = plan.warmup_steps, plan.steps, ctx.policy.key
+    fix = "set optim.warmup_ratio (e.g. 0.05) for a warmup that fits the run"
+    if warmup >= steps:
+        return [
+            warning(
+                "optim.steps",
+                f"{key} warms up over {warmup:,} steps whatever the run's length (LeRobot does not shorten the "
+                f"diffuser schedule, unlike the cosine one): this {steps:,}-step run never reaches lr {plan.lr:.3g} "
+                f"and ends at {plan.lr * steps / warmup:.3g}",
+                f"{fix}, or train at least {warmup:,} steps",
+                value=ctx.preset.optim.steps,
+            )
+        ]
+    if warmup * 10 > steps:
+        return [
+            note(
+                f"{key} warms up over {warmup:,} of the run's {steps:,} steps (LeRobot does not shorten the diffuser "
+                f"schedule for short runs); {fix}"
+            )
+        ]
+    return []

@@ -1,0 +1,33 @@
+"""The trainer registry: each name in model.trainer_options.OPTIONS is a module or subpackage of this package that
+defines TRAINER; a plan imports only the trainer it uses."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+from gpuwizard.model.job import BuildContext, LaunchSpec
+from gpuwizard.model.trainer_options import trainer_names
+from gpuwizard.trainers.base import Trainer
+from gpuwizard.trainers.check import TrainerCheck, ask, compare
+
+__all__ = ["check_command", "get_trainer", "trainer_names"]
+
+
+@functools.cache
+def get_trainer(name: str) -> Trainer:
+    if name not in trainer_names():
+        raise KeyError(name)
+    trainer = importlib.import_module(f"gpuwizard.trainers.{name}").TRAINER
+    if not isinstance(trainer, Trainer) or trainer.name != name:
+        raise TypeError(f"gpuwizard.trainers.{name}.TRAINER must be a Trainer named {name!r}")
+    return trainer
+
+
+def check_command(ctx: BuildContext, spec: LaunchSpec, use_cache: bool = True) -> TrainerCheck:
+    """The installed trainer's own reading of the command `spec`, against the plan in `ctx`."""
+    query = get_trainer(ctx.preset.trainer).trainer_query(ctx, spec)
+    if isinstance(query, str):
+        return TrainerCheck(status="not checked", summary=f"not checked: {query}")
+    answer, cached, seconds = ask(query, spec.full_env(), use_cache)
+    return compare(answer, query, cached, seconds)
