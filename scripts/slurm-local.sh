@@ -5,7 +5,7 @@
 # its own ports, never in /etc: point the client commands at it with SLURM_CONF, as printed at the end.
 #   scripts/slurm-local.sh [start] [DIR]    start (or reuse) the cluster
 #   scripts/slurm-local.sh stop [DIR]       stop it
-# Facts: shared/reference/slurm.md (SLURM 22.05 from Debian 12).
+# SLURM 22.05 from Debian 12.
 set -eu
 action=start
 case "${1:-}" in start|stop) action=$1; shift ;; esac

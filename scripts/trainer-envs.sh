@@ -2,20 +2,21 @@
 # Builds (or reuses) the real trainer environments the trainer tests need, cached outside the checkout
 # (default $HOME/.cache/gpuwizard-*; GPUWIZARD_ENV_CACHE overrides), and prints `export` lines for them:
 #   GPUWIZARD_LEROBOT_PYTHON       LeRobot 0.6.1 (PyPI), Python 3.12, its training extra, a tiny local dataset
-#   GPUWIZARD_LEROBOT_MAIN_PYTHON  LeRobot main at 7427f31 (shared/vendor wheel)
+#   GPUWIZARD_LEROBOT_MAIN_PYTHON  LeRobot main at 7427f31 (GPUWIZARD_LEROBOT_MAIN_SPEC: a pip requirement)
 #   GPUWIZARD_LEROBOT_EXTRAS       a PYTHONPATH folder with the packages of lerobot[xvla,pi,smolvla,diffusion]
 #                                  (transformers, diffusers, num2words), kept out of both LeRobot venvs, which
 #                                  therefore show a missing extra the way a user's plain lerobot[training] does
-#   GPUWIZARD_GROOT_DIR            Isaac-GR00T 626af89 (shared/vendor) with tyro 0.9.17 and transformers 4.57.3
-#   GPUWIZARD_OPENPI_DIR           openpi 15a9616a (shared/vendor) on CPU JAX 0.5.3 and torch 2.13.0
+#   GPUWIZARD_GROOT_DIR            Isaac-GR00T 626af89 (GPUWIZARD_GROOT_SOURCE: a .tar.gz) with tyro 0.9.17 and
+#                                  transformers 4.57.3
+#   GPUWIZARD_OPENPI_DIR           openpi 15a9616a (GPUWIZARD_OPENPI_SOURCE: a .tar.gz) on CPU JAX 0.5.3, torch 2.13.0
 #   GPUWIZARD_HF_PYTHON            transformers 5.24.0 + accelerate on torch 2.13.0 (CPU), for the HF Trainer
-# The recipes are the ones checked in shared/scripts/*-env.sh (each builds into DIR and returns at once when it
+# The sources default to the public upstream (PyPI; GitHub at the pinned commits); set the three variables to local
+# copies to build offline. The recipes are scripts/envs/*-env.sh (each builds into DIR and returns at once when it
 # is already built). Usage: trainer-envs.sh [lerobot lerobot-main lerobot-extras groot openpi hf]  (default: all;
 # lerobot-extras needs lerobot).
 # A new machine: about 25 minutes in all, mostly downloads; a built cache: seconds.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-shared="${GPUWIZARD_SHARED:-$here/../../shared}"
 cache="${GPUWIZARD_ENV_CACHE:-$HOME/.cache}"
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=(lerobot lerobot-main lerobot-extras groot openpi hf)
@@ -55,20 +56,20 @@ hf_env() {
 for name in "${wanted[@]}"; do
   case $name in
     lerobot)
-      build lerobot bash "$shared/scripts/lerobot-env.sh" "$cache/gpuwizard-lerobot"
+      build lerobot bash "$here/envs/lerobot-env.sh" "$cache/gpuwizard-lerobot"
       echo "export GPUWIZARD_LEROBOT_PYTHON=$cache/gpuwizard-lerobot/venv/bin/python" ;;
     lerobot-main)
-      build lerobot-main bash "$shared/scripts/lerobot-env.sh" --main "$cache/gpuwizard-lerobot-main"
+      build lerobot-main bash "$here/envs/lerobot-env.sh" --main "$cache/gpuwizard-lerobot-main"
       echo "export GPUWIZARD_LEROBOT_MAIN_PYTHON=$cache/gpuwizard-lerobot-main/venv/bin/python" ;;
     lerobot-extras)
       mkdir -p "$cache/gpuwizard-lerobot-extras"
       build lerobot-extras lerobot_extras "$cache/gpuwizard-lerobot-extras" "$cache/gpuwizard-lerobot/venv/bin/python"
       echo "export GPUWIZARD_LEROBOT_EXTRAS=$cache/gpuwizard-lerobot-extras/site" ;;
     groot)
-      build groot bash "$shared/scripts/groot-env.sh" "$cache/gpuwizard-groot"
+      build groot bash "$here/envs/groot-env.sh" "$cache/gpuwizard-groot"
       echo "export GPUWIZARD_GROOT_DIR=$cache/gpuwizard-groot" ;;
     openpi)
-      build openpi bash "$shared/scripts/openpi-env.sh" "$cache/gpuwizard-openpi"
+      build openpi bash "$here/envs/openpi-env.sh" "$cache/gpuwizard-openpi"
       echo "export GPUWIZARD_OPENPI_DIR=$cache/gpuwizard-openpi" ;;
     hf)
       mkdir -p "$cache/gpuwizard-hf"

@@ -1,7 +1,11 @@
-"""Messages that background workers post to screens (workers never touch widgets)."""
+"""Messages that background workers post to screens (workers never touch widgets). Each is a dataclass; one that
+carries a whole new state (a plan, an inventory, a trainer check, the run history) is superseded by the next one of
+its kind queued behind it (`can_replace`), so a screen behind its workers draws only the newest; one that carries an
+increment (new log lines and events, a launch's outcome) never is."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,83 +21,85 @@ if TYPE_CHECKING:
     from gpuwizard.trainers.check import TrainerCheck
 
 
-class PresetLoaded(Message):
+class NewState(Message):
+    """A message that a newer one of the same class, queued right behind it, makes obsolete."""
+
+    def can_replace(self, message: Message) -> bool:
+        return type(message) is type(self)
+
+
+@dataclass
+class PresetLoaded(NewState):
     """The wizard's preset, loaded after the first frame, or the paragraph saying why it could not be."""
 
-    def __init__(self, preset: Preset | None, error: str | None):
-        super().__init__()
-        self.preset, self.error = preset, error
+    preset: Preset | None
+    error: str | None
 
 
-class InventoryReady(Message):
-    def __init__(self, inventory: Inventory):
-        super().__init__()
-        self.inventory = inventory
+@dataclass
+class InventoryReady(NewState):
+    inventory: Inventory
 
 
-class PlanReady(Message):
+@dataclass
+class PlanReady(NewState):
     """The plan of one preset, its command (None while it has errors), and what stops it from starting on this
     machine (None while the machine is not yet known)."""
 
-    def __init__(
-        self,
-        seq: int,
-        preset: Preset,
-        plan: Plan,
-        ctx: BuildContext,
-        spec: LaunchSpec | None,
-        blockers: list[Problem] | None,
-    ):
-        super().__init__()
-        self.seq, self.preset, self.plan, self.ctx, self.spec, self.blockers = seq, preset, plan, ctx, spec, blockers
+    seq: int
+    preset: Preset
+    plan: Plan
+    ctx: BuildContext
+    spec: LaunchSpec | None
+    blockers: list[Problem] | None
 
 
-class TrainerChecked(Message):
+@dataclass
+class TrainerChecked(NewState):
     """The installed trainer's own reading of one previewed command (`key` says which), or why it failed."""
 
-    def __init__(self, key: str, check: TrainerCheck | None, error: str | None = None):
-        super().__init__()
-        self.key, self.check, self.error = key, check, error
+    key: str
+    check: TrainerCheck | None
+    error: str | None = None
 
 
+@dataclass
 class RunStarted(Message):
     """A launch attempt ended: a run folder, or the paragraph saying why not (and, where the checks refused it, each
     problem they found)."""
 
-    def __init__(
-        self, run_path: Path | None, error: str | None, warnings: list[str], problems: list[Problem] | None = None
-    ):
-        super().__init__()
-        self.run_path, self.error, self.warnings, self.problems = run_path, error, warnings, problems or []
+    run_path: Path | None
+    error: str | None
+    warnings: list[str]
+    problems: list[Problem] = field(default_factory=list)
 
 
+@dataclass
 class RunPolled(Message):
     """What the follower read since the last poll, and how many log lines the index now holds."""
 
-    def __init__(self, update: RunUpdate, line_count: int):
-        super().__init__()
-        self.update, self.line_count = update, line_count
+    update: RunUpdate
+    line_count: int
 
 
-class SearchDone(Message):
+@dataclass
+class SearchDone(NewState):
     """A search of the whole log ended: the matching line, or None."""
 
-    def __init__(self, needle: str, line: int | None):
-        super().__init__()
-        self.needle, self.line = needle, line
+    needle: str
+    line: int | None
 
 
-class RunsLoaded(Message):
+@dataclass
+class RunsLoaded(NewState):
     """The run history as `gpuwizard runs --json` rows, newest first."""
 
-    def __init__(self, rows: list[dict]):
-        super().__init__()
-        self.rows = rows
+    rows: list[dict]
 
 
-class CompareReady(Message):
+@dataclass
+class CompareReady(NewState):
     """A comparison of the marked runs and its text, or (result None) why it could not be made."""
 
-    def __init__(self, result: Comparison | None, text: str):
-        super().__init__()
-        self.result, self.text = result, text
+    result: Comparison | None
+    text: str
