@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.analysis.compare_settings import differences, run_settings
 from gpuwizard.core.units import counted, device_unit
 from gpuwizard.runs.records import Metric, RecordError
 from gpuwizard.runs.rundir import RunDir, finite
+
+if TYPE_CHECKING:
+    from gpuwizard.model.preset import Preset
 
 SMOOTHING = 0.3
 """Weight of each new loss in the exponential average the comparisons read (single losses are noisy)."""
@@ -170,7 +173,7 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
     complete = len(with_curves) == len(facts)
     equal = min(f.curve[-1].samples for f in with_curves) if complete else None
     equal_time = min(f.curve[-1].wall_s for f in with_curves) if complete else None
-    target = max(f.final_loss for f in with_curves) if len(with_curves) == len(facts) else None
+    target = max(f.curve[-1].loss for f in with_curves) if len(with_curves) == len(facts) else None
     for f in with_curves:
         if equal is not None:
             f.loss_at_equal_samples = at_samples(f.curve, equal)
@@ -185,7 +188,7 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
     return Comparison(facts, base.run_id, equal, equal_time, target, verdicts)
 
 
-def run_preset(run: RunDir) -> Any:
+def run_preset(run: RunDir) -> Preset | None:
     """The preset the run was started with (preset.yaml in its folder), or None where it cannot be read."""
     from gpuwizard.core.errors import UserError
     from gpuwizard.model.preset_files import load_preset_file

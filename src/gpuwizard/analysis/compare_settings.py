@@ -3,12 +3,15 @@ they differ, from their folders (plan.json, preset.yaml, environment.json), for 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.secrets import redacted
 from gpuwizard.core.units import device_unit
 from gpuwizard.runs.records import Environment, PlanSummary, RecordError
 from gpuwizard.runs.rundir import RunDir
+
+if TYPE_CHECKING:
+    from gpuwizard.model.preset import Preset
 
 PLAN_LABELS = {
     "device": "device",
@@ -45,7 +48,7 @@ MACHINE_LABELS = {
 }
 
 
-def run_settings(run: RunDir, plan: PlanSummary, preset: Any) -> dict[str, dict[str, str]]:
+def run_settings(run: RunDir, plan: PlanSummary, preset: Preset | None) -> dict[str, dict[str, str]]:
     """The run's settings by source (plan, preset, machine); a source its folder does not hold is left out (unknown,
     which is not a difference)."""
     unit = device_unit(plan.device)

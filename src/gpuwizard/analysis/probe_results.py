@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypedDict
 
 from gpuwizard.core import paths
 from gpuwizard.runs.records import GpuSample, Metric, RanksSample, Record, RecordError, parse_lines, read_small_file
@@ -124,6 +124,15 @@ def measured_enough(run: RunDir) -> bool:
     return len(window) >= ENOUGH_LINES and window[-1].t - window[0].t >= ENOUGH_S
 
 
+class _RunFields(TypedDict):
+    """What every row measure() makes says of its run."""
+
+    gpus: int
+    per_device_batch: int
+    run_id: str
+    seconds: float
+
+
 def measure(
     run: RunDir, gpus: int, batch: int, steps: int, device_memory_mb: float | None, stopped_measured: bool = False
 ) -> ProbeRow:
@@ -132,7 +141,12 @@ def measure(
     from gpuwizard.trainers.registry import get_trainer
 
     status = run.status()
-    base = {"gpus": gpus, "per_device_batch": batch, "run_id": run.run_id, "seconds": round(status.elapsed_s(), 1)}
+    base: _RunFields = {
+        "gpus": gpus,
+        "per_device_batch": batch,
+        "run_id": run.run_id,
+        "seconds": round(status.elapsed_s(), 1),
+    }
     events, _ = run.events()
     oom = next((e for e in events if e.kind in OOM_KINDS), None)
     if oom is not None:
@@ -198,15 +212,13 @@ def add_scaling(rows: list[ProbeRow]) -> list[ProbeRow]:
     return out
 
 
-def best_per_gpu_count(rows: list[ProbeRow]) -> dict[int, ProbeRow]:
-    best: dict[int, ProbeRow] = {}
+def best_per_gpu_count(rows: list[ProbeRow]) -> dict[int, tuple[float, ProbeRow]]:
+    """Per GPU count, the fastest row that fits, with its samples/s; fewest GPUs first."""
+    best: dict[int, tuple[float, ProbeRow]] = {}
     for row in rows:
-        if (
-            row.fits
-            and row.samples_per_s
-            and (row.gpus not in best or row.samples_per_s > best[row.gpus].samples_per_s)
-        ):
-            best[row.gpus] = row
+        rate = row.samples_per_s
+        if row.fits and rate and (row.gpus not in best or rate > best[row.gpus][0]):
+            best[row.gpus] = (rate, row)
     return dict(sorted(best.items()))
 
 
@@ -215,10 +227,10 @@ def recommend(rows: list[ProbeRow]) -> ProbeRow | None:
     best = best_per_gpu_count(rows)
     if not best:
         return None
-    base = next(iter(best.values()))
+    base_rate, base = next(iter(best.values()))
     choice = base
-    for row in best.values():
-        efficiency = row.samples_per_s / base.samples_per_s / (row.gpus / base.gpus)
+    for rate, row in best.values():
+        efficiency = rate / base_rate / (row.gpus / base.gpus)
         if row.gpus > base.gpus and efficiency >= GOOD_EFFICIENCY:
             choice = row
     return choice

@@ -71,11 +71,11 @@ def verdict(result: ProbeResult) -> list[str]:
         else:
             lines.append("No configuration was measured, so there is nothing to recommend.")
         return lines
-    base = next(iter(best.values()))
+    base_rate, base = next(iter(best.values()))
     unit = "GPU" if device == "cuda" else "process"
-    base_h = result.full_run_samples / base.samples_per_s / 3600 if result.full_run_samples else None
-    for row in list(best.values())[1:]:
-        speedup = row.samples_per_s / base.samples_per_s
+    base_h = result.full_run_samples / base_rate / 3600 if result.full_run_samples else None
+    for rate, row in list(best.values())[1:]:
+        speedup = rate / base_rate
         gpus_ratio = row.gpus / base.gpus
         batches = (
             "on both"

@@ -1,4 +1,5 @@
-"""The `gpuwizard` command line (SPEC §2). Heavy modules are imported inside each command."""
+"""The `gpuwizard` command line: its commands, flags and exit codes. Heavy modules are imported inside each
+command."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ import argparse
 import json
 import re
 import sys
-from typing import Any, TextIO
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, overload
 
 from gpuwizard import __version__
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.safetext import safe_text
+
+if TYPE_CHECKING:
+    from gpuwizard.model.job import BuildContext, Plan
+    from gpuwizard.model.preset import Preset
 
 
 def positive_int(text: str) -> int:
@@ -24,16 +30,29 @@ def positive_int(text: str) -> int:
     return value
 
 
+_N = TypeVar("_N")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports bad flags as one paragraph and exit code 2, like every other input error."""
 
     given: list[str] = []
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: _N | None = None
+    ) -> tuple[_N | argparse.Namespace, list[str]]:
         self.given = list(sys.argv[1:] if args is None else args)  # what error() names
         return super().parse_known_args(args, namespace)
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         missing = re.fullmatch(r"argument (?:\S+/)?(--\S+): expected one argument", message)
         after = next((b for a, b in zip(self.given, self.given[1:]) if missing and a == missing[1]), None)
         if missing and after is not None and after.startswith("-"):
@@ -71,7 +90,7 @@ def build_parser() -> Parser:
         p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
         p.add_argument("--gpus", type=positive_int, metavar="N", help="see the same preset on N GPUs")
         if name == "plan":
-            p.add_argument("--json", action="store_true", help="the plan as JSON (SPEC section 4)")
+            p.add_argument("--json", action="store_true", help="the plan as JSON (every key of the plan)")
         else:
             p.add_argument(
                 "--format",
@@ -201,7 +220,7 @@ class SafeStream:
 
 def main(argv: list[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
     try:
         return run_command_line(argv)
     finally:
@@ -242,7 +261,9 @@ def dispatch(args: argparse.Namespace) -> int:
     return handler(args)
 
 
-def resolve(preset_arg: str, gpus: int | None, resume: bool = False, slurm: bool = False) -> tuple[Any, Any, Any]:
+def resolve(
+    preset_arg: str, gpus: int | None, resume: bool = False, slurm: bool = False
+) -> tuple[Preset, Plan, BuildContext]:
     """Load a preset and plan it against the GPUs detected here."""
     from gpuwizard.gpus.inventory import read_inventory
     from gpuwizard.model.preset import with_field
@@ -256,7 +277,7 @@ def resolve(preset_arg: str, gpus: int | None, resume: bool = False, slurm: bool
     return preset, plan, ctx
 
 
-def report_problems(plan: Any, source: str) -> int:
+def report_problems(plan: Plan, source: str) -> int:
     """Errors on stderr, one paragraph each; exit 2 when there are any."""
     for p in plan.errors:
         sys.stderr.write(p.paragraph(source) + "\n")

@@ -10,13 +10,17 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TextIO
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
 
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
 
+if TYPE_CHECKING:
+    from gpuwizard.runner.probe_grid import ProbeRequest
 
-def probe_request(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+
+def probe_request(args: argparse.Namespace) -> ProbeRequest:
     from gpuwizard.model.preset_files import load_preset
     from gpuwizard.runner.probe_grid import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
 
@@ -47,12 +51,12 @@ def say(text: str, stream: TextIO) -> None:
         os.close(nowhere)
 
 
-def interrupt(signum: int, frame: object) -> None:
+def interrupt(signum: int, frame: FrameType | None) -> None:
     """SIGTERM (`timeout`, kill) stops the probe as Ctrl-C does: its running configuration too."""
     raise KeyboardInterrupt
 
 
-def hang_up(signum: int, frame: object) -> None:
+def hang_up(signum: int, frame: FrameType | None) -> None:
     """SIGHUP (the terminal went) becomes a SIGTERM to this thread: while a run's supervisor starts, SIGTERM waits
     (it is blocked there) until the supervisor is known and can be stopped."""
     signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
@@ -69,8 +73,8 @@ def stopped_by_term_and_hangup() -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def probe_command(args: argparse.Namespace) -> int:

@@ -361,14 +361,14 @@ def stop_command(args: argparse.Namespace) -> int:
             deadline = max(deadline, time.monotonic() + left + 30)
         time.sleep(0.2)
     # the supervisor did not manage it (stuck, or stopped with SIGSTOP): end it all from here
-    left = stop_all(run.path, run_processes(run, status))
-    if not left:
+    survivors = stop_all(run.path, run_processes(run, status))
+    if not survivors:
         print(
             f"run {run.run_id} stopped (its supervisor did not answer, so every process was ended here); nothing of "
             "it is left"
         )
         return ExitCode.OK
-    print(f"run {run.run_id}: processes {left} are still there after {STOP_WAIT_S:.0f} s", file=sys.stderr)
+    print(f"run {run.run_id}: processes {survivors} are still there after {STOP_WAIT_S:.0f} s", file=sys.stderr)
     return ExitCode.FAILED
 
 

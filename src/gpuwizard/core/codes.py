@@ -1,4 +1,4 @@
-"""Exit codes (SPEC §2) and run states, one name each, used everywhere."""
+"""Exit codes (of every command) and run states, one name each, used everywhere."""
 
 from __future__ import annotations
 

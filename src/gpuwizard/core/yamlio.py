@@ -7,7 +7,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -23,10 +23,15 @@ _FLOAT = re.compile(
 )
 
 
-_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses ~8x faster where it is built in
+if TYPE_CHECKING:
+    from yaml._yaml import Mark as CMark  # libyaml's own mark (line, column), on the events it parses
+
+    _BASE = yaml.SafeLoader  # CSafeLoader has the same constructor and resolver interface
+else:
+    _BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses ~8x faster where it is built in
 
 
-class _Loader(_BASE):  # type: ignore[misc, valid-type]
+class _Loader(_BASE):
     """SafeLoader that also reads `1e-4` (no dot) as a float, as users write learning rates."""
 
 
@@ -42,8 +47,12 @@ class DuplicateKey(yaml.MarkedYAMLError):
     """The same key twice in one mapping: YAML would silently keep the last."""
 
 
-class TooLarge(yaml.MarkedYAMLError):
+class TooLarge(yaml.YAMLError):
     """A document past the bounds (an alias bomb, absurd nesting): refused before it is built."""
+
+    def __init__(self, problem: str, problem_mark: yaml.Mark | CMark | None, note: str) -> None:
+        super().__init__(problem)
+        self.problem, self.problem_mark, self.note = problem, problem_mark, note
 
 
 def _mapping_without_duplicates(loader: Any, node: Any, deep: bool = False) -> Any:
@@ -72,8 +81,6 @@ MAX_INT_DIGITS = 100
 def _bounded_int(loader: Any, node: Any) -> Any:
     if len(node.value) > MAX_INT_DIGITS:
         raise TooLarge(
-            None,
-            None,
             f"a whole number of {len(node.value):,} digits",
             node.start_mark,
             "no setting takes a number that long: write a realistic one",
@@ -97,15 +104,13 @@ def check_bounds(text: str) -> None:
     Each collection and scalar counts as one value plus everything under it; an alias counts as the whole of its
     anchor, so `&a [*b, *b, ...]` towers are measured as the loader would expand them, in time linear in the text.
     """
-    sizes: dict[str, tuple[int, int]] = {}  # closed anchors: (values, characters)
+    sizes: dict[str | None, tuple[int, int]] = {}  # closed anchors: (values, characters)
     stack: list[list[Any]] = []  # open collections: [anchor, values, characters]
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             stack.append([event.anchor, 1, 0])
             if len(stack) > MAX_YAML_DEPTH:
                 raise TooLarge(
-                    None,
-                    None,
                     f"lists and mappings nest deeper than {MAX_YAML_DEPTH} levels",
                     event.start_mark,
                     "flatten it: no setting nests that deep",
@@ -118,8 +123,6 @@ def check_bounds(text: str) -> None:
         elif isinstance(event, yaml.AliasEvent):
             if any(open_anchor == event.anchor for open_anchor, _, _ in stack):
                 raise TooLarge(
-                    None,
-                    None,
                     f"the alias *{event.anchor} is inside its own anchor (a value that contains itself)",
                     event.start_mark,
                     "refer to an anchor only after its value ends",
@@ -135,8 +138,6 @@ def check_bounds(text: str) -> None:
             values, chars = stack[-1][1], stack[-1][2]
         if values > MAX_YAML_VALUES or chars > MAX_YAML_TEXT:
             raise TooLarge(
-                None,
-                None,
                 f"the document expands to more than {MAX_YAML_VALUES:,} values or {MAX_YAML_TEXT >> 20} MiB of text "
                 "through its aliases (*name)",
                 event.start_mark,

@@ -243,8 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     ddp = (
         DistributedDataParallel(model, device_ids=[local_rank] if args.device == "cuda" else None)
         if distributed
-        else model
+        else None
     )
+    forward = ddp if ddp is not None else model
     generator = torch.Generator().manual_seed(rank)
     effective = args.batch_size * world * args.grad_accum
     out = Path(args.output_dir)
@@ -271,10 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             image = images[idx].to(device, non_blocking=True).float().div_(255.0)
             state = states[idx].to(device)
             target = targets[idx].to(device)
-            loss = F.mse_loss(ddp(image, state), target) / args.grad_accum
+            loss = F.mse_loss(forward(image, state), target) / args.grad_accum
             if args.inject_nan is not None and step >= args.inject_nan:
                 loss = loss * float("nan")  # a diverged run: every later step logs nan
-            if distributed and micro < args.grad_accum - 1:
+            if ddp is not None and micro < args.grad_accum - 1:
                 with ddp.no_sync():
                     loss.backward()
             else:

@@ -275,7 +275,7 @@ class NvmlReader:
         driver = self.query(nv.nvmlSystemGetDriverVersion)
         cuda = self.query(nv.nvmlSystemGetCudaDriverVersion_v2) or self.query(nv.nvmlSystemGetCudaDriverVersion)
         visible_env = os.environ.get("CUDA_VISIBLE_DEVICES")
-        uuids = []
+        uuids: list[str | None] = []
         for h in self.handles:
             try:
                 uuids.append(_text(nv.nvmlDeviceGetUUID(h)))
@@ -314,8 +314,9 @@ def cuda_order(visible: str | None, uuids: list[str | None]) -> dict[str, int]:
                 break
             nvml_index = matches[0]
         order[str(nvml_index)] = cuda_index
-        if uuids[nvml_index]:
-            order[uuids[nvml_index]] = cuda_index
+        uuid = uuids[nvml_index]
+        if uuid:
+            order[uuid] = cuda_index
     return order
 
 

@@ -63,8 +63,9 @@ def open_nvml(module: Any | None = None) -> Any:
         code = getattr(exc, "value", None)
         if code in (9, 12):
             raise NvmlUnavailable(NO_DRIVER_LINE) from None
+        reason = NVML_FAILURE_TEXT.get(code, exc) if code is not None else exc
         raise NvmlUnavailable(
-            f"NVML failed to start ({NVML_FAILURE_TEXT.get(code, exc)}): CPU only; the demo and CPU dry runs still work"
+            f"NVML failed to start ({reason}): CPU only; the demo and CPU dry runs still work"
         ) from None
     except OSError as exc:
         raise NvmlUnavailable(f"{NO_DRIVER_LINE} ({exc})") from None

@@ -9,7 +9,7 @@ import os
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwizard.core.errors import Problem
 from gpuwizard.core.secrets import is_secret, redacted
@@ -148,7 +148,7 @@ class Plan:
     world_size: int
     nodes: int
     processes_per_node: int
-    device: str
+    device: Literal["cpu", "cuda"]
     per_device_batch: int | None
     effective_batch: int | None
     reference_gpus: int

@@ -1,4 +1,4 @@
-"""The preset (SPEC §3): one strict typed record that is also the wizard's state."""
+"""The preset: one strict typed record that is also the wizard's state."""
 
 from __future__ import annotations
 

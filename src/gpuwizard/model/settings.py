@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core import paths, yamlio
 from gpuwizard.core.errors import UserError
+
+if TYPE_CHECKING:
+    from gpuwizard.model.settings_schema import NotifySettings, Settings
 
 
 def raw_theme() -> str | None:
@@ -21,45 +24,14 @@ def raw_theme() -> str | None:
 
 
 @functools.cache
-def settings_model() -> Any:
-    """The Settings model, built on first use (pydantic stays off the path to the first frame)."""
-    from typing import Literal
-
-    from pydantic import Field
-
-    from gpuwizard.core.schema import Strict
-
-    class NotifySettings(Strict):
-        """How a run that finishes, fails or hangs is told (gpuwizard.runner.notify); everything is off by default."""
-
-        bell: bool = Field(False, description="Ring the terminal bell (tmux marks the window).")
-        desktop: bool = Field(
-            False,
-            description="Send an OSC 9 and an OSC 777 desktop notification to your terminal; over SSH it reaches "
-            "the terminal on your desk (inside tmux, set -g allow-passthrough on).",
-        )
-        command: list[str] | None = Field(
-            None,
-            min_length=1,
-            description="A command to run, as a list (never a shell string); {kind}, {title}, {body}, {run_id} and "
-            "{folder} in its arguments are replaced. It runs once per event, from the run's supervisor.",
-        )
-        on: list[Literal["finished", "failed", "hung", "stopped"]] = Field(
-            ["finished", "failed", "hung"], description="Which endings (and hangs) are told."
-        )
-
-    class Settings(Strict):
-        """What gpuwizard remembers between sessions."""
-
-        theme: str | None = Field(
-            None, min_length=1, description="The theme the app starts with (ctrl+t switches; the choice is remembered)."
-        )
-        notify: NotifySettings = Field(default_factory=NotifySettings, description="Notifications of a run's end.")
+def settings_model() -> type[Settings]:
+    """The Settings model, imported on first use (pydantic stays off the path to the first frame)."""
+    from gpuwizard.model.settings_schema import Settings
 
     return Settings
 
 
-def notify_settings() -> Any:
+def notify_settings() -> NotifySettings:
     """settings.yaml's notify section, or the defaults (all off) when the file has mistakes (check_settings says
     which, once, at start-up)."""
     from pydantic import ValidationError

@@ -1,12 +1,15 @@
-"""Time and cost per GPU count (SPEC §4 `estimates`): from this preset's measured runs, else a published
+"""Time and cost per GPU count (the plan's `estimates`): from this preset's measured runs, else a published
 single-GPU time in the catalog, scaled to other GPU counts with an assumed efficiency that says so."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.units import counted, device_unit, fmt_hours
+
+if TYPE_CHECKING:
+    from gpuwizard.model.catalog import TrainingTime
 
 ASSUMED_EFFICIENCY = 0.85
 """Data-parallel scaling efficiency assumed where no run measured it (1 GPU: 1.0)."""
@@ -47,18 +50,35 @@ class Measured:
     basis: str = "measured"
 
 
+@dataclass(frozen=True)
+class PublishedTime:
+    """A published time that names its steps and batch, so it scales to another run."""
+
+    hours: float
+    setting: str
+    steps: int
+    batch: int
+
+    @classmethod
+    def scalable(cls, published: TrainingTime | None) -> PublishedTime | None:
+        """The catalog's time where it says its steps and batch (None: it cannot be scaled)."""
+        if published is None or not published.steps or not published.batch:
+            return None
+        return cls(published.hours, published.setting, published.steps, published.batch)
+
+
 def efficiency(gpus: int) -> float:
     return 1.0 if gpus == 1 else ASSUMED_EFFICIENCY
 
 
-def step_cost(published: Any, per_device: int) -> float:
+def step_cost(published: PublishedTime, per_device: int) -> float:
     """A step at this batch per GPU as a share of one at the published batch: proportional above it, never below
     SMALL_BATCH_FLOOR under it."""
     share = per_device / published.batch
     return share if share >= 1 else SMALL_BATCH_FLOOR + (1 - SMALL_BATCH_FLOOR) * share
 
 
-def published_hours(published: Any, steps: int, per_device: int, gpus: int) -> float:
+def published_hours(published: PublishedTime, steps: int, per_device: int, gpus: int) -> float:
     """A published time scaled to this run: by its steps, and by its batch per GPU (step_cost), divided among the
     GPUs at the assumed efficiency."""
     return published.hours * steps / published.steps * step_cost(published, per_device) / efficiency(gpus)
@@ -69,7 +89,7 @@ def published_name(device: str) -> str:
     return "published 1-GPU time" if device == "cuda" else "published time"
 
 
-def published_note(published: Any, steps: int, per_device: int, device: str) -> str:
+def published_note(published: PublishedTime, steps: int, per_device: int, device: str) -> str:
     """How the published time became this preset's one-device figure (why the two differ)."""
     unit = device_unit(device)
     cost = step_cost(published, per_device)
@@ -91,7 +111,7 @@ def published_note(published: Any, steps: int, per_device: int, device: str) -> 
 def estimate_rows(
     rows: list[tuple[int, int | None, int | None]],
     measured: list[Measured],
-    published: Any,
+    published: TrainingTime | None,
     gpu_hour: float | None,
     device: str = "cuda",
 ) -> list[Estimate]:
@@ -102,6 +122,7 @@ def estimate_rows(
     for m in measured:
         by_gpus.setdefault(m.gpus, m)
     anchor = min(measured, key=lambda m: (m.gpus, m.run_id)) if measured else None
+    scalable = PublishedTime.scalable(published)
     out = []
     for gpus, steps, per_device in rows:
         samples = steps * per_device * gpus if steps and per_device else None
@@ -117,13 +138,13 @@ def estimate_rows(
             rate = per_gpu * gpus * efficiency(gpus)
             named = f"probe {anchor.run_id}" if anchor.basis == "probed" else f"run {anchor.run_id}"
             source = f"{named} on {counted(anchor.gpus, device)}, {ASSUMED_EFFICIENCY:.0%} scaling efficiency assumed"
-        elif published is not None and published.steps and published.batch and steps and per_device:
+        elif scalable is not None and steps and per_device:
             basis = "published" if gpus == 1 else "assumed"
-            wall_h = published_hours(published, steps, per_device, gpus)
-            source = f"{published_name(device)} ({published.setting})" + (
+            wall_h = published_hours(scalable, steps, per_device, gpus)
+            source = f"{published_name(device)} ({scalable.setting})" + (
                 f", {efficiency(gpus):.0%} scaling efficiency assumed" if gpus > 1 else ""
             )
-            note = published_note(published, steps, per_device, device) if gpus == 1 else None
+            note = published_note(scalable, steps, per_device, device) if gpus == 1 else None
         if rate and samples:
             wall_h = samples / rate / 3600
         gpu_hours = wall_h * gpus if wall_h is not None else None
@@ -140,8 +161,12 @@ def measured_runs(preset_name: str, per_device_batch: int | None = None) -> list
     from gpuwizard.runs.rundir import scaling_report
 
     probe = newest_probe(preset_name)
-    probed = [
-        Measured(probe.probe_id, gpus, rate, source, "probed")
-        for gpus, rate, source in (probed_rates(probe, per_device_batch) if probe else [])
-    ]
+    probed = (
+        [
+            Measured(probe.probe_id, gpus, rate, source, "probed")
+            for gpus, rate, source in probed_rates(probe, per_device_batch)
+        ]
+        if probe
+        else []
+    )
     return probed + [Measured(r["run_id"], r["world_size"], r["samples_per_s"]) for r in scaling_report(preset_name)]

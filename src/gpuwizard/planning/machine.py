@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, problem
 
 if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.model.job import Plan
     from gpuwizard.model.preset import Preset
 
 
-def machine_problems(preset: Preset, plan: Plan, inventory: Any) -> list[Problem]:
+def machine_problems(preset: Preset, plan: Plan, inventory: Inventory) -> list[Problem]:
     """What stops this plan from starting on this machine, as the errors `run` refuses with: more CPU processes than
     cores, fewer GPUs visible than the job needs (SLURM checks its own nodes)."""
     if preset.launch.scheduler == "slurm":

@@ -1,9 +1,9 @@
-"""The resolved plan (SPEC §4): what the batch means here, the scaled lr and steps, the strategy and its checks."""
+"""The resolved plan: what the batch means here, the scaled lr and steps, the strategy and its checks."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from gpuwizard.core.errors import Problem, UserError, note, problem
 from gpuwizard.model.catalog import PolicyEntry, load_catalog
@@ -15,8 +15,11 @@ from gpuwizard.planning.scaling import advice_lines, batch_table, choose_strateg
 from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
 from gpuwizard.trainers.registry import get_trainer
 
+if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
 
-def devices_from_inventory(inventory: Any, preset: Preset) -> DetectedDevices:
+
+def devices_from_inventory(inventory: Inventory, preset: Preset) -> DetectedDevices:
     """The devices this preset would use, as the plan sees them (smallest memory wins)."""
     if not inventory.has_gpus:
         return DetectedDevices()
@@ -54,7 +57,7 @@ def with_gpus(preset: Preset, gpus: int | None) -> Preset:
         raise UserError([replace(p, field="--gpus") for p in exc.problems]) from None
 
 
-def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Problem]]:
+def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[Literal["cpu", "cuda"], list[Problem]]:
     wanted = preset.hardware.device
     if wanted == "cpu":
         return "cpu", []
@@ -76,7 +79,7 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[str, list[Probl
     ]
 
 
-def plan_here(preset: Preset, inventory: Any, resume: bool = False) -> tuple[Plan, BuildContext]:
+def plan_here(preset: Preset, inventory: Inventory | None, resume: bool = False) -> tuple[Plan, BuildContext]:
     """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings.
 
     What stops a CPU run from starting here is an error of the plan (a CPU run can only run here); GPUs short here

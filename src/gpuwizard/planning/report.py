@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.units import counted, device_unit, fmt_hours, fmt_lr
 from gpuwizard.model.job import Plan
+
+if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
 
 
 def wrap(text: str, indent: str = "    ") -> str:
@@ -115,7 +118,7 @@ def estimate_notes(plan: Plan) -> list[str]:
     return notes
 
 
-def inventory_text(inv: Any) -> str:
+def inventory_text(inv: Inventory) -> str:
     lines = []
     if inv.message:
         lines.append(inv.message)

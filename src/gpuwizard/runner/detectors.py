@@ -99,7 +99,7 @@ class JobMonitor:
         if info.step is not None and info.step_is_exact:
             self.exact_steps_seen = True
         usable = info.step is not None and (info.step_is_exact or not self.exact_steps_seen)
-        if usable and (p.step is None or info.step > p.step):
+        if usable and info.step is not None and (p.step is None or info.step > p.step):
             if self.checkpoint_started is not None:
                 self.checkpoint_durations.append(now - self.checkpoint_started)
                 self.checkpoint_started = None

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic
 
 from gpuwizard.core import paths
 from gpuwizard.core.codes import ExitCode, RunState
@@ -52,7 +53,7 @@ NODE_FILES_EVERY_S = 2.0
 """How often a follower looks for new per-node GPU files (gpu-<node>.jsonl of a SLURM job)."""
 
 
-class LinesTail:
+class LinesTail(Generic[RecordT]):
     """The records appended to a JSON-lines file; lines that are not a record are counted, not fatal."""
 
     def __init__(self, path: os.PathLike[str], kind: type[RecordT]):

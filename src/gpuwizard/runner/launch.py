@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
@@ -20,7 +21,7 @@ from gpuwizard.runs.records import RecordError
 from gpuwizard.runs.rundir import RunDir, new_run_dir, publish
 
 
-def start_run(prepared: PreparedRun, on_hang: str = "report", wait_s: float = 120.0) -> RunDir:
+def start_run(prepared: PreparedRun, on_hang: Literal["report", "stop"] = "report", wait_s: float = 120.0) -> RunDir:
     """Write the run folder and start its supervisor in a new session; returns once the job is launched.
 
     Interrupted anywhere on the way (Ctrl-C), it leaves no half-made folder, no process and no run that still says

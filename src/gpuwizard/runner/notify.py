@@ -13,9 +13,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from gpuwizard.model.settings_schema import NotifySettings
     from gpuwizard.runs.records import Event, Status
 
 KINDS = ("finished", "failed", "hung", "stopped")
@@ -45,7 +46,7 @@ def hang_notice(run_id: str, event: Event, folder: str = "") -> Notice:
     return Notice("hung", run_id, "gpuwizard: hang suspected", event.title, folder)
 
 
-def wanted(notice: Notice, settings: Any) -> bool:
+def wanted(notice: Notice, settings: NotifySettings) -> bool:
     """Does the user want to hear of this kind (settings.notify.on)?"""
     return notice.kind in settings.on
 
@@ -75,7 +76,7 @@ def desktop_sequences(notice: Notice, env: Mapping[str, str] | None = None) -> s
     return wrap_for_multiplexer(osc9, env) + wrap_for_multiplexer(osc777, env)
 
 
-def terminal_text(notice: Notice, settings: Any, env: Mapping[str, str] | None = None) -> str:
+def terminal_text(notice: Notice, settings: NotifySettings, env: Mapping[str, str] | None = None) -> str:
     """What to write to the user's terminal for this notice: the bell, the desktop sequences, or nothing."""
     if not wanted(notice, settings):
         return ""
@@ -93,7 +94,7 @@ def terminal_stream() -> TextIO | None:
     return None
 
 
-def tell_terminal(notice: Notice, settings: Any, stream: TextIO | None = None) -> None:
+def tell_terminal(notice: Notice, settings: NotifySettings, stream: TextIO | None = None) -> None:
     stream = stream or terminal_stream()
     text = terminal_text(notice, settings)
     if stream is None or not text:

@@ -7,7 +7,7 @@ import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, UserError, problem
 from gpuwizard.core.safetext import control_characters
@@ -24,6 +24,9 @@ from gpuwizard.runner.resume import resume_source
 from gpuwizard.runs.rundir import baseline_green
 from gpuwizard.trainers.check import TrainerCheck
 from gpuwizard.trainers.registry import check_command, get_trainer
+
+if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
 
 SMOKE_STEPS = 50
 SMOKE_PER_DEVICE_BATCH = 2
@@ -167,7 +170,7 @@ def prepare_run(
     gpus: int | None = None,
     smoke: bool = False,
     env: list[str] | None = None,
-    inventory: Any = None,
+    inventory: Inventory | None = None,
     resume: bool = False,
     resume_run: str | None = None,
     node_rank: int | None = None,

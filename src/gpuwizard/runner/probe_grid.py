@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuwizard.analysis.probe_results import (
     PROBE_RECORD,
@@ -28,6 +28,10 @@ from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
 from gpuwizard.runs.rundir import PRIVATE, RunDir
+
+if TYPE_CHECKING:
+    from gpuwizard.gpus.inventory import Inventory
+    from gpuwizard.model.job import Plan
 
 MAX_AUTO_BATCH = 4096
 SEARCH_PRECISION = 8
@@ -66,7 +70,7 @@ def default_request(preset: Preset) -> ProbeRequest:
     return ProbeRequest(preset, default_gpus(preset), default_batches(preset), gpus_chosen=False)
 
 
-def unstartable(request: ProbeRequest, inventory: Any) -> dict[int, str]:
+def unstartable(request: ProbeRequest, inventory: Inventory) -> dict[int, str]:
     """The GPU counts this machine cannot start (more CPU processes than cores, more GPUs than visible), and why:
     the capacity check `run` refuses on (SLURM checks its own nodes)."""
     from gpuwizard.planning.machine import machine_problems
@@ -81,7 +85,7 @@ def unstartable(request: ProbeRequest, inventory: Any) -> dict[int, str]:
     return refused
 
 
-def startable_gpus(request: ProbeRequest, inventory: Any, device: str) -> tuple[list[int], list[str]]:
+def startable_gpus(request: ProbeRequest, inventory: Inventory, device: str) -> tuple[list[int], list[str]]:
     """The counts to probe and what was left out; chosen counts this machine cannot start are refused up front,
     before any configuration runs, in one paragraph like `run --gpus N` (default counts are only left out)."""
     import os
@@ -151,7 +155,7 @@ def new_probe_dir(preset_name: str) -> Path:
 class Probe:
     """One probe: its folder, its result record (rewritten after each configuration) and the running child."""
 
-    def __init__(self, request: ProbeRequest, on_update: Callable[[ProbeResult, str], Any] | None = None):
+    def __init__(self, request: ProbeRequest, on_update: Callable[[ProbeResult, str], object] | None = None):
         from gpuwizard.gpus.inventory import read_inventory
         from gpuwizard.trainers.registry import get_trainer
 
@@ -183,7 +187,7 @@ class Probe:
         )
         self._save()
 
-    def _plan(self, gpus: int, batch: int | None) -> Any:
+    def _plan(self, gpus: int, batch: int | None) -> Plan:
         from gpuwizard.planning.plan import make_plan, with_gpus
 
         preset = with_gpus(self.request.preset, gpus)
@@ -202,7 +206,7 @@ class Probe:
             return float(simulated)
         if device == "cuda":
             visible = self.inventory.visible()
-            totals = [g.memory_total_mb for g in visible if getattr(g, "memory_total_mb", None)]
+            totals = [g.memory_total_mb for g in visible if g.memory_total_mb]
             return min(totals) if totals else None
         return None
 

@@ -50,12 +50,12 @@ def resume_source(preset: Preset, ctx: BuildContext, run_id: str | None) -> tupl
         linked, linked_status = run.run_id, status
     else:
         for entry in list_runs():
-            status = entry.status
-            if status is None or status.preset != preset.name or status.smoke:
+            entry_status = entry.status
+            if entry_status is None or entry_status.preset != preset.name or entry_status.smoke:
                 continue
             try:
                 if entry.run.job().output_dir == out:
-                    linked, linked_status = entry.run.run_id, status
+                    linked, linked_status = entry.run.run_id, entry_status
                     break
             except RecordError:
                 continue

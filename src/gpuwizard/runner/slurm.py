@@ -1,7 +1,7 @@
 """SLURM: the batch script `run --slurm` submits, and sbatch, squeue, scontrol and scancel behind small functions.
 
 The engine stays torchrun's c10d rendezvous; SLURM only allocates the nodes. `srun` starts one torchrun agent per
-node, and the head node's address comes from SLURM itself at run time (shared/reference/slurm.md)."""
+node, and the head node's address comes from SLURM itself at run time (the job's first node, at its NodeAddr)."""
 
 from __future__ import annotations
 
@@ -226,8 +226,8 @@ def job_state(job_id: str) -> JobState | None:
     exit_code = int(code) if code.isdigit() else None
     if signal.isdigit() and int(signal):
         exit_code = 128 + int(signal)
-    reason = fields.get("Reason")
-    return JobState(fields.get("JobState", "UNKNOWN"), reason if reason and reason != "None" else None, exit_code)
+    held = fields.get("Reason")
+    return JobState(fields.get("JobState", "UNKNOWN"), held if held and held != "None" else None, exit_code)
 
 
 def cancel(job_id: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.runner.detectors import JobMonitor
@@ -40,7 +39,7 @@ def follow_slurm(sup: JobHost) -> int:
     queue_limit = sup.job_cfg.expect.first_step_timeout_s or sup.job_cfg.expect.hang_timeout_s
     shown: tuple[str, str | None] | None = None
     long_wait_reported = running = False
-    state: Any = None
+    state: slurm.JobState | None = None
     last_poll = last_progress = -float("inf")
     while True:
         now = time.monotonic()

@@ -8,7 +8,7 @@ import shlex
 import socket
 import subprocess
 import time
-from typing import Any
+from typing import Any, Literal
 
 from gpuwizard.core.codes import RunState
 from gpuwizard.core.schema import updated
@@ -80,7 +80,9 @@ def environment(prepared: PreparedRun) -> Environment:
     )
 
 
-def write_run_folder(prepared: PreparedRun, on_hang: str, run: RunDir, stage: RunDir) -> dict[str, str]:
+def write_run_folder(
+    prepared: PreparedRun, on_hang: Literal["report", "stop"], run: RunDir, stage: RunDir
+) -> dict[str, str]:
     """Fill the staging folder (preset, plan, command, job, environment, status); returns the secrets, which travel
     to the supervisor by environment only."""
     ctx = prepared.ctx

@@ -90,18 +90,18 @@ def ranks_working(ranks: list[RankState], gpus: list[GpuSample] | None) -> bool:
 def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict[str, Any]:
     """Read the per-rank evidence: all busy (slow), all idle (host-side stall), or one rank unlike the rest."""
     live = [r for r in ranks if r.cpu is not None]
-    cpu = {r.rank: r.cpu for r in live}
+    cpu = {r.rank: r.cpu for r in ranks if r.cpu is not None}
     dead = [r.rank for r in ranks if not r.alive]
     stopped = [r.rank for r in ranks if r.alive and r.status in STOPPED_STATUSES]
     busy_cpu = bool(live) and all((r.cpu or 0) >= BUSY_CPU_PERCENT for r in live)
     spinning = False
     busy_gpu = True
     if gpus:
-        powered = [g for g in gpus if g.power_w is not None and g.power_limit_w]
-        busy_gpu = bool(powered) and all(g.power_w / g.power_limit_w > 0.4 for g in powered)
-        spinning = bool(powered) and all(
-            (g.utilization or 0) >= 95 and g.power_w / g.power_limit_w < 0.4 for g in powered
-        )
+        powered = [
+            (g.utilization or 0, g.power_w / g.power_limit_w) for g in gpus if g.power_w is not None and g.power_limit_w
+        ]
+        busy_gpu = bool(powered) and all(share > 0.4 for _, share in powered)
+        spinning = bool(powered) and all(utilization >= 95 and share < 0.4 for utilization, share in powered)
     differing = None
     if dead:
         differing = dead[0]

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.codes import ExitCode, RunState
@@ -75,14 +76,14 @@ class Supervisor:
         self.folder_id: tuple[int, int] | None = None
         self.gpu_seen: dict[int, float] = {}
 
-    def request_stop(self, signum: int, frame: Any) -> None:
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requests += 1  # a second one does not wait for a checkpoint write
         self.stop_reason = self.stop_reason or "user"
 
-    def request_dump(self, signum: int, frame: Any) -> None:
+    def request_dump(self, signum: int, frame: FrameType | None) -> None:
         self.dump_requested = True
 
-    def persist(self, write: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    def persist(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         """A write to the run folder that must not kill the supervisor (a full disk): the job stays watched, and the
         first failure is kept as the reason shown when the run ends."""
         try:
@@ -232,6 +233,7 @@ class Supervisor:
         report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
         event.data["stacks"] = report.to_json()
         stopped = [r.rank for r in monitor.last_ranks if r.alive and r.status in STOPPED_STATUSES]
+        suspect: int | None
         if stopped:
             suspect = stopped[0]  # not running at all: whatever the other stacks say
         elif report.ok and len(report.unreadable) == 1:
@@ -300,6 +302,7 @@ class Supervisor:
 
     def finish(self, rc: int, survivors: list[int]) -> int:
         job_exit = rc if rc >= 0 else 128 - rc
+        code: int
         if self.stop_reason == "hang":
             state, code = RunState.HUNG, ExitCode.HANG
         elif self.stop_reason == "user":

@@ -335,8 +335,8 @@ class Event(Record):
 
 
 class PlanSummary(BaseModel):
-    """The plan.json keys a run's readers need (the file holds the whole plan, SPEC §4); trainer to strategy are
-    what `compare` names where two runs on one count differ."""
+    """The plan.json keys a run's readers need (the file holds the whole plan, as `plan --json` prints it); trainer
+    to strategy are what `compare` names where two runs on one count differ."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -1,4 +1,4 @@
-"""One run's folder (SPEC §5): resolved preset, command, log, GPU samples, events, progress and status."""
+"""One run's folder: resolved preset, command, log, GPU samples, events, progress and status."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwizard.core import paths
 from gpuwizard.core.errors import Problem, problem
@@ -24,6 +25,9 @@ from gpuwizard.trainers.base import (
 )
 from gpuwizard.trainers.check import check_script
 from gpuwizard.trainers.logparse import LineInfo, parse_tqdm, to_float
+
+if TYPE_CHECKING:
+    from gpuwizard.model.preset import Preset
 
 DEMO_LINE = re.compile(
     r"\[demo\] step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S+) samples/s=(?P<sps>\S+)"
@@ -90,11 +94,11 @@ class DemoTrainer(Trainer):
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
-        dataset_root = (
-            os.path.expanduser(preset.dataset.root)
-            if preset.dataset.root
-            else demo_dataset_root(preset.dataset.repo_id)
-        )
+        if preset.dataset.root:
+            dataset_root = os.path.expanduser(preset.dataset.root)
+        else:
+            assert preset.dataset.repo_id is not None, "a dataset names a repo_id or a root"
+            dataset_root = demo_dataset_root(preset.dataset.repo_id)
         args = [
             "-m",
             "gpuwizard.demo.train",
@@ -140,7 +144,7 @@ class DemoTrainer(Trainer):
             cwd=ctx.workdir,
         )
 
-    def probe_variant(self, preset, steps):  # type: ignore[no-untyped-def]
+    def probe_variant(self, preset: Preset, steps: int) -> Preset:
         """Thirty log lines, so the measured window holds many of the trainer's own samples/s; no periodic saves."""
         quiet = with_field(preset, "trainer_options.save_every", None)
         return with_field(super().probe_variant(quiet, steps), "trainer_options.log_every", max(1, steps // 30))

@@ -7,6 +7,7 @@ import functools
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, note, problem, warning
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
@@ -25,6 +26,10 @@ from gpuwizard.trainers.base import (
 )
 from gpuwizard.trainers.check import check_script
 from gpuwizard.trainers.logparse import LineInfo, parse_hf
+
+if TYPE_CHECKING:
+    from gpuwizard.model.catalog import PolicyEntry
+    from gpuwizard.model.preset import Preset
 
 FINETUNE_CONFIG = "gr00t/configs/finetune_config.py"
 RESUME_FIELD = "resume_from_checkpoint"
@@ -73,7 +78,7 @@ class GrootTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
-    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
+    def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
         return math.ceil(0.05 * steps)
 
     def managed_flags(self) -> tuple[str, ...]:

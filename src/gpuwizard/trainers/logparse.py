@@ -83,7 +83,7 @@ def parse_lerobot(line: str) -> LineInfo | None:
     """LeRobot 0.6.1 and main: step lines, the effective-batch banner, checkpoints, the end."""
     match = LEROBOT_STEP.search(line)
     if match:
-        values = {m["k"]: to_float(m["v"]) for m in KEY_VALUE.finditer(match["rest"])}
+        values = {m["k"]: float(m["v"]) for m in KEY_VALUE.finditer(match["rest"])}  # NUMBER: what float() reads
         step, samples = big_number(match["step"]), big_number(match["samples"])
         return LineInfo(
             step=step[0] if step else None,

@@ -9,11 +9,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
 from gpuwizard.model.settings import raw_theme
+from gpuwizard.tui.apphost import AppHost
 from gpuwizard.tui.themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 TERMINAL_CHECK_S = 2.0
 
 
-class GpuWizardApp(App[int]):
+class GpuWizardApp(AppHost):
     CSS_PATH = "app.tcss"
     TITLE = "gpuwizard"
     ENABLE_COMMAND_PALETTE = True
@@ -126,8 +127,11 @@ class GpuWizardApp(App[int]):
     def exit_if_terminal_gone(self) -> None:
         """A closed terminal (SSH dropped, tmux pane killed) must end the app, never leave it spinning;
         the job itself runs on under its supervisor."""
+        stderr = sys.__stderr__
+        if stderr is None:
+            return
         try:
-            os.write(sys.__stderr__.fileno(), b"")  # Textual draws on stderr; a hung-up tty answers EIO
+            os.write(stderr.fileno(), b"")  # Textual draws on stderr; a hung-up tty answers EIO
         except OSError:
             self.exit()
 

@@ -54,9 +54,10 @@ def stalled_for(hang: Event, end: float) -> float:
 def live_title(event: Event, progress: Progress | None, status: Status | None, now: float) -> str:
     """The event's title, its clock kept running: how long without progress, how long a stop has waited."""
     if event.kind == "hang_suspected":
-        resumed = bool(progress and progress.last_progress_t and progress.last_progress_t > event.t)
-        if resumed:
-            end = progress.last_progress_t  # type: ignore[union-attr]
+        last = progress.last_progress_t if progress else None
+        resumed = bool(last and last > event.t)
+        if last is not None and resumed:
+            end = last
         else:
             end = status.ended if status is not None and status.final and status.ended else now
         return f"hang suspected: no progress for {clock(stalled_for(event, end))}" + (

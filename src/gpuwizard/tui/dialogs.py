@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -98,7 +100,10 @@ class PresetPicker(ModalScreen[Preset | None]):
                 text = f"{name:<22} {source:<8} (invalid: enter shows why)"
             options.add_option(Option(text, id=f"{source}:{name}"))
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-        current = next((i for i, option_id in enumerate(ids) if option_id.endswith(f":{self.current}")), 0)
+        current = next(
+            (i for i, option_id in enumerate(ids) if option_id is not None and option_id.endswith(f":{self.current}")),
+            0,
+        )
         options.highlighted = current if ids else None
         options.focus()
 
@@ -112,10 +117,13 @@ class PresetPicker(ModalScreen[Preset | None]):
         options = self.query_one("#presets", OptionList)
         if options.highlighted is None:
             return None
-        source, name = options.get_option_at_index(options.highlighted).id.split(":", 1)
+        option_id = options.get_option_at_index(options.highlighted).id
+        if option_id is None:  # every option is added with one
+            return None
+        source, name = option_id.split(":", 1)
         return source, name
 
-    def path_of(self, source: str, name: str):
+    def path_of(self, source: str, name: str) -> Path:
         return (user_preset_files() if source == "yours" else shipped_preset_files())[name]
 
     def action_open(self) -> None:
@@ -158,7 +166,7 @@ class PresetPicker(ModalScreen[Preset | None]):
             )
             return
 
-        def delete(yes: bool) -> None:
+        def delete(yes: bool | None) -> None:
             if yes:
                 delete_user_preset(chosen[1])
                 self.reload()

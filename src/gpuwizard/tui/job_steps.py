@@ -58,7 +58,7 @@ class TrainerStep(Step):
                     ),
                     classes="fsdp",
                 )
-            table = DataTable(id="batch-table", cursor_type="none", show_cursor=False)
+            table: DataTable[str] = DataTable(id="batch-table", cursor_type="none", show_cursor=False)
             table.add_columns("GPUs", "per device", "effective")
             yield table
         yield Label("Launch", classes="section")
@@ -196,7 +196,9 @@ class ScalingStep(Step):
 
     @on(RadioSet.Changed, "#rules")
     def _rule(self, event: RadioSet.Changed) -> None:
-        self.post_message(Edit("scaling.rule", event.pressed.id.removeprefix("rule-")))
+        rule = event.pressed.id  # every button is made with one: rule-<name>
+        if rule is not None:
+            self.post_message(Edit("scaling.rule", rule.removeprefix("rule-")))
 
 
 def estimates_text(plan: Plan) -> str:

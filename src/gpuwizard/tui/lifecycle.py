@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import work
 
@@ -17,7 +17,9 @@ from gpuwizard.runs.rundir import RunDir
 from gpuwizard.tui.messages import RunStarted
 
 if TYPE_CHECKING:
-    from textual.app import App
+    from textual.message import Message
+
+    from gpuwizard.tui.apphost import AppHost
 
 
 class RunLifecycle:
@@ -27,10 +29,15 @@ class RunLifecycle:
     status: Status | None
     progress: Progress | None
     events: list[Event]
-    app: App[Any]
+    app: AppHost
     notify: Callable[..., None]
-    final: bool
+    post_message: Callable[[Message], bool]
     p2p_applies: Callable[[], bool]
+
+    if TYPE_CHECKING:
+
+        @property
+        def final(self) -> bool: ...
 
     def stop_grace_s(self) -> float:
         """How long the supervisor waits before the forced kill (job.json; its default when that cannot be read)."""
@@ -125,7 +132,7 @@ class RunLifecycle:
         if message.error:
             self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
-            self.app.open_monitor(RunDir(message.run_path), replace=True)  # type: ignore[attr-defined]
+            self.app.open_monitor(RunDir(message.run_path), replace=True)
 
     def can_continue(self) -> bool:
         if self.status is None or self.status.state != RunState.FINISHED or self.status.smoke:
@@ -148,15 +155,16 @@ class RunLifecycle:
     def offer_continue(self, s: Status) -> None:
         """A finished run is not repeated: it goes on to more steps where the trainer can, or the resume's own
         refusal says why not."""
-        if not self.can_continue():
+        from gpuwizard.trainers.registry import get_trainer
+
+        schedule = get_trainer(s.trainer).continue_schedule
+        if schedule is None or not self.can_continue():
             self.relaunch(False, [], True, None)  # refused before anything starts, in the CLI's words
             return
         from gpuwizard.model.preset_files import load_preset_file
-        from gpuwizard.trainers.registry import get_trainer
         from gpuwizard.tui.dialogs import AskText
 
         steps = load_preset_file(self.run.path / "preset.yaml").optim.steps
-        schedule = get_trainer(s.trainer).continue_schedule
 
         def go(text: str | None) -> None:
             if text is None:

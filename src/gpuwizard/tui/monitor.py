@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -30,6 +30,13 @@ from gpuwizard.tui.plots import MetricsPlot
 from gpuwizard.tui.telemetry import LOCAL_ONLY_NOTE, Telemetry
 from gpuwizard.tui.widgets import KeyBar
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from gpuwizard.model.settings_schema import NotifySettings
+    from gpuwizard.runner.notify import Notice
+    from gpuwizard.tui.apphost import AppHost
+
 STATE_STYLES = {
     RunState.FINISHED: "bold $success",
     RunState.FAILED: "bold $error",
@@ -45,6 +52,9 @@ FRESH_EVENT_S = 5.0
 
 
 class MonitorScreen(RunLifecycle, Screen[None]):
+    if TYPE_CHECKING:
+        app = getters.app(AppHost)  # gpuwizard's app, beyond Textual's (tui/apphost.py)
+
     BINDINGS = [
         Binding("s", "stop", "Stop", priority=True, tooltip="Stop every process of the run (asks first)."),
         Binding("r", "resume", "Resume", tooltip="Resume from the last checkpoint, or continue a finished run."),
@@ -76,11 +86,11 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         self.search_text = ""
         self.search_from = 0
         self.shown_stats = ""
-        self.shown_banner: Any = None
+        self.shown_banner: tuple[Content, str, bool] | None = None
         self.view = "log"
         self.opened_t = time.time()
         self.dump_wanted = False
-        self.notify_settings: Any = None
+        self.notify_settings: NotifySettings | None = None
 
     @property
     def final(self) -> bool:
@@ -184,7 +194,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
 
             self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
 
-    def tell(self, notice: Any) -> None:
+    def tell(self, notice: Notice) -> None:
         """The bell and the desktop notification settings.notify asks for (the supervisor runs its command)."""
         from gpuwizard.model.settings import notify_settings
         from gpuwizard.runner.notify import desktop_sequences, wanted
@@ -396,4 +406,4 @@ class MonitorScreen(RunLifecycle, Screen[None]):
     def action_wizard(self) -> None:
         from gpuwizard.model.preset_files import load_preset_file
 
-        self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))  # type: ignore[attr-defined]
+        self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))

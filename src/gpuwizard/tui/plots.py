@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
 if TYPE_CHECKING:
+    from textual_plot import PlotWidget
+
     from gpuwizard.runs.records import Metric
 
 METRICS = ("loss", "lr", "samples/s")
@@ -48,20 +51,20 @@ def series(metrics: list[Metric], metric: str, x_time: bool, log: bool, started:
 class MetricsPlot(Vertical):
     """One curve at a time; keys in the monitor switch the metric, the x axis and the log scale."""
 
-    def __init__(self, **kw: Any):
-        super().__init__(**kw)
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
         self.metrics: list[Metric] = []
         self.metric = 0
         self.x_time = False
         self.log_loss = False
         self.started = 0.0
-        self.plot: Any = None
+        self.plot: PlotWidget | None = None
         self.ready = False
         self.drawn_at = 0.0
         self.pending = False
         self.title_text = ""
 
-    def compose(self) -> Any:
+    def compose(self) -> ComposeResult:
         yield Static("", id="plot-title")
 
     def add(self, metrics: list[Metric], started: float) -> None:
@@ -104,9 +107,12 @@ class MetricsPlot(Vertical):
     async def mount_plot(self) -> None:
         """Draw once the plot's own canvas is composed; the title line names the curve, so the plot's top margin
         goes to the curve (readable at 80x24)."""
-        await self.mount(self.plot)
-        self.plot.margin_top = 0
-        self.plot.margin_bottom = 2
+        plot = self.plot
+        if plot is None:  # made before this is called
+            return
+        await self.mount(plot)
+        plot.margin_top = 0
+        plot.margin_bottom = 2
         self.ready = True
         self.redraw()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -18,9 +18,14 @@ from gpuwizard.core.safetext import safe_text
 from gpuwizard.tui.widgets import KeyBar
 
 if TYPE_CHECKING:
-    from gpuwizard.analysis.probe_results import ProbeResult
+    from collections.abc import Callable
+    from types import FrameType
+
+    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
     from gpuwizard.model.preset import Preset
     from gpuwizard.runner.probe_grid import Probe
+
+    SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 COLUMNS = ("GPUs", "batch", "smp/s", "speed", "eff", "mem/dev", "fits")
 STOP_WAIT_S = 120.0
@@ -69,7 +74,7 @@ class ProbeScreen(Screen[bool]):
         self.ended = threading.Event()
         """Set by the worker once the probe has stopped what it ran and kept its result."""
         self.ending = False
-        self.previous: dict[int, Any] = {}
+        self.previous: dict[int, SignalHandler] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(f"Probe · {self.preset.name} · short real runs per GPU count and batch", id="probe-title")
@@ -89,7 +94,7 @@ class ProbeScreen(Screen[bool]):
                     self.previous[signum] = signal.signal(signum, self.stop_then_end)
         self.start()
 
-    def stop_then_end(self, signum: int, frame: object) -> None:
+    def stop_then_end(self, signum: int, frame: FrameType | None) -> None:
         """A hang-up (the SSH session dropped) or a kill mid-probe: the running configuration is stopped and the
         result kept first, then the signal ends the app as it would have (a probe's job never outlives it)."""
         self.ending = True
@@ -209,7 +214,7 @@ class ProbeScreen(Screen[bool]):
         bar.update(total=total, progress=sum(r.outcome != "stopped" for r in result.rows))  # a stop is no progress
 
 
-def cells(row: Any) -> tuple[str, ...]:
+def cells(row: ProbeRow) -> tuple[str, ...]:
     def f(value: float | None, spec: str, unit: str = "") -> str:
         return "-" if value is None else f"{value:{spec}}{unit}"
 

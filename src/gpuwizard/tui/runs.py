@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -22,6 +22,14 @@ from gpuwizard.runner.follow import clock
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
 
+if TYPE_CHECKING:
+    from textual import getters
+    from textual_plot import PlotWidget
+
+    from gpuwizard.analysis.compare import Comparison
+    from gpuwizard.runs.rundir import RunDir
+    from gpuwizard.tui.apphost import AppHost
+
 COLUMNS = ("*", "state", "GPUs", "step", "time", "smp/s", "run")
 """The run id is last and whole (it names the preset): short columns first, so none is pushed off at 80 columns."""
 
@@ -33,6 +41,9 @@ def column_widths(rows: list[list[str]]) -> list[int]:
 
 class RunsScreen(Screen[None]):
     """Every run, newest first; the history is read off the UI thread."""
+
+    if TYPE_CHECKING:
+        app = getters.app(AppHost)  # gpuwizard's app, beyond Textual's (tui/apphost.py)
 
     HELP = "Every run, newest first. The line under the table names the highlighted run whole; y copies its id."
     BINDINGS = [
@@ -200,7 +211,7 @@ class RunsScreen(Screen[None]):
         self.resume(RunDir(Path(row["path"])))
 
     @work(thread=True, exclusive=True, group="resume", exit_on_error=False)
-    def resume(self, run: Any) -> None:
+    def resume(self, run: RunDir) -> None:
         from gpuwizard.core.errors import UserError
         from gpuwizard.runner.launch import relaunch
 
@@ -234,12 +245,12 @@ class CompareScreen(Screen[None]):
         Binding("escape", "back", "Back"),
     ]
 
-    def __init__(self, runs: list[Any]) -> None:
+    def __init__(self, runs: list[RunDir]) -> None:
         super().__init__()
         self.runs = runs
-        self.result: Any = None
+        self.result: Comparison | None = None
         self.by_time = False
-        self.plot: Any = None
+        self.plot: PlotWidget | None = None
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="compare-body"):
@@ -268,23 +279,26 @@ class CompareScreen(Screen[None]):
             return
         from textual_plot import PlotWidget
 
-        self.plot = PlotWidget(id="compare-curves")
-        await self.query_one("#compare-body").mount(self.plot)
-        self.plot.margin_top = 0
+        plot = self.plot = PlotWidget(id="compare-curves")
+        await self.query_one("#compare-body").mount(plot)
+        plot.margin_top = 0
         self.draw()
 
     def draw(self) -> None:
         from gpuwizard.analysis.compare import curve_label, run_labels
 
-        labels = run_labels(self.result)
-        self.plot.clear()
-        for run in self.result.runs:
+        result, plot = self.result, self.plot
+        if result is None or plot is None:
+            return
+        labels = run_labels(result)
+        plot.clear()
+        for run in result.runs:
             points = [(p.wall_s / 60 if self.by_time else p.samples, p.loss) for p in run.curve]
             if len(points) >= 2:
                 label = curve_label(run, labels[run.run_id])
-                self.plot.plot([x for x, _ in points], [y for _, y in points], label=label)
-        self.plot.set_xlabel("minutes" if self.by_time else "samples seen")
-        self.plot.show_legend()
+                plot.plot([x for x, _ in points], [y for _, y in points], label=label)
+        plot.set_xlabel("minutes" if self.by_time else "samples seen")
+        plot.show_legend()
 
     def action_x_axis(self) -> None:
         if self.plot is not None:

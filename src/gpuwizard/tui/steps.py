@@ -156,7 +156,7 @@ class PolicyStep(Step):
     fits_for: tuple[float, str] | None = None
 
     def compose(self) -> ComposeResult:
-        table = DataTable(id="policies", cursor_type="row", zebra_stripes=True)
+        table: DataTable[str] = DataTable(id="policies", cursor_type="row", zebra_stripes=True)
         for label in ("chosen", "policy", "params", "VRAM need", "fits", "trainers"):
             table.add_column("" if label == "chosen" else label, key=label)
         yield table
@@ -232,8 +232,8 @@ class PolicyStep(Step):
 
 
 class DatasetBox(Vertical):
-    def __init__(self, preset: Preset, **kw: object):
-        super().__init__(**kw)
+    def __init__(self, preset: Preset, *, id: str | None = None):
+        super().__init__(id=id)
         self.preset = preset
 
     def compose(self) -> ComposeResult:

@@ -46,8 +46,8 @@ class TelemetryRow(Horizontal):
 class Telemetry(Vertical):
     """The rows, created as devices and ranks first report."""
 
-    def __init__(self, **kw: object):
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
         self.node_samples_seen = False
 
     def apply(self, update: RunUpdate, status: Status | None) -> None:
@@ -64,8 +64,8 @@ class Telemetry(Vertical):
             mem = f"{(sample.memory_used_mb or 0) / 1024:.1f}/{(sample.memory_total_mb or 0) / 1024:.0f}G"
             row.push(util, f"{util:3.0f}% {mem} {sample.temperature_c or 0:.0f}C {sample.power_w or 0:.0f}W")
         if status is not None and status.device == "cpu":
-            for sample in update.ranks[-HISTORY:]:
-                for rank in sample.ranks:
+            for ranks_sample in update.ranks[-HISTORY:]:
+                for rank in ranks_sample.ranks:
                     cpu = rank.cpu or 0.0
                     self.row(f"rank{rank.rank}", f"rank {rank.rank}").push(cpu, f"CPU {cpu:4.0f}% pid {rank.pid}")
 

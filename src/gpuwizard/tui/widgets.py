@@ -199,7 +199,7 @@ def options_form(model: type[TrainerOptions], values: dict[str, Any]) -> list[Wi
             check.styles.margin = (0, 0, 1, width)
             rows.append(check)
         elif typing.get_origin(annotation) is Literal:
-            select = FieldSelect(path, list(typing.get_args(annotation)), current, tooltip=info.description)
+            select = FieldSelect(path, list(typing.get_args(annotation)), str(current), tooltip=info.description)
             rows.append(row(label, select, label_width=width))
         elif annotation in (int, float, str) or typing.get_origin(annotation) is list:
             kind = {int: "int", float: "float", str: "str"}.get(annotation, "list")
@@ -230,8 +230,8 @@ REQUIRED_HINTS = {"base_model_path", "embodiment_tag", "config_name", "script"}
 class Step(VerticalScroll):
     """A wizard step, built when first shown from the wizard's current preset."""
 
-    def __init__(self, preset: Preset, **kw: object):
-        super().__init__(**kw)
+    def __init__(self, preset: Preset, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
         self.preset = preset
 
     def sync(self, preset: Preset) -> None:

@@ -6,7 +6,7 @@ trainers) is imported and the preset loaded right after it, and each step is bui
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -24,13 +24,16 @@ from gpuwizard.tui.widgets import Edit, FieldReset, InvalidInput, KeyBar, Step, 
 from gpuwizard.tui.wizard_actions import WizardActions
 
 if TYPE_CHECKING:
+    from textual import getters
     from textual.widget import AwaitMount
 
     from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
     from gpuwizard.model.preset import Preset
+    from gpuwizard.tui.apphost import AppHost
 
+StepT = TypeVar("StepT", bound=Step)
 REPLAN_DELAY_S = 0.12
 STEPS = [
     ("gpus", "GPUs"),
@@ -43,6 +46,9 @@ STEPS = [
 
 class WizardScreen(WizardActions, Screen[None]):
     """Steps, a live plan summary, the main keys in the footer (`?` lists them all)."""
+
+    if TYPE_CHECKING:
+        app = getters.app(AppHost)  # gpuwizard's app, beyond Textual's (tui/apphost.py)
 
     HELP = (
         "Five steps over one preset: ctrl+n and escape move between them, Tab between fields. In the policy list "
@@ -112,7 +118,7 @@ class WizardScreen(WizardActions, Screen[None]):
     def _loaded(self, message: PresetLoaded) -> None:
         if message.error:
             if self.exit_on_error:
-                self.app.exit_error = message.error  # type: ignore[attr-defined]
+                self.app.exit_error = message.error
                 self.app.exit(return_code=2)
             else:
                 self.notify(message.error, severity="error", timeout=10, markup=False)
@@ -128,12 +134,20 @@ class WizardScreen(WizardActions, Screen[None]):
     def built(self, name: str) -> Step | None:
         """The step widget if it has been built."""
         children = self.slot(name).children
-        return children[0] if children else None  # type: ignore[return-value]
+        child = children[0] if children else None
+        return child if isinstance(child, Step) else None
+
+    def built_as(self, name: str, kind: type[StepT]) -> StepT | None:
+        """The step widget if it has been built, as its own class (each step draws from its own arguments)."""
+        widget = self.built(name)
+        return widget if isinstance(widget, kind) else None
 
     def show_step(self, step: int) -> None:
         """Build the step on first visit, then draw it from the current plan."""
         from gpuwizard.tui.steps import STEP_CLASSES
 
+        if self.preset is None:
+            return  # shown once the preset is loaded
         name = STEPS[step][0]
         widget = self.built(name)
         if widget is None:
@@ -145,8 +159,10 @@ class WizardScreen(WizardActions, Screen[None]):
 
     async def finish_build(self, mounted: AwaitMount, widget: Step) -> None:
         """Draw and focus a new step once its children exist (a refresh alone does not guarantee that)."""
+        from gpuwizard.tui.steps import GpusStep
+
         await mounted
-        if widget.id == "gpus-step" and self.inventory is not None:
+        if isinstance(widget, GpusStep) and self.preset is not None and self.inventory is not None:
             widget.show(self.preset, self.inventory)
         self.render_step()
         if self.built(STEPS[self.step][0]) is widget:
@@ -166,6 +182,8 @@ class WizardScreen(WizardActions, Screen[None]):
 
         self.plan_seq += 1
         seq, preset, inventory = self.plan_seq, self.preset, self.inventory
+        if preset is None:
+            return  # planned once the preset is loaded
         plan, ctx = plan_here(preset, inventory)
         blockers = None if inventory is None else machine_problems(preset, plan, inventory)
         self.post_message(PlanReady(seq, preset, plan, ctx, None if plan.errors else build_command(ctx), blockers))
@@ -178,9 +196,11 @@ class WizardScreen(WizardActions, Screen[None]):
 
     @on(InventoryReady)
     def _inventory(self, message: InventoryReady) -> None:
+        from gpuwizard.tui.steps import GpusStep
+
         self.inventory = message.inventory
-        gpus = self.built("gpus")
-        if gpus is not None:
+        gpus = self.built_as("gpus", GpusStep)
+        if gpus is not None and self.preset is not None:
             gpus.show(self.preset, self.inventory)
         self.replan()
 
@@ -201,10 +221,12 @@ class WizardScreen(WizardActions, Screen[None]):
         widget = self.built(STEPS[self.step][0])
         if widget is None or self.plan is None:
             return
-        name = STEPS[self.step][0]
-        if name == "preview":
+        from gpuwizard.tui.job_steps import PreviewStep, ScalingStep, TrainerStep
+        from gpuwizard.tui.steps import PolicyStep
+
+        if isinstance(widget, PreviewStep):
             widget.show(self.plan, self.spec, self.ctx)
-        elif name != "gpus":
+        elif isinstance(widget, PolicyStep | TrainerStep | ScalingStep) and self.preset is not None:
             widget.show(self.preset, self.plan)
 
     @on(Edit)
@@ -229,11 +251,14 @@ class WizardScreen(WizardActions, Screen[None]):
             if widget is not None:
                 widget.preset = new
                 widget.sync(new)
-        trainer_step = self.built("trainer")
+        from gpuwizard.tui.job_steps import TrainerStep
+        from gpuwizard.tui.steps import GpusStep
+
+        trainer_step = self.built_as("trainer", TrainerStep)
         if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
             await trainer_step.rebuild_options(new)
             self.forget_invalid(*[path for path in self.invalid if path.startswith("trainer_options.")])
-        gpus_step = self.built("gpus")
+        gpus_step = self.built_as("gpus", GpusStep)
         if gpus_step is not None and new.hardware != old.hardware and self.inventory:
             gpus_step.show(new, self.inventory)
         self.replan_soon()
@@ -332,7 +357,8 @@ class WizardScreen(WizardActions, Screen[None]):
     def action_open(self) -> None:
         from gpuwizard.tui.dialogs import PresetPicker
 
-        self.app.push_screen(
-            PresetPicker(self.preset.name if self.preset else None),
-            lambda preset: self.app.switch_screen(WizardScreen(preset)) if preset else None,
-        )
+        async def opened(preset: Preset | None) -> None:
+            if preset:
+                await self.app.switch_screen(WizardScreen(preset))
+
+        self.app.push_screen(PresetPicker(self.preset.name if self.preset else None), opened)

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import work
 
 from gpuwizard.tui.messages import RunStarted
 
 if TYPE_CHECKING:
-    from textual.app import App
     from textual.message import Message
 
     from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.model.job import LaunchSpec, Plan
     from gpuwizard.model.preset import Preset
+    from gpuwizard.tui.apphost import AppHost
 
 
 class WizardActions:
@@ -31,7 +31,7 @@ class WizardActions:
     spec: LaunchSpec | None
     blockers: list[Problem] | None
     inventory: Inventory | None
-    app: App[Any]
+    app: AppHost
     notify: Callable[..., None]
     post_message: Callable[[Message], bool]
     invalid_fields: Callable[[], dict[str, list[Problem]]]
@@ -47,10 +47,11 @@ class WizardActions:
         invalid = self.invalid_fields()
         problems = [found for problems in invalid.values() for found in problems]
         why = [f"{len(invalid)} field{'s' if len(invalid) > 1 else ''} invalid"] if invalid else []
-        if plan_errors and self.plan_is_current() and self.plan.errors:
-            problems += self.plan.errors
-            why.append(f"the plan has {len(self.plan.errors)} error(s)")
-        if blockers and self.plan_is_current() and self.blockers:
+        plan = self.plan if self.plan_is_current() else None
+        if plan_errors and plan is not None and plan.errors:
+            problems += plan.errors
+            why.append(f"the plan has {len(plan.errors)} error(s)")
+        if blockers and plan is not None and self.blockers:
             problems += self.blockers
             why.append("it cannot start on this machine")
         if not problems:
@@ -73,13 +74,13 @@ class WizardActions:
         return False
 
     def action_copy(self) -> None:
-        if self.command_refused("Nothing copied"):
+        if self.command_refused("Nothing copied") or self.spec is None:
             return
         self.app.copy_to_clipboard(self.spec.shell())
         self.notify("Command copied to the clipboard (OSC 52: works over SSH in most terminals).")
 
     def action_export(self) -> None:
-        if self.command_refused("Nothing exported"):
+        if self.command_refused("Nothing exported") or self.spec is None or self.preset is None:
             return
         from gpuwizard.tui.dialogs import AskText
 
@@ -111,10 +112,11 @@ class WizardActions:
             return
 
         def save(name: str | None, overwrite: bool = False) -> None:
-            if not name:
+            current = self.preset
+            if not name or current is None:
                 return
             try:
-                preset = with_field(self.preset, "name", name)
+                preset = with_field(current, "name", name)
                 path = save_user_preset(preset, overwrite=overwrite)
             except UserError as exc:
                 if "already exists" in exc.paragraph() and not overwrite:
@@ -147,7 +149,11 @@ class WizardActions:
             return
         from gpuwizard.tui.probe import ProbeScreen
 
-        self.app.push_screen(ProbeScreen(self.preset), lambda kept: self.replan() if kept else None)
+        def probed(kept: bool | None) -> None:
+            if kept:
+                self.replan()
+
+        self.app.push_screen(ProbeScreen(self.preset), probed)
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
@@ -175,4 +181,4 @@ class WizardActions:
             self.notify(warning, severity="warning", timeout=8, markup=False)
         from gpuwizard.runs.rundir import RunDir
 
-        self.app.open_monitor(RunDir(message.run_path))  # type: ignore[attr-defined]
+        self.app.open_monitor(RunDir(message.run_path))

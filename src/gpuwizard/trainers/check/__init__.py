@@ -15,7 +15,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -182,10 +182,19 @@ def describe(values: dict[str, Any], labels: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
+class _Common(TypedDict):
+    """The fields every TrainerCheck that compare() makes shares."""
+
+    parser: str | None
+    notes: list[str]
+    cached: bool
+    seconds: float
+
+
 def compare(answer: CheckAnswer, query: TrainerQuery, cached: bool, seconds: float) -> TrainerCheck:
     """The trainer's answer against the plan."""
     parser = answer.parser or "the trainer"
-    common = {"parser": answer.parser, "notes": answer.notes, "cached": cached, "seconds": seconds}
+    common: _Common = {"parser": answer.parser, "notes": answer.notes, "cached": cached, "seconds": seconds}
     if answer.status == "unavailable":
         return TrainerCheck(status="not checked", summary=f"not checked: {answer.error}", **common)
     if answer.status == "refused":
@@ -285,14 +294,14 @@ def ask(query: TrainerQuery, base_env: dict[str, str], use_cache: bool = True) -
         )
         return answer, False, time.monotonic() - started
     seconds = time.monotonic() - started
-    answer = parse_output(out.stdout)
-    if answer is None:
+    parsed = parse_output(out.stdout)
+    if parsed is None:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or [f"exit code {out.returncode}"]
         return (
             CheckAnswer(status="unavailable", error=f"the check script gave no answer: {tail[0][:300]}"),
             False,
             seconds,
         )
-    if answer.status != "unavailable":
-        cache.put(key, exe, answer.model_dump(), answer.watch)
-    return answer, False, seconds
+    if parsed.status != "unavailable":
+        cache.put(key, exe, parsed.model_dump(), parsed.watch)
+    return parsed, False, seconds

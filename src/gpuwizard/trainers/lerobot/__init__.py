@@ -26,7 +26,8 @@ from gpuwizard.trainers.lerobot.install import LeRobotInstall, find_install
 from gpuwizard.trainers.logparse import LineInfo, parse_lerobot
 
 if TYPE_CHECKING:
-    from gpuwizard.model.catalog import LeRobotPolicyFacts
+    from gpuwizard.model.catalog import LeRobotPolicyFacts, PolicyEntry
+    from gpuwizard.model.preset import Preset
 
 RESUME_CONFIG = Path("checkpoints", "last", "pretrained_model", "train_config.json")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
@@ -67,12 +68,12 @@ class LeRobotTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return per_worker_layout(size, grad_accum, world)
 
-    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
+    def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
         """The policy preset's warmup in optimizer updates (see default_loop_warmup)."""
         warmup = default_loop_warmup(policy.lerobot, steps * per_update)
         return None if warmup is None else math.ceil(warmup / per_update)
 
-    def trainer_steps_per_update(self, preset, python):  # type: ignore[no-untyped-def]
+    def trainer_steps_per_update(self, preset: Preset, python: str) -> int:
         """Main counts loop steps, one micro-batch per worker each (lerobot_train.py at 7427f31: `step = 0  # number
         of loop steps (= micro-batches consumed per data-parallel worker)`); 0.6.1 has no accumulation."""
         return preset.batch.grad_accum if find_install(python, preset.options.api).api == "main" else 1
@@ -318,13 +319,13 @@ class LeRobotTrainer(Trainer):
         if entry not in spec.argv:
             return "the command runs no lerobot-train"
         plan, preset, facts = ctx.plan, ctx.preset, ctx.policy.lerobot
-        cosine = facts is not None and facts.scheduler == "cosine_decay_with_warmup" and facts.decay_steps
+        decay = facts.decay_steps if facts is not None and facts.scheduler == "cosine_decay_with_warmup" else None
         expected = {
             "per_device_batch": plan.per_device_batch,
             "lr": self.logged_lr(ctx),
             "steps": plan.trainer_steps,
             "warmup_steps": self.trainer_warmup_steps(ctx),
-            "decay_steps": min(plan.trainer_steps, facts.decay_steps) if cosine else None,
+            "decay_steps": min(plan.trainer_steps, decay) if decay else None,
             "dataset": preset.dataset.repo_id,
             "policy": ctx.policy.key,
             "resume": True if ctx.resume else None,

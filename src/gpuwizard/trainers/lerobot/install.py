@@ -60,12 +60,12 @@ def detect(python: str) -> dict | None:
     return {"version": remembered.get("version"), "parallelism": bool(remembered.get("parallelism"))}
 
 
-def find_install(python: str, api: str) -> LeRobotInstall:
+def find_install(python: str, api: Literal["auto", "v0.6", "main"]) -> LeRobotInstall:
     train = sibling_tool(python, "lerobot-train") or shutil.which("lerobot-train")
     found = detect(python) if os.path.exists(python) or shutil.which(python) else None
     version = found["version"] if found else None
     if api != "auto":
-        return LeRobotInstall(version, api, version is not None, train)  # type: ignore[arg-type]
+        return LeRobotInstall(version, api, version is not None, train)
     if version is None:
         return LeRobotInstall(None, "v0.6", False, train)
     return LeRobotInstall(version, "main" if found and found["parallelism"] else "v0.6", True, train)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
@@ -26,6 +27,10 @@ from gpuwizard.trainers.check import check_script
 from gpuwizard.trainers.logparse import LineInfo, parse_openpi
 from gpuwizard.trainers.openpi import checks, run_values
 from gpuwizard.trainers.openpi.configs import ConfigSource, config_source, training_python
+
+if TYPE_CHECKING:
+    from gpuwizard.model.catalog import PolicyEntry
+    from gpuwizard.model.preset import Preset
 
 
 class OpenpiTrainer(Trainer):
@@ -52,23 +57,23 @@ class OpenpiTrainer(Trainer):
     batch_is_global = True
     supports_fsdp = True
 
-    def uses_jax(self, preset) -> bool:  # type: ignore[no-untyped-def]
+    def uses_jax(self, preset: Preset) -> bool:
         return preset.options.backend == "jax"
 
-    def processes_per_node(self, preset) -> int:  # type: ignore[no-untyped-def]
+    def processes_per_node(self, preset: Preset) -> int:
         return 1 if self.uses_jax(preset) else preset.hardware.gpus
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
-    def source(self, preset) -> ConfigSource:  # type: ignore[no-untyped-def]
+    def source(self, preset: Preset) -> ConfigSource:
         """The named TrainConfig's own values: the installed openpi's, else the catalog's."""
         return config_source(preset)
 
-    def default_lr(self, preset, policy):  # type: ignore[no-untyped-def]
+    def default_lr(self, preset: Preset, policy: PolicyEntry) -> float | None:
         return self.source(preset).facts.peak_lr
 
-    def default_warmup_steps(self, preset, policy, steps, per_update):  # type: ignore[no-untyped-def]
+    def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
         return self.source(preset).facts.warmup_steps
 
     def managed_flags(self) -> tuple[str, ...]:

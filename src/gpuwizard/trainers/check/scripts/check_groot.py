@@ -12,13 +12,15 @@ import io
 import os
 import sys
 from dataclasses import fields
+from typing import TypeVar
 
 import gwcheck
 
 FRESH = "none (a fresh start)"
+ConfigT = TypeVar("ConfigT")
 
 
-def parse_finetune_config(config_class: type, argv: list[str]):  # type: ignore[no-untyped-def]
+def parse_finetune_config(config_class: type[ConfigT], argv: list[str]) -> ConfigT:
     """tyro.cli as launch_finetune.py calls it; on a refusal, tyro's own message is the last line on stderr."""
     import tyro
 
@@ -144,7 +146,7 @@ def parse(argv: list[str]) -> dict:
             "dataset": ft.dataset_path,
             "gpus": training.num_gpus,
             "output_dir": output_dir,
-            "resume": f"from {os.path.basename(checkpoint)}" if resumes else FRESH,
+            "resume": f"from {os.path.basename(checkpoint)}" if resumes and checkpoint is not None else FRESH,
         },
         "notes": notes,
         "watch": [

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import TYPE_CHECKING
 
 import gwcheck
+
+if TYPE_CHECKING:
+    from transformers import TrainingArguments
 
 FRESH = "none (a fresh start)"
 
@@ -28,7 +32,7 @@ class Collected(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def fsdp_settings(args) -> dict | str:  # type: ignore[no-untyped-def]
+def fsdp_settings(args: TrainingArguments) -> dict | str:
     """What TrainingArguments._process_fsdp_args resolved for accelerate's FSDP plugin (its fsdp_plugin_args)."""
     plugin = getattr(args, "fsdp_plugin_args", None)
     if not args.fsdp or not plugin:

@@ -8,6 +8,7 @@ lerobot_train.update_policy, 0.6.1 and main at 7427f31) and the schedule's real 
 import ast
 import importlib.metadata
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -31,21 +32,22 @@ model; a policy not listed trains one group (get_optim_params returns self.param
 
 
 def innermost(exc: BaseException) -> BaseException:
-    while (exc.__cause__ or exc.__context__) is not None:
-        exc = exc.__cause__ or exc.__context__
+    while (nxt := exc.__cause__ or exc.__context__) is not None:
+        exc = nxt
     return exc
 
 
 def hub_unreachable(exc: BaseException) -> BaseException | None:
     """The error in `exc`'s chain saying a Hub file (a --policy.path config, a --config_path repo) could not be
     fetched: a fact about this machine's network, not about the command."""
-    while exc is not None:
-        name, module = type(exc).__name__, type(exc).__module__
+    link: BaseException | None = exc
+    while link is not None:
+        name, module = type(link).__name__, type(link).__module__
         if name in ("LocalEntryNotFoundError", "OfflineModeIsEnabled") or (
             module.startswith(("httpx", "requests", "urllib3")) and "Connect" in name
         ):
-            return exc
-        exc = exc.__cause__ or exc.__context__
+            return link
+        link = link.__cause__ or link.__context__
     return None
 
 
@@ -79,7 +81,7 @@ def require_policy_packages(lerobot_train, cfg) -> None:
     ema = getattr(cfg, "ema", None)
     if ema is not None and ema.enable:
         require("diffusers", extra="diffusion")
-    folder = Path(sys.modules[type(cfg.policy).__module__].__file__).parent
+    folder = Path(inspect.getfile(type(cfg.policy))).parent  # the file of the policy class's module
     for source in sorted(folder.rglob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "require_package"):

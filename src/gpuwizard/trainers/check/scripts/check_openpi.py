@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gwcheck
+
+if TYPE_CHECKING:
+    from openpi.training.config import TrainConfig
 
 
 def openpi_version(config_file: str) -> str:
@@ -36,7 +40,7 @@ def text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def values(cfg, world: int | None, entry: str) -> tuple[dict, list[str]]:  # type: ignore[no-untyped-def]
+def values(cfg: TrainConfig, world: int | None, entry: str) -> tuple[dict, list[str]]:
     """The TrainConfig fields the plan depends on (src/openpi/training/config.py TrainConfig)."""
     schedule, notes = cfg.lr_schedule, []
     found = {

@@ -86,7 +86,7 @@ def main(parse: Callable[[list[str]], dict[str, Any]]) -> None:
         )
         return
     except Exception as exc:  # the trainer's own validation: its message is the answer
-        root = exc
+        root: BaseException = exc
         while root.__cause__ is not None:
             root = root.__cause__
         emit(
