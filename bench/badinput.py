@@ -10,7 +10,7 @@ from pathlib import Path
 from common import PYTHON, ROOT, isolated_env, median, record, wall
 
 sys.path.insert(0, str(ROOT / "tests"))
-from test_bad_input import BOMBS  # the bombs the tests refuse, one per placement
+from support.bad_input import BOMBS  # the bombs the tests refuse, one per placement
 
 
 def run(quick: bool = False) -> None:

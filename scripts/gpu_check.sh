@@ -38,7 +38,7 @@ step "record this machine for replay (tests/data/nvml format)"
 GPUWIZARD_NVML_REPLAY="$out/nvml-recording.json" "$gw" gpus | head -8
 
 step "pytest: the real NVML code path"
-.venv/bin/python -m pytest -q tests/test_gpus.py -k real_nvml -p no:cacheprovider || status=1
+.venv/bin/python -m pytest -q tests/unit/test_gpus.py -k real_nvml -p no:cacheprovider || status=1
 
 step "one-GPU NCCL run of the demo job (headless), with GPU sampling"
 "$gw" run demo-gpu --headless || status=1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpuwizard.cli.main import build_parser, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/support/golden_driver.py
 
 
 def normalise(text: str) -> str:

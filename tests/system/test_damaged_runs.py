@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from callers import Outcome, drawn, gw_call, gw_tui, unprivileged_reader_available
-from conftest import DATA
 from gpuwizard.core import paths
+from support.callers import Outcome, drawn, gw_call, gw_tui, unprivileged_reader_available
+from support.data import DATA
 
 GOOD = DATA / "runs" / "20261201-005642-demo-cmp"
 SAMPLE = DATA / "runs" / "20261201-005700-demo-cmp"
@@ -362,7 +362,7 @@ async def test_the_runs_screen_lists_damaged_runs_with_their_reason(data_with_go
 
     from gpuwizard.tui.app import GpuWizardApp
     from gpuwizard.tui.runs import RunsScreen
-    from test_tui import wait_until
+    from support.tui import wait_until
 
     reasons = {
         "status: ended Infinity": "ended = inf",
@@ -389,7 +389,7 @@ async def test_the_runs_screen_says_when_the_history_cannot_be_read(data_with_go
     from gpuwizard.runs import rundir
     from gpuwizard.tui.app import GpuWizardApp
     from gpuwizard.tui.runs import RunsScreen
-    from test_tui import wait_until
+    from support.tui import wait_until
 
     def unreadable(preset_name: str | None = None) -> list:
         raise UserError(problem(None, "the runs folder /x cannot be read: Permission denied", "make it yours"))

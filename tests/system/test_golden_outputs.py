@@ -8,10 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "cli.json"
-DRIVER = Path(__file__).parent / "golden_driver.py"
+from support.data import DATA, TESTS
+
+GOLDEN = DATA / "golden" / "cli.json"
+DRIVER = TESTS / "support" / "golden_driver.py"
 
 
 def test_every_shipped_preset_prints_what_it_printed(tmp_path):

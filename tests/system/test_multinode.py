@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess, wait_for
 from gpuwizard.runs.rundir import RunDir, list_runs
+from support.cli import gw_subprocess, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.model.preset import preset_schema
+from support.data import REPO
 
-REPO = Path(__file__).parent.parent
 SRC = REPO / "src" / "gpuwizard"
 WHERE = "from gpuwizard.core import paths; print(paths.shipped_presets_dir()); print(paths.shipped_themes_dir())"
 

@@ -1,6 +1,7 @@
 """`gpuwizard probe` for real: short demo runs on 1 and 2 CPU processes (gloo) through the supervisor, a batch
 search that ends at a memory limit (the demo's device_memory_mb makes the allocator itself refuse a larger batch,
-with torch's own DefaultCPUAllocator message), and a cancel that leaves nothing behind."""
+with torch's own DefaultCPUAllocator message), and a cancel that leaves nothing behind. Its verdict's words:
+tests/unit/test_probe_verdict.py."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import sys
 import psutil
 import pytest
 
-from conftest import wait_for
-from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow, probes_dir
-from gpuwizard.analysis.probe_verdict import result_text, verdict
+from gpuwizard.analysis.probe_results import ProbeResult, probes_dir
+from gpuwizard.analysis.probe_verdict import result_text
 from gpuwizard.planning.estimates import measured_runs
 from gpuwizard.runs.rundir import alive_processes, baseline_green, list_runs, scaling_report
+from support.cli import wait_for
+from support.slurm import cluster_answers
 
 PRESET = """\
 version: 1
@@ -236,7 +238,6 @@ def test_bad_probe_flags_get_one_paragraph_each(gw, tmp_path):
 @pytest.mark.slow
 @pytest.mark.slurm
 def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
-    from test_slurm import cluster_answers
 
     if not cluster_answers():
         reason = "no SLURM cluster answers: start one with scripts/slurm-local.sh and export its SLURM_CONF"
@@ -258,46 +259,3 @@ def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
     assert [(r["per_device_batch"], r["outcome"]) for r in probe["rows"]] == [(4, "measured"), (8, "measured")]
     runs = [e.status for e in list_runs("probe-slurm")]
     assert len(runs) == 2 and all(s.slurm_job_id and s.probe == probe["probe_id"] for s in runs)
-
-
-def grid_result(rates: dict[int, float], samples: int) -> ProbeResult:
-    """A probe of a job of `samples` samples that measured these samples/s per process count at batch 8."""
-    rows = [ProbeRow(gpus=g, per_device_batch=8, outcome="measured", samples_per_s=r) for g, r in rates.items()]
-    return ProbeResult(
-        probe_id="p",
-        preset="demo-cpu",
-        trainer="demo",
-        policy="demo",
-        device="cpu",
-        hardware="CPU, 2 cores",
-        created=0.0,
-        steps=300,
-        headroom=0.1,
-        full_run_samples=samples,
-        rows=rows,
-        batches=[8],
-    )
-
-
-def test_the_verdict_on_a_tiny_run_speaks_seconds_and_agrees_with_the_recommendation():
-    lines = verdict(grid_result({1: 1000.0, 2: 1180.0}, samples=4800))
-    assert lines[0] == (
-        "2 processes: 1.18x the samples/s of 1 (59% efficiency, batch 8 per device on both); the full run (4,800 "
-        "samples) takes 4.8 s on 1 process and 4.1 s on 2, for 8.1 process-seconds instead of 4.8: does not pay "
-        "here, 59% efficiency is below the 70% a recommendation needs (69% more compute for 15% less time)."
-    )
-    assert (
-        lines[-1] == "Recommended: 1 process at batch 8 per device (1000.0 samples/s): more processes do not pay here."
-    )
-    assert "<1 min" not in "\n".join(lines)
-
-
-def test_a_second_process_that_keeps_its_efficiency_pays_and_is_recommended():
-    lines = verdict(grid_result({1: 1000.0, 2: 1800.0}, samples=36_000_000))
-    assert lines[0].endswith(
-        "the full run (36,000,000 samples) takes 10.0 h on 1 process and 5.6 h on 2, for 11.1 process-hours instead "
-        "of 10.0: pays for wall-clock, costs 11% more compute."
-    )
-    assert lines[-1] == "Recommended: 2 processes at batch 8 per device (1800.0 samples/s)."
-    slower = verdict(grid_result({1: 1000.0, 2: 870.0}, samples=4800))
-    assert slower[0].endswith(": does not pay: slower.") and slower[-1].endswith("more processes do not pay here.")

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runs.records import Event, Expectations
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.tail import MAX_LINE_CHARS, LogTail
 from gpuwizard.trainers.registry import get_trainer
-from test_runner import DEMO, hand_made_run
+from support.cli import gw_subprocess, wait_for
+from support.presets import DEMO
+from support.runs import hand_made_run
 
 STEPS_THEN = """
 import sys, time

@@ -14,31 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.prepare import launcher_problems
 from gpuwizard.runner.procs import read_environ
-from gpuwizard.runs.records import Event, Expectations, GpuSample, Job, RanksSample, Status, parse_lines
+from gpuwizard.runs.records import Event, GpuSample, RanksSample, Status, parse_lines
 from gpuwizard.runs.rundir import RunDir, alive_processes, list_runs, run_processes
+from support.cli import gw_subprocess, wait_for
+from support.data import DATA
+from support.presets import DEMO
+from support.runs import hand_made_run
 
 pytestmark = pytest.mark.slow
-
-DEMO = """\
-version: 1
-name: {name}
-trainer: demo
-policy: demo
-dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
-hardware: {{gpus: {gpus}, device: cpu}}
-batch: {{size: 4}}
-optim: {{lr: {lr}, steps: {steps}}}
-mixed_precision: "no"
-output_dir: {root}/out-{name}
-trainer_options:
-  log_every: 5
-  save_every: 30
-{options}
-monitor: {{hang_timeout_s: {hang}}}
-"""
 
 
 @pytest.fixture
@@ -95,43 +80,6 @@ def assert_nothing_left(run: RunDir) -> None:
 
     wait_for(lambda: not alive(), timeout=5, every=0.05)
     assert alive() == [], f"processes of the run still alive: {alive()}"
-
-
-def hand_made_run(
-    folder: Path, argv: list[str], device: str = "cpu", world_size: int = 1, hang_timeout_s: float = 30.0
-) -> RunDir:
-    """A run folder written the way start_run writes one, for a supervisor started directly on a chosen command."""
-    run = RunDir(folder)
-    run.path.mkdir(parents=True)
-    expect = Expectations(
-        steps=7, lr=1e-3, warmup_steps=0, effective_batch=None, world_size=world_size, hang_timeout_s=hang_timeout_s
-    )
-    job = Job(
-        argv=argv,
-        env={},
-        unset=[],
-        workdir=str(folder.parent),
-        trainer="demo",
-        device=device,
-        on_hang="stop",
-        stop_grace_s=2,
-        expect=expect,
-    )
-    run.write("job.json", job)
-    status = Status(
-        run_id=run.run_id,
-        preset=folder.name,
-        trainer="demo",
-        policy="demo",
-        world_size=world_size,
-        device=device,
-        steps=7,
-        created=time.time(),
-        state="starting",
-        command=" ".join(argv),
-    )
-    run.write("status.json", status)
-    return run
 
 
 def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
@@ -306,7 +254,6 @@ for step in range(1, 8):
 
 def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp_path):
     """The GPU path of the real supervisor over a recorded L40S that falls off the bus mid-run (NVML replay)."""
-    from conftest import DATA
 
     run = hand_made_run(tmp_path / "20261129-000000-gpu-replay", [sys.executable, "-c", GPU_JOB], device="cuda")
     env = {**os.environ, "GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "l40s_lost_midrun.json")}
@@ -518,7 +465,7 @@ def test_attach_log_prints_the_whole_log_of_a_finished_run(demo_preset, gw):
     from gpuwizard.core import paths
 
     run_dir = paths.runs_dir() / "20261129-120000-long"
-    shutil.copytree(Path(__file__).parent / "data" / "runs" / "20261129-120000-demo-cpu", run_dir)
+    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir)
     status = json.loads((run_dir / "status.json").read_text())
     (run_dir / "status.json").write_text(json.dumps(status | {"run_id": run_dir.name}))
     (run_dir / "log.txt").write_text("".join(f"line {i} of a long log\n" for i in range(100_075)))

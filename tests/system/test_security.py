@@ -1,5 +1,5 @@
 """Hostile output and hostile folders: no escape sequence from a job, a log or a run folder reaches the terminal,
-whether printed by the CLI or drawn by the TUI (issue 19, item 2)."""
+whether printed by the CLI or drawn by the TUI (issue 19, item 2); the sanitiser itself: tests/unit/test_safetext.py."""
 
 from __future__ import annotations
 
@@ -15,16 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, gw_subprocess, wait_for
-from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runs.rundir import RunDir, list_runs
+from support.cli import gw_subprocess, wait_for
+from support.data import DATA
+from support.hostile import DCS, HOSTILE, OSC_CLIPBOARD, OSC_TITLE, PAYLOADS
 
-OSC_TITLE = "\x1b]0;PWNED-TITLE\x07"
-OSC_CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"
-DCS = "\x1bP+q544e\x1b\\"
-HOSTILE = f"{OSC_TITLE} {OSC_CLIPBOARD} {DCS} \x9b2J\x1b[?1049h"
-"""Retitles the window, writes the clipboard, queries the terminal, clears it (8-bit CSI), switches screens."""
-PAYLOADS = ("PWNED-TITLE", "cHduZWQ=", "+q544e")
 TERMINAL_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
 """Bytes a terminal acts on (tab and newline aside), in UTF-8 output: C0, DEL, and the C1 controls."""
 
@@ -36,40 +31,6 @@ def assert_inert(output: bytes | str, where: str) -> None:
     assert found is None, f"{where} writes {found[0]!r}: {context!r}"
     for payload in PAYLOADS:
         assert payload.encode() not in data, f"{where} shows the body of a control string ({payload})"
-
-
-@pytest.mark.parametrize(
-    "sequence, left",
-    [
-        (OSC_TITLE, ""),
-        ("\x1b]0;PWNED-TITLE\x1b\\", ""),  # OSC ended by ST
-        (OSC_CLIPBOARD, ""),
-        ("\x1b]8;;http://x/\x1b\\link\x1b]8;;\x1b\\", "link"),  # a hyperlink: its text stays
-        (DCS, ""),
-        ("\x1b_apc\x1b\\", ""),
-        ("\x1b^pm\x1b\\", ""),
-        ("\x1bXsos\x1b\\", ""),
-        ("\x9d0;PWNED-TITLE\x9c", ""),  # 8-bit OSC
-        ("\x90+q544e\x9c", ""),  # 8-bit DCS
-        ("\x1b[2J\x1b[H\x1b[?25l\x1b[31m", ""),  # CSI: clear, home, hide the cursor, colour
-        ("\x9b2J", ""),
-        ("\x1bc\x1b(0\x1b7", ""),  # reset, line drawing, save cursor
-        ("\x1b", ""),  # a lone ESC
-    ],
-)
-def test_every_control_sequence_is_removed(sequence, left):
-    assert safe_line(f"before {sequence}· after") == f"before {left}· after"  # · is not a final byte
-
-
-def test_an_unterminated_control_string_takes_the_rest_of_the_line_as_a_terminal_would():
-    assert safe_line("before \x1b]0;PWNED-TITLE and more") == "before "
-    assert safe_text("a \x1bP+q544e\nnext line") == "a \nnext line"
-
-
-def test_other_controls_are_made_visible_and_tabs_and_newlines_kept_where_they_belong():
-    assert safe_line("a\tb\x07c\x08d\re\x7ff\x85g\nh") == "a\tb\u2407c\u2408d\u240de\u2421f\ufffdg\u240ah"
-    assert safe_text("first\x1b[1m line\nsecond\x07") == "first line\nsecond\u2407"
-    assert safe_line("plain text, unchanged: 5% |###| 3/10") == "plain text, unchanged: 5% |###| 3/10"
 
 
 HOSTILE_SCRIPT = """\

@@ -6,36 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess, wait_for
 from gpuwizard.runs.rundir import RunDir, list_runs
-
-GPU_2NODE = """\
-version: 1
-name: act-2node
-trainer: lerobot
-policy: act
-dataset: {repo_id: me/so100_pick}
-hardware: {gpus: 4, nodes: 2}
-batch: {size: 8}
-optim: {lr: 1.0e-5, steps: 20000}
-scaling: {rule: sqrt_lr, reference_gpus: 1}
-launch:
-  env: {HF_TOKEN: hf_secret_value_123, NCCL_DEBUG: WARN}
-trainer_options: {api: main}
-slurm:
-  partition: gpu
-  time: "04:00:00"
-  account: robotics
-  sbatch_args: ["--constraint=h100", "--qos=high"]
-  setup: ["module load cuda/12.4", "source ~/venvs/lerobot/bin/activate"]
-"""
+from support.cli import gw_subprocess, wait_for
+from support.data import DATA
+from support.slurm import GPU_2NODE, cluster_answers
 
 DEMO = """\
 version: 1
@@ -112,15 +92,6 @@ def test_slurm_bad_input_is_one_paragraph(gw, write_preset, tmp_path):
         "launch_finetune.py is documented for one node only"
         in gw("preview", write_preset(groot), "--format", "sbatch").err
     )
-
-
-def cluster_answers() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    try:
-        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 @pytest.fixture
@@ -256,7 +227,7 @@ def test_a_submitted_gpu_job_samples_every_node_into_the_run_folder(tmp_path):
 @pytest.mark.slurm
 def test_the_node_sampler_writes_one_file_per_node(cluster, tmp_path):
     """srun on both nodes of the local cluster, NVML replayed from a recorded 2x4090 workstation."""
-    recording = Path(__file__).parent / "data" / "nvml" / "workstation_2x4090.json"
+    recording = DATA / "nvml" / "workstation_2x4090.json"
     result = subprocess.run(
         ["srun", "--nodes=2", "--ntasks-per-node=1", sys.executable, "-m", "gpuwizard.gpus.node_sampler", str(tmp_path)]
         + ["--samples=2", "--interval=0.2"],

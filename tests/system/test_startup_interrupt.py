@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
 from gpuwizard.runs.records import RecordError
 from gpuwizard.runs.rundir import RunDir
-from test_runner import DEMO
+from support.cli import wait_for
+from support.presets import DEMO
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import gw_subprocess, wait_for
 from gpuwizard.runner.procs import read_environ
 from gpuwizard.runs.rundir import RunDir
-from test_runner import DEMO, hand_made_run
+from support.cli import gw_subprocess, wait_for
+from support.presets import DEMO
+from support.runs import hand_made_run
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,6 @@
 """`gpuwizard check` and the check before every launch, on the demo trainer's own argparse parser
-(gpuwizard/demo/train.py parse_args), run for real in the training interpreter by probes/check_demo.py."""
+(gpuwizard/demo/train.py parse_args), run for real in the training interpreter by
+gpuwizard/trainers/check/scripts/check_demo.py."""
 
 from __future__ import annotations
 

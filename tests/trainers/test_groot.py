@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, probe_batch_driver, trainer_env
 from gpuwizard.core.errors import UserError
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, make_plan, with_gpus
 from gpuwizard.trainers.check import SCRIPTS_DIR, CheckAnswer, compare
 from gpuwizard.trainers.registry import check_command, get_trainer
+from support.data import DATA
+from support.trainers import probe_batch_driver, trainer_env
 
 pytestmark = pytest.mark.groot
 

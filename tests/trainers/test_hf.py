@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO, gw_subprocess, probe_batch_driver, trainer_env, wait_for
 from gpuwizard.core.yamlio import dumps
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.model.preset_files import load_preset_file
@@ -33,6 +32,9 @@ from gpuwizard.trainers.base import ceil_ratio
 from gpuwizard.trainers.check import SCRIPTS_DIR, CheckAnswer, compare
 from gpuwizard.trainers.logparse import parse_hf
 from gpuwizard.trainers.registry import get_trainer
+from support.cli import gw_subprocess, wait_for
+from support.data import DATA, REPO
+from support.trainers import probe_batch_driver, trainer_env
 
 HF = get_trainer("hf")
 SCRIPT = REPO / "tests" / "data" / "hf" / "tiny_train.py"

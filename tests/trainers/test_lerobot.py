@@ -12,32 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gw_subprocess
-from gpuwizard.trainers import lerobot
+from gpuwizard.trainers.lerobot import install
 from gpuwizard.trainers.lerobot.install import detect
-
-
-def fake_env(root: Path, version: str, parallelism: bool) -> Path:
-    """A training environment with a given lerobot layout: bin/python, bin/lerobot-train, site-packages."""
-    site = root / "site"
-    (site / "lerobot" / "configs").mkdir(parents=True)
-    (site / "lerobot" / "__init__.py").write_text("raise ImportError('the probe must not import lerobot')\n")
-    (site / "lerobot" / "configs" / "__init__.py").write_text("")
-    if parallelism:
-        (site / "lerobot" / "configs" / "parallelism.py").write_text("")
-    dist = site / f"lerobot-{version}.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: lerobot\nVersion: {version}\n")
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    python = bin_dir / "python"
-    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
-    train = bin_dir / "lerobot-train"
-    train.write_text("#!/bin/sh\nexit 0\n")
-    for exe in (python, train):
-        exe.chmod(0o755)
-    return python
-
+from support.cli import gw_subprocess
+from support.trainers import fake_env
 
 PRESET = """\
 version: 1
@@ -87,7 +65,7 @@ def test_probe_is_remembered_until_the_environment_changes(tmp_path, monkeypatch
 
     detect.cache_clear()
     with monkeypatch.context() as patched:
-        patched.setattr(lerobot.subprocess, "run", no_subprocess)
+        patched.setattr(install.subprocess, "run", no_subprocess)
         assert detect(str(python)) == {"version": "0.6.1", "parallelism": False}
 
     (site / "lerobot" / "configs" / "parallelism.py").write_text("")  # git switch to main in an editable checkout

@@ -1,5 +1,5 @@
-"""LeRobot's own reading of gpuwizard's commands (`gpuwizard check`, probes/check_lerobot.py) in the real 0.6.1 and
-main 7427f31 environments, and the plan fixes it found (issue 18, items 12-16)."""
+"""LeRobot's own reading of gpuwizard's commands (`gpuwizard check`, trainers/check/scripts/check_lerobot.py) in the
+real 0.6.1 and main 7427f31 environments, and the plan fixes it found (issue 18, items 12-16)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, REPO, gw_subprocess, trainer_env
 from gpuwizard.core import yamlio
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import make_plan
@@ -21,7 +20,9 @@ from gpuwizard.runner.staging import expectations
 from gpuwizard.runs.records import Expectations
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer
-from test_lerobot import fake_env
+from support.cli import gw_subprocess
+from support.data import DATA, REPO
+from support.trainers import fake_env, trainer_env
 
 ENVS = [
     pytest.param("GPUWIZARD_LEROBOT_PYTHON", "lerobot-train 0.6.1", id="0.6.1"),

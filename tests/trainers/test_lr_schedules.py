@@ -18,10 +18,10 @@ import sys
 
 import pytest
 
-from conftest import trainer_env
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import build_command, make_plan
 from gpuwizard.trainers.registry import get_trainer
+from support.trainers import trainer_env
 
 
 def plan_context(trainer: str, policy: str, steps: int, **extra):

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, gw_subprocess, trainer_env
+from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.logparse import parse_openpi
+from support.cli import gw_subprocess
+from support.data import REPO
+from support.trainers import trainer_env
 
 PRESET = """\
 version: 1
@@ -298,13 +301,13 @@ for args in json.loads(sys.argv[2]):
 
 
 def probe_answers(root: Path, commands: list[list[str]]) -> list[dict]:
-    """probes/check_openpi.py's answers for several commands from one interpreter (openpi imports once)."""
+    """check/scripts/check_openpi.py's answers for several commands from one interpreter (openpi imports once)."""
     out = subprocess.run(
         [
             str(root / "venv" / "bin" / "python"),
             "-c",
             PROBE_MANY,
-            str(REPO / "src" / "gpuwizard" / "probes"),
+            str(SCRIPTS_DIR),
             json.dumps(commands),
         ],
         capture_output=True,

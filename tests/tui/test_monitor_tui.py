@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import re
-import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runner.launch import start_run
 from gpuwizard.runner.prepare import prepare_run
-from gpuwizard.runs.rundir import RunDir, list_runs
+from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.details import EventDetails
 from gpuwizard.tui.dialogs import AskText, Confirm
@@ -21,7 +19,9 @@ from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.monitor import MonitorScreen
 from gpuwizard.tui.plots import MetricsPlot
 from gpuwizard.tui.widgets import KeyBar
-from test_tui import CMP_RUNS, SIZE, quick_demo, wait_until
+from support.presets import quick_demo
+from support.runs import CMP_RUNS, copied_run
+from support.tui import SIZE, monitor_on, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -70,22 +70,6 @@ async def test_a_freshly_opened_monitor_follows_the_tail_as_lines_arrive(tmp_pat
         assert await wait_until(pilot, lambda: log.index.line_count > seen + 5 and at_tail(log), 30), "End follows"
         await pilot.press("s", "y")
         assert await wait_until(pilot, lambda: app.screen.final, 60)
-
-
-def copied_run(tmp_path, name: str = "20261129-120000-demo-cpu", **status) -> RunDir:
-    """A real finished demo run (tests/data/runs) in this test's data folder, its status changed where asked."""
-    target = tmp_path / "data" / "runs" / name
-    shutil.copytree(DATA / "runs" / name, target)
-    run = RunDir(target)
-    if status:
-        run.update_status(**status)
-    return run
-
-
-async def monitor_on(pilot, app) -> MonitorScreen:
-    assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.status is not None, 30)
-    await pilot.pause()
-    return app.screen
 
 
 def key_bar_text(screen) -> str:

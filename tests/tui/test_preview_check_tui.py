@@ -7,8 +7,8 @@ from __future__ import annotations
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.wizard import STEPS
-from test_tui import goto, type_into, wait_until
-from test_wizard_tui import demo_preset, text_of
+from support.presets import demo_preset
+from support.tui import goto, text_of, type_into, wait_until
 
 PREVIEW = len(STEPS) - 1
 TRAINER = [name for name, _ in STEPS].index("trainer")

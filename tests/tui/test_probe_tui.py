@@ -17,15 +17,15 @@ import psutil
 import pytest
 from textual.widgets import DataTable, ProgressBar
 
-from conftest import wait_for
 from gpuwizard.analysis.probe_results import probes_dir
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runs.rundir import alive_processes, list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.probe import ProbeScreen
 from gpuwizard.tui.wizard import STEPS
-from test_tui import goto, settle, wait_until
-from test_wizard_tui import demo_preset, key_bar_fits, text_of
+from support.cli import wait_for
+from support.presets import demo_preset
+from support.tui import goto, key_bar_fits, settle, text_of, wait_until
 
 pytestmark = pytest.mark.slow
 SCALING = [name for name, _ in STEPS].index("scaling")

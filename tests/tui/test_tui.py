@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
-from textual.worker import WorkerCancelled
 
-from conftest import DATA, replay
 from gpuwizard.core import paths
 from gpuwizard.model.preset_files import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runs.records import Progress
@@ -22,37 +20,10 @@ from gpuwizard.tui.monitor import MonitorScreen
 from gpuwizard.tui.problems import ProblemsScreen
 from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.tui.wizard import STEPS, WizardScreen
-
-SIZE = (80, 24)
-
-
-async def settle(pilot, app) -> None:
-    """Let the replan debounce fire and workers (GPU detection, planning) finish and post."""
-    for _ in range(3):
-        await pilot.pause(0.15)
-        try:
-            await app.workers.wait_for_complete()
-        except WorkerCancelled:  # an exclusive replan replaced by a newer one, as designed
-            pass
-    await pilot.pause()
-
-
-async def type_into(pilot, selector: str, text: str) -> None:
-    widget = pilot.app.screen.query_one(selector, Input)
-    widget.focus()
-    await pilot.pause()
-    await pilot.press("end", *(["backspace"] * len(widget.value)), *list(text))
-    await settle(pilot, pilot.app)
-
-
-async def goto(pilot, app, step: int) -> None:
-    for _ in range(10):
-        if app.screen.step == step:
-            break
-        await pilot.press("ctrl+n" if app.screen.step < step else "escape")
-        await pilot.pause()
-    await settle(pilot, app)
-    assert app.screen.step == step
+from support.data import DATA, replay
+from support.presets import quick_demo
+from support.runs import CMP_RUNS, copy_runs
+from support.tui import SIZE, goto, settle, type_into, wait_until
 
 
 @pytest.fixture
@@ -159,32 +130,6 @@ async def test_walk_groot_from_the_policy_table(gpus):
         await goto(pilot, app, 4)
         argv = screen.spec.argv
         assert argv[argv.index("--num-gpus") + 1] == "4" and argv[argv.index("--global-batch-size") + 1] == "32"
-
-
-async def wait_until(pilot, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await pilot.pause(0.3)
-    return False
-
-
-def quick_demo(tmp_path, name: str, extra: str = "", steps: int = 60) -> None:
-    paths.user_presets_dir().mkdir(parents=True, exist_ok=True)
-    (paths.user_presets_dir() / f"{name}.yaml").write_text(f"""\
-version: 1
-name: {name}
-trainer: demo
-policy: demo
-dataset: {{repo_id: demo/so100_reach, root: {tmp_path}/dataset}}
-hardware: {{gpus: 2, device: cpu}}
-batch: {{size: 4}}
-optim: {{lr: 1.0e-3, steps: {steps}}}
-mixed_precision: "no"
-output_dir: {tmp_path}/out-{name}
-{extra}
-""")
 
 
 @pytest.mark.slow
@@ -338,17 +283,6 @@ async def test_monitor_plots_follow_a_running_demo(tmp_path):
         await pilot.pause()
         await pilot.press("y")
         assert await wait_until(pilot, lambda: monitor.final, 90)
-
-
-def copy_runs(data: Path, *names: str) -> None:
-    """Real finished runs (tests/data/runs) into a data folder: a 1-process and a 2-process demo of one preset."""
-    import shutil
-
-    for name in names:
-        shutil.copytree(DATA / "runs" / name, data / "runs" / name, dirs_exist_ok=True)
-
-
-CMP_RUNS = ("20261201-005642-demo-cmp", "20261201-005700-demo-cmp")
 
 
 async def test_runs_screen_marks_two_runs_and_compares_them(monkeypatch, tmp_path):

@@ -7,14 +7,13 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Select
 
-from conftest import replay
 from gpuwizard.model.preset_files import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs import AskText
 from gpuwizard.tui.problems import ProblemsScreen
-from test_tui import goto, settle, type_into, wait_until
-from test_wizard_tui import SIZES, recorded, text_of
+from support.data import replay
+from support.tui import SIZES, goto, recorded, settle, text_of, type_into, wait_until
 
 
 def summary_text(app) -> str:

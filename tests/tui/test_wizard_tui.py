@@ -14,7 +14,6 @@ from pydantic import BaseModel
 from textual.widgets import DataTable, Input, Select
 from textual.widgets._select import SelectOverlay
 
-from conftest import replay
 from gpuwizard.core import paths
 from gpuwizard.model.preset import Preset
 from gpuwizard.model.preset_files import load_preset
@@ -22,51 +21,11 @@ from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs import Confirm
 from gpuwizard.tui.keys import KeysScreen
 from gpuwizard.tui.problems import ProblemsScreen
-from gpuwizard.tui.widgets import KeyBar
 from gpuwizard.tui.wizard import STEPS
-from test_monitor_tui import copied_run, monitor_on
-from test_tui import CMP_RUNS, copy_runs, goto, settle, type_into, wait_until
-
-SIZES = [(80, 24), (120, 40)]
-
-
-def user_preset(name: str, text: str) -> None:
-    """A preset in the user's folder, written as a user would."""
-    paths.user_presets_dir().mkdir(parents=True, exist_ok=True)
-    (paths.user_presets_dir() / f"{name}.yaml").write_text(text)
-
-
-def demo_preset(name: str, extra: str = "", hardware: str = "{gpus: 2, device: cpu}") -> None:
-    user_preset(
-        name,
-        f"""\
-version: 1
-name: {name}
-trainer: demo
-policy: demo
-dataset: {{repo_id: demo/so100_reach}}
-hardware: {hardware}
-mixed_precision: "no"
-{extra}
-""",
-    )
-
-
-def recorded(app: GpuWizardApp) -> list[str]:
-    """Every toast the app shows from now on (the real notify still runs)."""
-    seen: list[str] = []
-    notify = app.notify
-
-    def record(message: str, **kw):
-        seen.append(message)
-        return notify(message, **kw)
-
-    app.notify = record  # type: ignore[method-assign]
-    return seen
-
-
-def text_of(widget) -> str:
-    return str(widget.render())
+from support.data import replay
+from support.presets import demo_preset, user_preset
+from support.runs import CMP_RUNS, copied_run, copy_runs
+from support.tui import SIZES, goto, key_bar_fits, monitor_on, recorded, settle, text_of, type_into, wait_until
 
 
 async def test_browsing_the_policy_list_keeps_the_preset_and_a_trainer_change_is_undone():
@@ -146,14 +105,6 @@ async def test_focus_never_stays_on_a_field_hidden_after_gpu_detection(monkeypat
         await settle(pilot, app)
         assert not app.screen.query_one("#gpu-select").display
         assert app.focused is not None and app.focused in app.screen.focus_chain
-
-
-def key_bar_fits(screen) -> str:
-    bar = screen.query_one(KeyBar)
-    text = text_of(bar)
-    assert bar.size.height == 1 and len(text) <= bar.content_region.width, f"{type(screen).__name__}: {text!r}"
-    assert text.endswith(("? Keys", "f1 Keys")), "the help key is always shown"
-    return text
 
 
 async def test_no_key_bar_wraps_at_80_columns(monkeypatch, tmp_path):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from gpuwizard.model.catalog import TrainingTime
 from gpuwizard.planning.estimates import ASSUMED_EFFICIENCY, SMALL_BATCH_FLOOR, Measured, estimate_rows
+from support.data import DATA, REPO
 
-SAMPLE_RUN = Path(__file__).parent / "data" / "runs" / "20261129-120000-demo-cpu"
+SAMPLE_RUN = DATA / "runs" / "20261129-120000-demo-cpu"
 
 
 def test_measured_runs_come_first_then_scaled_with_an_assumed_efficiency():
@@ -153,9 +153,7 @@ def test_the_published_time_and_its_scaling_agree_and_say_why_more_gpus_are_no_s
         "(steps / k) shortens the run instead." in text
     ), text
     divided = write_preset(
-        (Path(__file__).parent.parent / "presets" / "so100-act-ddp2.yaml")
-        .read_text()
-        .replace("rule: linear_lr", "rule: divide_steps")
+        (REPO / "presets" / "so100-act-ddp2.yaml").read_text().replace("rule: linear_lr", "rule: divide_steps")
     )
     one, two, four, eight = gw("plan", divided, "--json").json()["estimates"]
     assert one["wall_h"] > two["wall_h"] > four["wall_h"] > eight["wall_h"]

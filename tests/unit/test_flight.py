@@ -1,11 +1,9 @@
-"""NCCL Flight Recorder: the environment every CUDA run gets, and torch's analyzer report read back as an event."""
+"""NCCL Flight Recorder: the environment every CUDA run gets, and torch's analyzer report read back as an event (a
+real dump: tests/system/test_flight_jobs.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from gpuwizard.runner.flight import Finding, analyze, flight_recorder_env, parse_analysis
 
@@ -34,37 +32,6 @@ world size: 4
 expected ranks: {0, 1, 2, 3}
 collective state: scheduled
 """
-
-
-@pytest.mark.slow
-def test_the_real_analyzer_report_of_a_real_dump_is_read(tmp_path):
-    """A real 2-rank gloo job whose rank 1 skips one all_reduce dumps its Flight Recorder buffers; torch's own
-    fr_trace reads them (tests/data/flight_recorder/fr_trace_gloo_missing_rank1.txt is that output, torch 2.13)."""
-    import pickle
-    import subprocess
-    import sys
-
-    dumps = tmp_path / "flight_recorder"
-    dumps.mkdir()
-    job = Path(__file__).parent / "data" / "flight_recorder" / "missing_rank_job.py"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    done = subprocess.run(
-        [*torchrun, str(job), str(dumps)],
-        env={**os.environ, "TORCH_FR_BUFFER_SIZE": "2000", "CUDA_VISIBLE_DEVICES": ""},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0 and sorted(p.name for p in dumps.iterdir()) == ["rank_0", "rank_1"], done.stderr
-    for dump in dumps.iterdir():
-        # gloo registers its group under '' where NCCL (getNCCLComm) writes its id, which the analyzer needs
-        data = pickle.loads(dump.read_bytes())
-        data["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
-        dump.write_bytes(pickle.dumps(data))
-    event = analyze(sys.executable, tmp_path)
-    assert event is not None and event.title == "rank(s) 1 never entered gloo:all_reduce (collective #4)"
-    recorded = (Path(__file__).parent / "data" / "flight_recorder" / "fr_trace_gloo_missing_rank1.txt").read_text()
-    assert parse_analysis(recorded) == [Finding((1,), "gloo:all_reduce", 4)]
 
 
 def test_the_analyzer_report_names_the_missing_ranks():

@@ -1,69 +1,23 @@
-"""GPU inventory, sampler and setup advice over recorded NVML machines; the real NVML path where a driver exists."""
+"""GPU inventory, sampler and setup advice over recorded NVML machines; the real NVML path where a driver exists.
+The commands in a child process: tests/system/test_gpus_cli.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import DATA, gw_subprocess, replay
 from gpuwizard.gpus.advice import setup_advice
 from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.gpus.nvml import NO_DRIVER_LINE, import_pynvml
 from gpuwizard.gpus.replay import ReplayNvml
 from gpuwizard.gpus.sampler import GpuSampler, NvmlSampleSource, open_sample_source, run_memory_held
-
-
-def has_driver() -> bool:
-    try:
-        nv = import_pynvml()
-        nv.nvmlInit()
-        nv.nvmlShutdown()
-        return True
-    except Exception:
-        return False
+from support.data import DATA, has_driver, replay
 
 
 def machine(name: str) -> ReplayNvml:
     return ReplayNvml.from_file(DATA / "nvml" / f"{name}.json")
-
-
-def test_gpus_with_no_driver_real_nvml_path(tmp_path):
-    """On a machine without the NVIDIA driver: exit 0, the clear line, an empty GPU list and the CPU inventory."""
-    if has_driver():
-        pytest.skip("this machine has an NVIDIA driver")
-    text = gw_subprocess("gpus")
-    assert text.returncode == 0 and "Traceback" not in text.stderr
-    assert NO_DRIVER_LINE in text.stdout and "CPU:" in text.stdout
-    as_json = gw_subprocess("gpus", "--json")
-    assert as_json.returncode == 0
-    data = json.loads(as_json.stdout)
-    assert data["gpus"] == [] and data["links"] == []
-    assert data["cpu"]["cores_logical"] >= 1 and data["cpu"]["memory_total_gb"] > 0
-    assert data["message"] == NO_DRIVER_LINE
-
-
-def test_without_the_nvml_library_pynvml_is_never_imported():
-    """pynvml's own dlopen decides first, so driverless machines skip pynvml's import; with a driver NVML is read."""
-    code = (
-        "import sys\nfrom gpuwizard.gpus.inventory import read_inventory\nfrom gpuwizard.gpus.nvml import "
-        "nvml_library_loads\n"
-        "inventory = read_inventory()\nprint(nvml_library_loads(), 'pynvml' in sys.modules, inventory.message)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "GPUWIZARD_NVML_REPLAY": ""},
-    )
-    loads, imported, message = out.stdout.strip().split(" ", 2)
-    assert imported == loads
-    if loads == "False":
-        assert message == NO_DRIVER_LINE and not has_driver()
 
 
 @pytest.mark.parametrize(
@@ -224,18 +178,6 @@ def test_real_nvml_inventory_and_sample():
     assert source is not None
     assert source.sample({os.getpid()})[0].memory_total_mb == pytest.approx(g.memory_total_mb)
     source.close()
-
-
-def test_plan_and_preview_carry_setup_advice_for_cuda_presets_only():
-    """`gpuwizard plan` warns about the machine it would run on (P2P, busy GPU); a CPU preset gets no GPU advice."""
-    env = {"GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "workstation_2x4090.json")}
-    cuda = gw_subprocess("plan", "so100-act-ddp2", env=env)
-    assert cuda.returncode == 0, cuda.stderr
-    assert "NCCL_P2P_DISABLE: 1" in cuda.stdout and "GPU 1 is busy with other processes: pid" in cuda.stdout
-    preview = json.loads(gw_subprocess("preview", "so100-act-ddp2", "--format", "json", env=env).stdout)
-    assert any("NCCL_P2P_DISABLE" in w for w in preview["warnings"])
-    cpu = gw_subprocess("plan", "demo-cpu", env=env)
-    assert cpu.returncode == 0 and "P2P" not in cpu.stdout and "busy" not in cpu.stdout
 
 
 RECORDED = [p for p in sorted((DATA / "nvml").glob("*.json")) if json.loads(p.read_text()).get("devices")]

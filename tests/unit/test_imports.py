@@ -51,7 +51,8 @@ def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
     first frame); run_app once imported the run records (and pydantic) before the wizard could draw."""
     code = (
         "import sys\nfrom unittest import mock\nfrom gpuwizard import cli\n"
-        "with mock.patch('gpuwizard.tui.app.GpuWizardApp.run') as started:\n"
+        "with mock.patch('gpuwizard.tui.entry.has_terminal', return_value=True), "
+        "mock.patch('gpuwizard.tui.app.GpuWizardApp.run') as started:\n"
         "    cli.main(['--preset', 'demo-cpu'])\n"
         "assert started.called\n"
         "print(','.join(sorted(m for m in ('pydantic', 'torch', 'pynvml', 'numpy', 'psutil', 'textual_plot', "

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).parent.parent / "src" / "gpuwizard"
+from support.data import REPO
+
+SRC = REPO / "src" / "gpuwizard"
 
 LAYERS = ["core", "model", "runs", "gpus", "trainers", "analysis", "planning", "runner", "tui", "cli"]
 """Bottom first: a module may import its own layer and the layers before it. `demo` (the torchrun target) imports

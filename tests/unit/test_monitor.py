@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
 from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runner.stalls import classify_ranks
 from gpuwizard.runs.records import Expectations, GpuSample, RankState, Status
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
 from gpuwizard.trainers.registry import get_trainer
+from support.data import DATA
 
 LEROBOT_LOG = DATA / "logs" / "lerobot061_act_2proc_cpu.log"
 LEROBOT_MAIN_ACCUM_LOG = DATA / "logs" / "lerobot_main7427f31_act_2proc_accum2.log"

@@ -8,6 +8,8 @@ import stat
 
 import pytest
 
+from support.data import DATA
+
 LEROBOT_MAIN_ACCUM = """\
 version: 1
 name: act-4x-accum
@@ -245,11 +247,13 @@ trainer_options: {script: train.py}
     assert json.loads(flag(argv, "--fsdp_config")) == {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": 100000}
 
 
-def test_single_node_runs_standalone_multi_node_uses_endpoint(gw, write_preset):
-    """One node: torchrun --standalone binds its own free port (a pre-probed port could be taken by another process,
-    which then becomes the job's store); several nodes: node 0's endpoint, with a note to firewall it."""
+def test_single_node_runs_a_private_rendezvous_multi_node_uses_endpoint(gw, write_preset):
+    """One node: the rendezvous in a private file and no port picked in advance (a pre-probed port could be taken by
+    another process, which then becomes the job's store); several nodes: node 0's endpoint, with a note to firewall
+    it."""
     spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
-    assert "--standalone" in spec["argv"] and not any(a.startswith(("--rdzv", "--master")) for a in spec["argv"])
+    assert flag(spec["argv"], "--rdzv-conf") == "store_type=file"
+    assert not any(a.startswith(("--rdzv-endpoint", "--master", "--standalone")) for a in spec["argv"])
     multi = LEROBOT_MAIN_ACCUM.replace(
         "hardware: {gpus: 4}", "hardware: {gpus: 4, nodes: 2, node_rank: 1, rdzv_endpoint: 10.0.0.5:29500}"
     )
@@ -352,7 +356,6 @@ def test_dataset_root_without_metadata(gw, write_preset, tmp_path):
 
 
 def test_dataset_root_metadata_is_read(gw, write_preset):
-    from conftest import DATA
 
     root = DATA / "datasets" / "so100_tiny_lerobot061"
     _, plan = plan_json(

@@ -11,7 +11,7 @@ import pytest
 from gpuwizard.analysis.compare import compare, compare_text
 from gpuwizard.core.units import fmt_hours
 from gpuwizard.runs.rundir import RunDir
-from test_tui import CMP_RUNS, copy_runs
+from support.runs import CMP_RUNS, copy_runs
 
 COMMANDS = ["", "gpus", "plan", "preview", "run", "attach", "runs", "stop", "compare", "presets"]
 

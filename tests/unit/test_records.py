@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
 from gpuwizard.runs.records import Event, Progress, RecordError, Status, parse_lines, read_record
 from gpuwizard.runs.rundir import RunDir, baseline_green, list_runs
+from support.data import DATA
 
 GOOD_RUN = DATA / "runs" / "20261129-120000-demo-cpu"
 DAMAGE = {

@@ -1,0 +1,29 @@
+"""The repository, its recorded test data (tests/data) and NVML: a recorded machine replayed, or the real driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+DATA = TESTS / "data"
+REPO = TESTS.parent
+
+
+def replay(monkeypatch, name: str) -> Path:
+    """Replay the recorded machine tests/data/nvml/NAME.json in place of the real NVML."""
+    path = DATA / "nvml" / f"{name}.json"
+    monkeypatch.setenv("GPUWIZARD_NVML_REPLAY", str(path))
+    return path
+
+
+def has_driver() -> bool:
+    """Whether this machine's real NVML starts (an NVIDIA driver is loaded)."""
+    from gpuwizard.gpus.nvml import import_pynvml
+
+    try:
+        nv = import_pynvml()
+        nv.nvmlInit()
+        nv.nvmlShutdown()
+        return True
+    except Exception:
+        return False

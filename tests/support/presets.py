@@ -1,0 +1,69 @@
+"""Presets and settings written as a user would: demo jobs on CPU processes, in files or the user's config folder."""
+
+from __future__ import annotations
+
+from gpuwizard.core import paths
+
+DEMO = """\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: {gpus}, device: cpu}}
+batch: {{size: 4}}
+optim: {{lr: {lr}, steps: {steps}}}
+mixed_precision: "no"
+output_dir: {root}/out-{name}
+trainer_options:
+  log_every: 5
+  save_every: 30
+{options}
+monitor: {{hang_timeout_s: {hang}}}
+"""
+"""The demo job of the supervisor tests, to fill in with str.format (name, gpus, steps, root, options, hang, lr)."""
+
+
+def user_preset(name: str, text: str) -> None:
+    """A preset in the user's folder, written as a user would."""
+    paths.user_presets_dir().mkdir(parents=True, exist_ok=True)
+    (paths.user_presets_dir() / f"{name}.yaml").write_text(text)
+
+
+def demo_preset(name: str, extra: str = "", hardware: str = "{gpus: 2, device: cpu}") -> None:
+    user_preset(
+        name,
+        f"""\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach}}
+hardware: {hardware}
+mixed_precision: "no"
+{extra}
+""",
+    )
+
+
+def quick_demo(tmp_path, name: str, extra: str = "", steps: int = 60) -> None:
+    paths.user_presets_dir().mkdir(parents=True, exist_ok=True)
+    (paths.user_presets_dir() / f"{name}.yaml").write_text(f"""\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {tmp_path}/dataset}}
+hardware: {{gpus: 2, device: cpu}}
+batch: {{size: 4}}
+optim: {{lr: 1.0e-3, steps: {steps}}}
+mixed_precision: "no"
+output_dir: {tmp_path}/out-{name}
+{extra}
+""")
+
+
+def write_settings(text: str) -> None:
+    """The user's settings.yaml, written by hand."""
+    paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
+    paths.settings_file().write_text(text)

@@ -1,0 +1,63 @@
+"""The real trainers' environments: found from their variables (or skipped), probed in one interpreter, or faked."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def trainer_env(variable: str, what: str) -> str:
+    """A real trainer environment named by `variable`; skipped without one, a failure where
+    GPUWIZARD_REQUIRE_TRAINERS=1 (set by .ci/run, which builds them with scripts/trainer-envs.sh)."""
+    value = os.environ.get(variable)
+    if value and Path(value).exists():
+        return value
+    reason = f"set {variable} to {what} (scripts/trainer-envs.sh builds it and prints the variables)"
+    if os.environ.get("GPUWIZARD_REQUIRE_TRAINERS"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def probe_batch_driver(module: str) -> str:
+    """A script that runs one probe's parse() on many argvs in one interpreter (argv[1]: the check scripts folder, the
+    argvs as JSON on stdin), answering each like gwcheck.main does: one training interpreter start for them all."""
+    return f"""
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+import gwcheck, {module}
+for argv in json.loads(sys.stdin.read()):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            found = {module}.parse(argv)
+        print(json.dumps({{"status": "parsed", **found}}, default=str))
+    except SystemExit:
+        print(json.dumps({{"status": "refused", "error": gwcheck.last_error_line(err.getvalue())}}))
+    except Exception as exc:
+        print(json.dumps({{"status": "refused", "error": f"{{type(exc).__name__}}: {{exc}}"}}))
+"""
+
+
+def fake_env(root: Path, version: str, parallelism: bool) -> Path:
+    """A training environment with a given lerobot layout: bin/python, bin/lerobot-train, site-packages."""
+    site = root / "site"
+    (site / "lerobot" / "configs").mkdir(parents=True)
+    (site / "lerobot" / "__init__.py").write_text("raise ImportError('the probe must not import lerobot')\n")
+    (site / "lerobot" / "configs" / "__init__.py").write_text("")
+    if parallelism:
+        (site / "lerobot" / "configs" / "parallelism.py").write_text("")
+    dist = site / f"lerobot-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: lerobot\nVersion: {version}\n")
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    train = bin_dir / "lerobot-train"
+    train.write_text("#!/bin/sh\nexit 0\n")
+    for exe in (python, train):
+        exe.chmod(0o755)
+    return python
