@@ -6,6 +6,7 @@ import shlex
 
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
@@ -29,6 +30,7 @@ RULES_HELP = (
 
 
 class TrainerStep(Step):
+    BINDINGS = [Binding("f6", "find_env", "Find env")]
     shown_rows: list[tuple[str, str, str]] = []
 
     def compose(self) -> ComposeResult:
@@ -68,7 +70,7 @@ class TrainerStep(Step):
                 "launch.python",
                 "optional_str",
                 preset.launch.python,
-                placeholder="training env interpreter (default: PATH)",
+                placeholder="training env interpreter (default: PATH; f6 finds one)",
             ),
         )
         yield row(
@@ -105,6 +107,18 @@ class TrainerStep(Step):
 
     def on_mount(self) -> None:
         self.sync(self.preset)
+
+    def action_find_env(self) -> None:
+        """Pick launch.python from the environments found on this machine."""
+        from gpuwizard.tui.envpicker import EnvPicker
+
+        def chosen(python: str | None) -> None:
+            if python:
+                field = self.query_one("#f-launch-python", FieldInput)
+                field.value = python  # posts Edit, as typing it would
+                field.focus()
+
+        self.app.push_screen(EnvPicker(self.preset.trainer, self.preset.launch.workdir), chosen)
 
     def sync(self, preset: Preset) -> None:
         """The FSDP wrapping fields with strategy fsdp."""

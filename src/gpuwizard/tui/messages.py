@@ -103,3 +103,12 @@ class CompareReady(NewState):
 
     result: Comparison | None
     text: str
+
+
+@dataclass
+class EnvsFound(NewState):
+    """The training environments found: (interpreter, where, trainers) for those with the wanted trainer, then the
+    rest."""
+
+    fitting: list[tuple[str, str, dict[str, str]]]
+    others: list[tuple[str, str, dict[str, str]]]

@@ -1,0 +1,188 @@
+"""The training environments on this machine: interpreters found where users keep them (PATH, the active virtual or
+conda environment, named conda/mamba environments, virtual environments beside a GR00T or openpi checkout, ~/.venvs)
+and the trainers each one has, with versions, so the user picks one instead of typing a path into `launch.python`.
+
+Each interpreter is asked by a short script that reads package metadata without importing any trainer, and its
+answer is remembered (EnvCache) until its packages change."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuwizard.trainers.check import envcache
+
+TIMEOUT_S = 20.0
+CACHE = "training-envs"
+
+ASK_SCRIPT = r"""
+import importlib.metadata as md, importlib.util as iu, json, os, sys
+def version(name):
+    try:
+        return md.version(name)
+    except Exception:
+        return None
+found = {name: version(dist) for name, dist in
+         (("lerobot", "lerobot"), ("groot", "gr00t"), ("openpi", "openpi"), ("hf", "transformers"),
+          ("demo", "gpuwizard"), ("torch", "torch"))}
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix, "found": found,
+       "watch": [p for p in sys.path if os.path.isdir(p)]}
+print(json.dumps(out))
+"""
+"""Runs in the candidate interpreter: only the standard library, and no trainer is imported."""
+
+CONDA_HOMES = ("miniconda3", "anaconda3", "miniforge3", "mambaforge", "micromamba", ".conda", "conda")
+
+
+@dataclass
+class TrainingEnv:
+    """One interpreter, where it was found, and the trainers it can run (name to version)."""
+
+    python: str
+    where: str
+    python_version: str | None = None
+    trainers: dict[str, str] = field(default_factory=dict)
+    torch: str | None = None
+    checkout: str | None = None
+    """The GR00T or openpi source folder beside this environment, which its trainer runs from."""
+    error: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "python": self.python,
+            "where": self.where,
+            "python_version": self.python_version,
+            "trainers": self.trainers,
+            "torch": self.torch,
+            "checkout": self.checkout,
+            "error": self.error,
+        }
+
+
+def checkout_kind(folder: Path) -> str | None:
+    """A GR00T or openpi source folder, recognised by the files their trainers run."""
+    if (folder / "gr00t" / "configs" / "finetune_config.py").is_file():
+        return "groot"
+    if (folder / "src" / "openpi" / "training" / "config.py").is_file():
+        return "openpi"
+    return None
+
+
+def venv_python(folder: Path) -> Path | None:
+    for name in ("bin/python3", "bin/python"):
+        candidate = folder / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def children(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir())
+    except OSError:
+        return []
+
+
+def candidates(home: Path, workdirs: Iterable[str] = ()) -> list[tuple[Path, str]]:
+    """Interpreters worth asking, each with where it was found; the first place that finds an environment names it."""
+    found: list[tuple[Path, str]] = []
+    for name in ("python3", "python"):
+        on_path = shutil.which(name)
+        if on_path:
+            found.append((Path(on_path), "on PATH"))
+    for var, label in (("VIRTUAL_ENV", "the active virtual environment"), ("CONDA_PREFIX", "the active conda env")):
+        if os.environ.get(var) and (python := venv_python(Path(os.environ[var]))):
+            found.append((python, label))
+    conda_list = home / ".conda" / "environments.txt"
+    try:
+        listed = [Path(line.strip()) for line in conda_list.read_text().splitlines() if line.strip()]
+    except OSError:
+        listed = []
+    roots = [home / name / "envs" for name in CONDA_HOMES]
+    if os.environ.get("MAMBA_ROOT_PREFIX"):
+        roots.append(Path(os.environ["MAMBA_ROOT_PREFIX"]) / "envs")
+    for env in listed + [env for root in roots for env in children(root)]:
+        if python := venv_python(env):
+            found.append((python, f"conda env {env.name}"))
+    for root in (home / ".venvs", home / "venvs", home / ".virtualenvs"):
+        for env in children(root):
+            if python := venv_python(env):
+                found.append((python, f"{root.name}/{env.name}"))
+    folders = [Path(os.path.expanduser(w)) for w in workdirs if w] + [Path.cwd()] + children(home)
+    for folder in folders:
+        for venv in (folder / ".venv", folder / "venv"):
+            if python := venv_python(venv):
+                kind = checkout_kind(folder)
+                found.append((python, f"beside the {kind} checkout {folder}" if kind else f"in {folder}"))
+    cache = Path(os.environ.get("GPUWIZARD_ENV_CACHE", home / ".cache"))
+    for env in children(cache):
+        if env.name.startswith("gpuwizard-") and (python := venv_python(env / "venv")):
+            found.append((python, f"{env.name} (gpuwizard's tests)"))
+    return found
+
+
+def prefix_of(python: Path) -> str:
+    """The environment an interpreter belongs to (venvs share the base's binary, so not its real path)."""
+    return str(python.absolute().parent.parent)
+
+
+def ask(python: Path, where: str) -> TrainingEnv:
+    """What one interpreter has, from its package metadata (remembered until its packages change)."""
+    env = TrainingEnv(str(python), where)
+    exe = envcache.interpreter(str(python))
+    cache = envcache.EnvCache(CACHE)
+    answer = cache.get(exe, exe)
+    if answer is None:
+        try:
+            out = subprocess.run(
+                [str(python), "-I", "-c", ASK_SCRIPT], capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+            )
+            answer = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout else None
+        except subprocess.TimeoutExpired:
+            env.error = f"did not answer within {TIMEOUT_S:.0f} s"
+            return env
+        except (OSError, ValueError, IndexError) as exc:
+            env.error = f"cannot be asked: {exc}"
+            return env
+        if not isinstance(answer, dict) or not isinstance(answer.get("found"), dict):
+            env.error = "gave no answer (not a Python 3 interpreter?)"
+            return env
+        cache.put(exe, exe, answer, [str(p) for p in answer.get("watch", [])])
+    env.python_version = answer.get("python")
+    found = {name: str(v) for name, v in answer["found"].items() if v}
+    env.torch = found.pop("torch", None)
+    env.trainers = found
+    return env
+
+
+def with_checkout(env: TrainingEnv) -> TrainingEnv:
+    """A venv inside or beside a GR00T or openpi checkout runs that trainer from the checkout's source."""
+    venv = Path(env.python).absolute().parent.parent
+    for folder in (venv.parent, venv.parent / "Isaac-GR00T", venv.parent / "openpi"):
+        kind = checkout_kind(folder)
+        if kind:
+            env.checkout = str(folder)
+            env.trainers.setdefault(kind, "checkout")
+            break
+    return env
+
+
+def find_envs(home: Path | None = None, workdirs: Iterable[str] = ()) -> list[TrainingEnv]:
+    """Every distinct environment found, asked in parallel; those with a trainer first."""
+    seen: dict[str, tuple[Path, str]] = {}
+    for python, where in candidates(home or Path.home(), workdirs):
+        seen.setdefault(prefix_of(python), (python, where))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        envs = [with_checkout(e) for e in pool.map(lambda pair: ask(*pair), seen.values())]
+    return sorted(envs, key=lambda e: (not e.trainers, e.error is not None, e.where))
+
+
+def envs_for(trainer: str, envs: list[TrainingEnv]) -> list[TrainingEnv]:
+    """The environments that can run one trainer (the demo trainer is gpuwizard's own, with torch beside it)."""
+    return [e for e in envs if trainer in e.trainers and (trainer != "demo" or e.torch)]
