@@ -41,10 +41,17 @@ def run(quick: bool = False) -> None:
         ratio = row["samples_per_s"] / actual
         record(
             "probe",
-            f"predicted samples/s, {row['gpus']} process(es) x batch 8 (ref: a {steps}-step run)",
+            f"predicted samples/s, {row['gpus']} process(es) x batch 8 (its windows {spread(row)}; ref: a {steps}-step "
+            "run)",
             row["samples_per_s"],
             "samples/s",
             actual,
             "ratio 0.85-1.15",
             0.85 <= ratio <= 1.15,
         )
+
+
+def spread(row: dict) -> str:
+    """The slowest-fastest sub-window of a probe row, as the probe's table shows it."""
+    low, high = row.get("rate_low"), row.get("rate_high")
+    return f"{low:.0f}-{high:.0f} /s" if low is not None and high is not None else "no spread kept"

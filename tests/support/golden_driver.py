@@ -1,6 +1,7 @@
 """Prints, as one JSON object, what the command line says for every shipped preset (plan --json, preview --format
 json and sbatch, check --json) and every --help text: the golden copies that keep a refactor from changing what a
-user sees. Run in a child process with empty data and config folders; paths and timings are normalised."""
+user sees. Run in a child process with empty data and config folders, as on a 2-core machine without a GPU (CPU
+plans offer only the process counts the cores allow); paths and timings are normalised."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ import re
 import sys
 from pathlib import Path
 
-from gpuwizard.cli.main import build_parser, main
+import psutil
+
+os.cpu_count = lambda: 2  # the machine the golden copies describe, whatever this one has
+psutil.cpu_count = lambda logical=True: 2 if logical else 1
+
+from gpuwizard.cli.main import build_parser, main  # noqa: E402  (after the machine is pinned)
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/support/golden_driver.py
 

@@ -23,7 +23,7 @@ hardware: {{gpus: 1, device: cpu}}
 batch: {{size: 8}}
 optim: {{steps: 200}}
 mixed_precision: "no"
-output_dir: {tmp_path}/out
+launch: {{workdir: {tmp_path}}}
 trainer_options: {{log_every: 10, step_time_s: 0.02}}
 costs: {{gpu_hour: 2.0}}
 """)

@@ -101,7 +101,7 @@ def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
     assert any(s.state == "finished" and s.exit_code == 0 and s.world_size == 1 and s.probe for s in runs)
     assert not baseline_green("probe-oom") and scaling_report("probe-oom") == []
     assert {m.basis for m in measured_runs("probe-oom", 16)} == {"probed"}
-    history = gw("runs", "--json").json()
+    history = gw("runs", "--json", "--probes").json()
     assert history and not any(r["baseline_green"] for r in history)
 
 

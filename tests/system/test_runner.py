@@ -84,9 +84,10 @@ def assert_nothing_left(run: RunDir) -> None:
 
 def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
     path = demo_preset()
-    single = gw_subprocess("run", path, "--headless", "--gpus", "1", timeout=180)
+    path.write_text(path.read_text().replace(f"output_dir: {tmp_path}/out-demo-test\n", ""))  # a folder per run
+    single = gw_subprocess("run", path, "--headless", "--gpus", "1", timeout=180, cwd=tmp_path)
     assert single.returncode == 0, single.stdout + single.stderr
-    result = gw_subprocess("run", path, "--headless", timeout=180)
+    result = gw_subprocess("run", path, "--headless", timeout=180, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "never finished green" not in result.stderr, "the one-GPU baseline above finished green"
     assert "step 60/60" in result.stdout and "finished green" in result.stdout
@@ -95,7 +96,8 @@ def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
     assert (status.state, status.exit_code, status.world_size) == ("finished", 0, 2)
     assert (progress.step, progress.total, progress.finished) == (60, 60, True)
     assert progress.loss is not None and progress.lr == pytest.approx(1e-3) and progress.samples_per_s > 0
-    assert (tmp_path / "out-demo-test" / "checkpoints" / "000060" / "model.pt").is_file()
+    assert run.job().output_dir == str(tmp_path / "outputs" / "train" / "demo-test" / run.run_id)
+    assert (Path(run.job().output_dir) / "checkpoints" / "000060" / "model.pt").is_file()
     assert run.events() == ([], 0)
     assert "Effective batch size: 4 x 2 workers x 1 grad accum = 8" in run.log.read_text()
     for name in ("preset.yaml", "command.json", "plan.json", "log.txt", "status.json", "ranks.jsonl"):
@@ -179,11 +181,12 @@ def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
 def test_lr_mismatch_is_reported(demo_preset):
     preset = demo_preset(name="demo-lr", steps=40, options="  ignore_lr_flag: true", lr="2.5e-4")
     result = gw_subprocess("run", preset, "--headless", timeout=180)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     mismatch = [e for e in events_of(only_run()) if e.kind == "lr_mismatch"]
     assert len(mismatch) == 1
     assert mismatch[0].data["logged"] == pytest.approx(1e-3) and mismatch[0].data["expected"] == pytest.approx(2.5e-4)
-    assert "lr mismatch" in result.stdout
+    assert "lr mismatch" in result.stdout and "failed (job exit code 0): lr mismatch" in result.stdout
+    assert only_run().status().state == "failed"
 
 
 def test_smoke_run_is_short_and_small(demo_preset):
@@ -410,6 +413,7 @@ def test_secrets_reach_the_job_by_environment_and_never_the_run_folder(demo_pres
 
 def test_a_second_run_on_the_same_output_dir_is_refused(demo_preset):
     path = demo_preset(name="demo-shared", steps=5000, options="  step_time_s: 0.05")
+    path.write_text(path.read_text().replace("  save_every: 30\n", ""))  # no checkpoint in the way of the last run
     proc = start_headless(path)
     assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 2, timeout=90)
     first = only_run()

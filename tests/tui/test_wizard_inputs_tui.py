@@ -132,8 +132,9 @@ async def test_refusals_found_at_launch_are_listed_whole_and_known_ones_at_once(
         dialog, body = app.screen.query_one("#problems-dialog"), app.screen.query_one("#problems-body")
         assert app.screen.region.contains_region(dialog.region), "the list fits the screen; it scrolls"
         listed = " ".join(text_of(app.screen.query_one("#problems-list")).split())
-        assert listed.startswith("1. launch.workdir (not set): gr00t/experiment/launch_finetune.py is not in"), listed
-        assert "dataset.root = 'demo_data/cube_to_bowl_5': is not a folder under" in listed
+        assert listed.startswith("1. ") and "2. " in listed, listed
+        assert "launch.workdir (not set): gr00t/experiment/launch_finetune.py is not in" in listed, listed
+        assert "dataset.root = 'demo_data/cube_to_bowl_5': " in listed and "does not exist on this machine" in listed
         assert "None" not in listed and body.scroll_y == 0
         assert text_of(app.screen.query_one(".dialog-title")).startswith("Not started: the checks before launch found")
         assert toasts == ["Checking and launching..."], "the refusal is not a toast"

@@ -9,7 +9,7 @@ from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import plan_here
-from gpuwizard.runner.resume import resume_source
+from gpuwizard.runner.resume import ResumeTarget, resume_problems
 from gpuwizard.trainers.registry import get_trainer
 
 
@@ -25,7 +25,7 @@ def test_a_resume_that_finds_only_an_incomplete_lerobot_checkpoint_names_its_ste
     (step / "training_state" / "training_step.json").write_text('{"step": 8}')
     (step / "training_state" / "optimizer_state.safetensors.tmp").write_text("")
     _, ctx = plan_here(preset, read_inventory(), resume=True)
-    _, found = resume_source(preset, ctx, None)
+    found = resume_problems(preset, ctx, ResumeTarget(), None)  # checkpoints of no recorded run
     assert [p.paragraph() for p in found] == [
         f"--resume: there is no complete lerobot checkpoint in {(tmp_path / 'out').resolve()}: checkpoints/000008 "
         "(step 8) is incomplete: it has no training_state/optimizer_state.safetensors, and there is no "
@@ -38,7 +38,7 @@ def test_a_resume_that_finds_only_an_incomplete_lerobot_checkpoint_names_its_ste
     (step.parent / "last").symlink_to("000008")
     assert get_trainer("lerobot").unfinished_checkpoint(tmp_path / "out") is None
     assert get_trainer("lerobot").saved_checkpoint(tmp_path / "out") == "000008"
-    _, found = resume_source(preset, ctx, None)
+    found = resume_problems(preset, ctx, ResumeTarget(), None)  # checkpoints of no recorded run
     assert found == []
 
 

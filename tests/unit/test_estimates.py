@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -72,7 +73,8 @@ mixed_precision: "no"
 costs: {gpu_hour: 4.0}
 """
     published = gw("plan", write_preset(text), "--json").json()["estimates"]
-    assert [e["gpus"] for e in published] == [1, 2, 4, 8]
+    cores = os.cpu_count() or 1  # a CPU plan offers only the process counts this machine can start
+    assert [e["gpus"] for e in published] == [n for n in (1, 2, 4, 8) if n <= cores]
     assert published[0]["source"].startswith("published time (200 steps at 8 per process on 2 CPU processes)")
     run = paths.runs_dir() / "20261129-120000-est-demo"
     shutil.copytree(SAMPLE_RUN, run)

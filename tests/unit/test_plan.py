@@ -272,7 +272,7 @@ def test_single_node_runs_a_private_rendezvous_multi_node_uses_endpoint(gw, writ
 
 def test_lerobot_always_sets_output_dir_and_push_to_hub_false(gw, write_preset):
     argv = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))["argv"]
-    assert flag(argv, "--output_dir") == "outputs/train/act-4x-accum"
+    assert flag(argv, "--output_dir") == "outputs/train/act-4x-accum/<run-id>", "each run its own, named at launch"
     assert "--policy.push_to_hub=false" in argv
     pushed = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM.replace("{api: main}", "{api: main, repo_id: me/act}")))[
         "argv"
@@ -670,13 +670,17 @@ def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
     tail = argv[argv.index(next(a for a in argv if a.endswith("lerobot-train"))) + 1 :]
     assert tail == [f"--config_path={config}", "--resume=true"]
     assert not any(a.startswith(("--policy.type", "--policy.path")) for a in argv)
-    fresh = preview_json(gw, write_preset(lerobot))
+    fresh = gw("preview", write_preset(lerobot))
+    assert fresh.code == 2 and "holds checkpoints written by a run gpuwizard has no record of" in fresh.err
+    (tmp_path / "empty").mkdir()
+    fresh = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM + f"output_dir: {tmp_path / 'empty'}\n"))
     assert any("continue it with `gpuwizard run act-4x-accum --resume`" in w for w in fresh["warnings"])
 
     groot = GROOT_8 + f"output_dir: {out}\n"
+    fresh_argv = preview_json(gw, write_preset(groot))["argv"]
     (out / "checkpoint-500").mkdir()
     resumed = preview_json(gw, write_preset(groot), "--resume")["argv"]
-    assert resumed == preview_json(gw, write_preset(groot))["argv"] and "--resume-from-checkpoint" not in resumed
+    assert resumed == fresh_argv and "--resume-from-checkpoint" not in resumed
 
     hf = HF_JOB + f"output_dir: {out}\n"
     (out / "checkpoint-1500").mkdir()

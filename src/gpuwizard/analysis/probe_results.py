@@ -8,6 +8,7 @@ and keeps the result as probe.json in the probe's folder (probe_run.py runs the 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from pathlib import Path
 from typing import Literal, TypedDict
@@ -27,6 +28,9 @@ INPUT_BOUND_SHARE = 0.5
 GOOD_EFFICIENCY = 0.7
 """A GPU count is recommended only while it keeps this scaling efficiency."""
 OOM_KINDS = {"out_of_memory"}
+SUB_WINDOWS = 4
+"""The steady window is cut into this many runs of consecutive log lines; the spread of their rates is the
+measurement's own noise (one configuration read 592 and 198 samples/s three minutes apart on a loaded machine)."""
 
 
 class ProbeRow(Record):
@@ -37,6 +41,12 @@ class ProbeRow(Record):
     outcome: Literal["measured", "does not fit", "failed", "skipped", "stopped"]
     run_id: str | None = None
     samples_per_s: float | None = None
+    """The median of the sub-windows' rates (rate_low-rate_high is their spread)."""
+    rate_low: float | None = None
+    rate_high: float | None = None
+    """The slowest and fastest sub-window of the steady window (None in a probe.json from before they were kept)."""
+    sub_windows: int = 0
+    """How many runs of consecutive log lines the spread comes from (1: no spread measured)."""
     window: str | None = None
     """Which steps the samples/s comes from."""
     memory_mb: float | None = None
@@ -72,6 +82,8 @@ class ProbeResult(Record):
     """The most optimizer steps one configuration runs (a steady rate ends it sooner)."""
     job_steps: int | None = None
     """The preset's own optimizer steps: a probe never runs more than the job would."""
+    steps_asked: bool = False
+    """--steps N was given: each configuration runs all its steps (a longer window, a tighter spread)."""
     headroom: float
     budget_s: float | None = None
     full_run_samples: int | None = None
@@ -124,6 +136,21 @@ def measured_enough(run: RunDir) -> bool:
     return len(window) >= ENOUGH_LINES and window[-1].t - window[0].t >= ENOUGH_S
 
 
+def window_rates(window: list[Metric], parts: int = SUB_WINDOWS) -> list[float]:
+    """The mean samples/s of each of up to `parts` runs of consecutive log lines, in order (as equal as they cut)."""
+    count = min(parts, len(window))
+    bounds = [round(i * len(window) / count) for i in range(count + 1)] if count else []
+    return [statistics.fmean(m.samples_per_s or 0.0 for m in window[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def rate_spread(window: list[Metric]) -> tuple[float, float, float, int] | None:
+    """(median, min, max, sub-windows) of the window's sub-window rates; None for an empty window."""
+    rates = window_rates(window)
+    if not rates:
+        return None
+    return statistics.median(rates), min(rates), max(rates), len(rates)
+
+
 class _RunFields(TypedDict):
     """What every row measure() makes says of its run."""
 
@@ -159,7 +186,8 @@ def measure(
         return ProbeRow(outcome="failed", detail=reason, **base)
     metrics = [m for m in run.metrics() if m.step is not None and m.samples_per_s is not None]
     window = steady_window(metrics) or metrics[1:] or metrics
-    rate = sum(m.samples_per_s or 0.0 for m in window) / len(window) if window else None
+    spread = rate_spread(window)
+    rate, low, high, parts = spread if spread else (None, None, None, 0)
     shown = (
         f"steps {window[0].step}-{window[-1].step} ({len(window)} log lines, {window[-1].t - window[0].t:.0f} s)"
         if window
@@ -177,6 +205,9 @@ def measure(
     return ProbeRow(
         outcome="measured" if rate else "failed",
         samples_per_s=rate,
+        rate_low=low,
+        rate_high=high,
+        sub_windows=parts,
         window=shown,
         memory_mb=memory,
         memory_source=source,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from gpuwizard.analysis.compare import judgement
@@ -12,6 +13,7 @@ from gpuwizard.analysis.probe_results import (
     GOOD_EFFICIENCY,
     INPUT_BOUND_SHARE,
     ProbeResult,
+    ProbeRow,
     best_per_gpu_count,
     grid_rows,
     recommend,
@@ -111,11 +113,95 @@ def verdict(result: ProbeResult) -> list[str]:
     if choice is not None:
         more = "GPUs" if device == "cuda" else "processes"
         why = f": more {more} do not pay here" if choice.gpus == base.gpus and len(best) > 1 else ""
+        sure = certainty(result)
+        if sure:
+            lines.append(sure)
         lines.append(
             f"Recommended: {device_word(device, choice.gpus)} at batch {choice.per_device_batch} per device "
-            f"({choice.samples_per_s:.1f} samples/s){why}."
+            f"({choice.samples_per_s:.1f} samples/s{spread_text(choice)}){why}."
         )
     return lines
+
+
+def interval(row: ProbeRow) -> tuple[float, float] | None:
+    """The slowest and fastest sub-window of a row, where more than one was measured."""
+    if row.rate_low is None or row.rate_high is None or row.sub_windows < 2:
+        return None
+    return row.rate_low, row.rate_high
+
+
+def rate_range(row: ProbeRow) -> str:
+    """ "540-610": a row's sub-window spread in samples/s ("-" where none was measured)."""
+    found = interval(row)
+    if found is None:
+        return "-"
+    spec = ".1f" if found[1] < 100 else ".0f"
+    return f"{found[0]:{spec}}-{found[1]:{spec}}"
+
+
+def spread_text(row: ProbeRow) -> str:
+    return f", {rate_range(row)} over {row.sub_windows} windows" if interval(row) else ""
+
+
+def certainty(result: ProbeResult) -> str:
+    """How sure the recommendation is: whether each larger count's efficiency against the fewest, taken at the
+    slowest and fastest sub-windows of both, stays on one side of the bar a recommendation needs."""
+    best = list(best_per_gpu_count(grid_rows(result)).values())
+    if len(best) < 2:
+        return ""
+    device, base = result.device, best[0][1]
+    rows = [row for _, row in best]
+    if any(interval(row) is None for row in rows):
+        few = ", ".join(device_word(device, row.gpus) for row in rows if interval(row) is None)
+        return (
+            f"How sure: not known; {few} gave no spread (a probe.json from before the spread was kept, or too few "
+            "log lines in the steady window): probe again to measure it."
+        )
+    rates = ", ".join(f"{device_word(device, row.gpus)} {rate_range(row)}" for row in rows) + " samples/s"
+    undecided: list[str] = []
+    decided: list[str] = []
+    for row in rows[1:]:
+        (low, high), (base_low, base_high) = interval(row) or (0.0, 0.0), interval(base) or (1.0, 1.0)
+        ratio = row.gpus / base.gpus
+        worst, best_eff = low / base_high / ratio, high / base_low / ratio
+        said = f"{device_word(device, row.gpus)} {worst:.0%}-{best_eff:.0%} efficiency"
+        (undecided if worst < GOOD_EFFICIENCY <= best_eff else decided).append(said)
+    bar = f"the {GOOD_EFFICIENCY:.0%} a recommendation needs"
+    windows = min(row.sub_windows for row in rows)
+    if undecided:
+        return (
+            f"Too noisy to decide: {rates} ({', '.join(undecided)}, either side of {bar}); rerun on a quieter "
+            f"machine{rerun_steps(result)}."
+        )
+    return (
+        f"Sure: {rates} (slowest-fastest of {windows} windows each); {', '.join(decided)} even at the extremes, "
+        f"on one side of {bar}."
+    )
+
+
+STEPS_SHOWN = re.compile(r"steps (\d+)-(\d+)")
+
+
+def rerun_steps(result: ProbeResult) -> str:
+    """ " or with --steps N": N runs each configuration past where its steady rate stopped it (never past the job's
+    steps; nothing where the runs already reached them)."""
+    ends = [int(m.group(2)) for r in result.rows if r.window and (m := STEPS_SHOWN.match(r.window))]
+    reached = max(ends, default=result.steps)
+    steps = min(result.job_steps or 4 * reached, 4 * reached)
+    return f" or with --steps {steps} (each configuration then runs all its steps)" if steps > reached else ""
+
+
+def recommendation_line(result: ProbeResult) -> str:
+    """One line for the wizard's Scaling step: the recommended configuration and how sure it is, in words."""
+    choice = recommend(grid_rows(result))
+    if choice is None:
+        return "probe: " + (result.verdict[0] if result.verdict else "nothing measured")
+    sure = certainty(result)
+    said = sure.split(":", 1)[0].lower() if sure else "one count measured, nothing compared"
+    return (
+        f"probe recommends {device_word(result.device, choice.gpus)} at batch {choice.per_device_batch} "
+        f"({choice.samples_per_s:.0f} samples/s{spread_text(choice)}); {said}"
+    )
 
 
 def result_text(result: ProbeResult) -> str:
@@ -123,21 +209,29 @@ def result_text(result: ProbeResult) -> str:
     lines = [
         f"probe {result.probe_id}: {result.preset} on {result.hardware}",
         *textwrap.wrap(steps_text(result), 80),
-        f"{'gpus':>4} {'batch':>5} {'smp/s':>8} {'speed':>6} {'eff':>4} {'mem/dev':>9} {'data':>5}  fits",
+        f"{'gpus':>4} {'batch':>5} {'smp/s':>7} {'spread':>11} {'speed':>6} {'eff':>4} {'mem/dev':>9} "
+        f"{'data':>5}  fits",
     ]
     for r in result.rows:
         memory = f"{r.memory_mb / 1024:.2f} GB" if r.memory_mb else "-"
         fits = {"measured": "yes", "does not fit": "no"}.get(r.outcome, r.outcome)
         lines.append(
-            f"{r.gpus:>4} {r.per_device_batch:>5} {_f(r.samples_per_s, '.1f'):>8} {_f(r.speedup, '.2f', 'x'):>6} "
+            f"{r.gpus:>4} {r.per_device_batch:>5} {_f(r.samples_per_s, '.1f'):>7} {rate_range(r):>11} "
+            f"{_f(r.speedup, '.2f', 'x'):>6} "
             f"{_f(r.efficiency and 100 * r.efficiency, '.0f', '%'):>4} {memory:>9} "
             f"{_f(r.data_share and 100 * r.data_share, '.0f', '%'):>5}  {fits}"
             + (f" ({r.detail})" if r.detail and r.outcome != "measured" else "")
         )
     measured = [r for r in result.rows if r.window]
-    notes = (
-        [f"samples/s: the trainer's own, {measured[0].window}; memory: {measured[0].memory_source}"] if measured else []
-    )
+    notes = []
+    if measured:
+        first = measured[0]
+        median = (
+            f", the median of {first.sub_windows} windows of consecutive log lines (spread: the slowest-fastest)"
+            if first.sub_windows > 1
+            else ""
+        )
+        notes.append(f"samples/s: the trainer's own, {first.window}{median}; memory: {first.memory_source}")
     notes += [f"skipped: {s}" for s in result.skipped]
     lines += [part for note in notes for part in textwrap.wrap(note, 80, subsequent_indent="  ")]
     lines.append("")
@@ -148,6 +242,8 @@ def result_text(result: ProbeResult) -> str:
 def steps_text(result: ProbeResult) -> str:
     """How long each configuration runs, as it is: a cap, and the steady rate that ends a run before it."""
     whole = " (all of the job's)" if result.job_steps is not None and result.steps >= result.job_steps else ""
+    if result.steps_asked:
+        return f"{result.steps} steps per configuration{whole}, each run to its end (--steps)"
     return (
         f"up to {result.steps} steps per configuration{whole}, each stopped once its rate is steady "
         f"({ENOUGH_LINES} log lines over {ENOUGH_S:.0f} s after the warm-up)"

@@ -134,7 +134,15 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
     run.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
     run.add_argument("--gpus", type=positive_int, metavar="N", help="run the same preset on N GPUs per node")
-    run.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
+    run.add_argument(
+        "--headless",
+        action="store_true",
+        help="stream status lines to stdout instead of the TUI (the default without a terminal); SIGINT or SIGTERM "
+        "stops the run, SIGHUP detaches",
+    )
+    run.add_argument(
+        "--detach", action="store_true", help="start the run, print its id and return (`attach` follows it)"
+    )
     run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
     run.add_argument(
         "--slurm", action="store_true", help="submit with sbatch and follow the SLURM job (launch.scheduler: slurm)"
@@ -175,6 +183,11 @@ def build_parser() -> Parser:
 
     runs = sub.add_parser("runs", help="run history")
     runs.add_argument("--json", action="store_true", help="the history as JSON rows, newest first")
+    runs.add_argument("--probes", action="store_true", help="also list the short measurement runs of gpuwizard probe")
+    envs = sub.add_parser("envs", help="the training environments on this machine and the trainers each one has")
+    envs.add_argument("--trainer", choices=["lerobot", "groot", "openpi", "hf", "demo"], help="only those that have it")
+    envs.add_argument("--workdir", action="append", metavar="DIR", help="also look beside this checkout")
+    envs.add_argument("--json", action="store_true", help="the environments as JSON")
 
     stop = sub.add_parser("stop", help="stop a run and every process of it (default: the newest active run)")
     stop.add_argument("run_id", nargs="?", metavar="RUN_ID", help=RUN_ID_HELP + " (default: the newest active run)")
@@ -242,9 +255,9 @@ def run_command_line(argv: list[str] | None) -> int:
 
 def dispatch(args: argparse.Namespace) -> int:
     if args.command is None:
-        from gpuwizard.tui.entry import run_app
+        from gpuwizard.tui.entry import run_wizard
 
-        return run_app(preset=args.preset)
+        return run_wizard(args.preset)
     handler = {
         "gpus": cmd_gpus,
         "plan": cmd_plan,
@@ -254,6 +267,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "run": cmd_run,
         "attach": cmd_attach,
         "runs": cmd_runs,
+        "envs": cmd_envs,
         "stop": cmd_stop,
         "compare": cmd_compare,
         "presets": cmd_presets,
@@ -429,13 +443,23 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gpuwizard.cli.runs import run_command
+    from gpuwizard.cli.signals import RunSignals
+    from gpuwizard.runner.interrupt import StartCancelled
 
-    return run_command(args)
+    signals = RunSignals()
+    signals.install()  # before the heavy modules load: a stop signal may land while they do
+    try:
+        from gpuwizard.cli.headless import run_command
+
+        return run_command(args, signals)
+    except StartCancelled as exc:
+        return signals.cut_short(exc)
+    finally:
+        signals.restore()
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from gpuwizard.cli.runs import attach_command
+    from gpuwizard.cli.headless import attach_command
 
     return attach_command(args)
 
@@ -444,6 +468,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from gpuwizard.cli.runs import runs_command
 
     return runs_command(args)
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    from gpuwizard.cli.envs import envs_command
+
+    return envs_command(args)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`gpuwizard run`, `attach`, `runs` and `stop`: launch, follow headless, history, stopping."""
+"""`gpuwizard runs`, `stop` and `compare`: history, stopping, comparing; what `run` and `attach` share of them."""
 
 from __future__ import annotations
 
@@ -7,95 +7,25 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
-from gpuwizard.runner.follow import (
-    RunFollower,
-    event_text,
-    orphaned_runs,
-    request_stop,
-    run_leftovers,
-    status_line,
-    stop_all,
-)
+from gpuwizard.runner.follow import marked_runs, request_stop, run_leftovers, stop_all
+from gpuwizard.runner.procs import marker_value
+from gpuwizard.runner.staging import clear_interrupted_launches
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import (
     RunDir,
     alive_processes,
     find_run,
     green_baselines,
+    history_entries,
     history_row,
     list_runs,
     run_processes,
     scaling_report,
     scaling_text,
-    supervisor_lost,
 )
-
-STATUS_EVERY_S = 2.0
-
-
-def run_command(args: argparse.Namespace) -> int:
-    from gpuwizard.model.preset_files import load_preset
-    from gpuwizard.runner.launch import start_run
-    from gpuwizard.runner.prepare import prepare_run
-
-    prepared = prepare_run(
-        load_preset(args.preset),
-        gpus=args.gpus,
-        smoke=args.smoke,
-        env=args.env,
-        resume=args.resume is not None,
-        resume_run=args.resume or None,
-        node_rank=args.node_rank,
-        slurm=args.slurm,
-        check=not args.no_check,
-    )
-    if prepared.trainer_check is not None and prepared.trainer_check.status == "accepted":
-        print(prepared.trainer_check.summary, flush=True)
-    for warning in prepared.warnings:
-        sys.stderr.write("warning: " + warning.paragraph() + "\n")
-    if prepared.checkpoint is not None:
-        linked = f", continuing run {prepared.resumed_from}" if prepared.resumed_from else ""
-        print(f"resuming from {prepared.checkpoint}{linked}", flush=True)
-    hw = prepared.preset.hardware
-    if prepared.preset.launch.scheduler == "local" and hw.nodes > 1 and hw.node_rank > 0 and hw.rdzv_endpoint:
-        wait_for_rendezvous(hw.rdzv_endpoint, prepared.preset.monitor.first_step_timeout_s or NODE0_WAIT_S)
-    run = start_run(prepared, on_hang="stop" if args.headless else "report")
-    if args.headless:
-        print(
-            f"run {run.run_id}: {prepared.plan.world_size} x {prepared.plan.device}, {prepared.plan.steps} steps; "
-            f"folder {run.path}",
-            flush=True,
-        )
-        return follow_headless(run, stream_log=args.log, stop_on_interrupt=True)
-    from gpuwizard.tui.entry import run_app
-
-    return run_app(attach=run.run_id)
-
-
-NODE0_WAIT_S = 600.0
-
-
-def wait_for_rendezvous(endpoint: str, timeout_s: float) -> None:
-    """Node 1+ starts once node 0's rendezvous store answers, counting down instead of waiting silently."""
-    from gpuwizard.core.network import wait_for_node0
-
-    def countdown(left: float) -> None:
-        print(f"waiting for node 0 at {endpoint}: {left:.0f} s left (start node 0 with --node-rank 0)", flush=True)
-
-    if not wait_for_node0(endpoint, timeout_s, countdown):
-        raise UserError(
-            problem(
-                "hardware.rdzv_endpoint",
-                f"node 0 did not answer at {endpoint} within {timeout_s:.0f} s",
-                "start node 0 first (`gpuwizard run PRESET --node-rank 0`), check that this node reaches that "
-                "address and port (firewall), or raise monitor.first_step_timeout_s",
-                value=endpoint,
-            )
-        )
 
 
 def chosen_run(run_id: str | None) -> RunDir:
@@ -124,105 +54,18 @@ def readable_status(run: RunDir) -> Status:
     try:
         return run.status()
     except RecordError as exc:
-        raise UserError(
-            problem(
-                "RUN_ID",
-                f"run {run.run_id} cannot be shown: {exc}",
-                f"look inside {run.path}, or remove the folder",
-                value=run.run_id,
-            )
-        ) from None
+        raise cannot_be_shown(run, exc) from None
 
 
-def attach_command(args: argparse.Namespace) -> int:
-    run = chosen_run(args.run_id)
-    status = readable_status(run)
-    if args.headless:
-        print(f"attached to {run.run_id} ({status.state}); Ctrl-C detaches, the job keeps running", flush=True)
-        return follow_headless(run, stream_log=args.log, stop_on_interrupt=False)
-    from gpuwizard.tui.entry import run_app
-
-    return run_app(attach=run.run_id)
-
-
-def follow_headless(run: RunDir, stream_log: bool, stop_on_interrupt: bool, out: TextIO | None = None) -> int:
-    """Print status lines and events until the run ends; Ctrl-C stops the job (run) or detaches (attach), a second
-    one (run) stops it without waiting for a checkpoint write. An end or a hang seen here rings the terminal when
-    settings.notify asks for it."""
-    from gpuwizard.model.settings import notify_settings
-    from gpuwizard.runner.notify import final_notice, hang_notice, tell_terminal
-
-    out = out or sys.stdout
-    follower = RunFollower(run)
-    last_line, last_status_t, stopping = "", 0.0, False
-    progress = None
-    notify, since = notify_settings(), time.time()
-    ended_before: bool | None = None
-    try:
-        while True:
-            try:
-                update = follower.poll()
-                if stream_log:
-                    for line in update.lines:
-                        out.write(line + "\n")
-                for event in update.events:
-                    out.write(event_text(event) + "\n")
-                    if event.kind == "hang_suspected" and event.t >= since:
-                        tell_terminal(hang_notice(run.run_id, event, str(run.path)), notify)
-                for unreadable in update.unreadable:
-                    out.write(f"warning: {unreadable}; following the rest of the run\n")
-                progress = update.progress or progress
-                status = update.status
-                if status is None and not run.path.exists():
-                    out.write(f"the run folder {run.path} was deleted; stopping every process of the run\n")
-                    out.flush()
-                    left = stop_all(run.path)
-                    out.write(f"processes left: {left}\n" if left else "nothing of the run is left\n")
-                    return ExitCode.FAILED
-                if status is None:
-                    out.write(f"the run folder can no longer be read: {update.problem}\n")
-                    return ExitCode.FAILED
-                if ended_before is None:
-                    ended_before = status.final
-                if update.lines and stream_log:
-                    continue  # drain the whole log before the final summary
-                now = time.monotonic()
-                line = status_line(progress, status)
-                if status.final:
-                    out.write(line + "\n")
-                    out.write(final_summary(run, status) + "\n")
-                    out.flush()
-                    if not ended_before:  # an end seen happening, not a run that had ended before
-                        tell_terminal(final_notice(status, str(run.path)), notify)
-                    wait_for_exit(run, status)
-                    return status.exit_code if status.exit_code is not None else ExitCode.FAILED
-                if supervisor_lost(status) and not readable_status(run).final:
-                    # (read again: the supervisor writes the final status just before it exits)
-                    out.write("the run's supervisor is gone; stopping every process of the run\n")
-                    stop_recorded(run)
-                    return ExitCode.FAILED
-                if line != last_line and now - last_status_t >= STATUS_EVERY_S:
-                    out.write(line + "\n")
-                    last_line, last_status_t = line, now
-                out.flush()
-                time.sleep(0.2)
-            except KeyboardInterrupt:
-                if not stop_on_interrupt:
-                    out.write(
-                        f"\ndetached; the job keeps running. `gpuwizard attach {run.run_id}` to follow it again\n"
-                    )
-                    return ExitCode.OK
-                out.write(
-                    "\nstopping at once...\n"
-                    if stopping
-                    else "\nstopping the job (every rank, then a forced kill after 10 s; a checkpoint being written is "
-                    "waited for, Ctrl-C again stops at once)...\n"
-                )
-                out.flush()
-                stop_recorded(run)
-                stopping = True
-    finally:
-        follower.close()
+def cannot_be_shown(run: RunDir, exc: RecordError) -> UserError:
+    return UserError(
+        problem(
+            "RUN_ID",
+            f"run {run.run_id} cannot be shown: {exc}",
+            f"look inside {run.path}, or remove the folder",
+            value=run.run_id,
+        )
+    )
 
 
 def stop_recorded(run: RunDir) -> None:
@@ -246,17 +89,6 @@ def stop_recorded(run: RunDir) -> None:
         ) from None
 
 
-EXIT_WAIT_S = 10.0
-
-
-def wait_for_exit(run: RunDir, status: Status) -> None:
-    """The final status is written just before the supervisor exits: when `run` returns, nothing of the run is left
-    (survivors the supervisor could not kill are already named in the summary)."""
-    deadline = time.monotonic() + EXIT_WAIT_S
-    while time.monotonic() < deadline and set(alive_processes(run, status)) - set(status.survivors):
-        time.sleep(0.05)
-
-
 def final_summary(run: RunDir, s: Status) -> str:
     text = {
         RunState.FINISHED: "finished green",
@@ -274,21 +106,35 @@ def final_summary(run: RunDir, s: Status) -> str:
     return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
 
 
+def tidy_interrupted_launches() -> None:
+    """Before a command looks at the runs: what launches killed half way left is cleaned up, and said on stderr."""
+    for line in clear_interrupted_launches():
+        sys.stderr.write(line + "\n")
+
+
 def runs_command(args: argparse.Namespace) -> int:
+    tidy_interrupted_launches()
     entries = list_runs()
     green = green_baselines(entries)
     now = time.time()
-    rows = [history_row(entry, green, now) for entry in entries]
+    shown, hidden = history_entries(entries, args.probes)
+    rows = [history_row(entry, green, now) for entry in shown]
     if args.json:
         print(json.dumps(rows, indent=2))
         return ExitCode.OK
     if not rows:
-        print("no runs yet: `gpuwizard run demo-cpu --headless` starts one")
+        print(
+            f"{hidden} probe runs, hidden: --probes lists them"
+            if hidden
+            else "no runs yet: `gpuwizard run demo-cpu --headless` starts one"
+        )
         return ExitCode.OK
     print(f"{'run id':<36} {'state':<9} {'exit':>4} {'gpus':>4} {'step':>12} {'time':>8}  baseline")
     for r in rows:
         if r["state"] == "corrupt":
-            print(f"{r['run_id'][:36]:<36} corrupt   {r['problem']}")
+            running = running_marked(Path(r["path"]))
+            hint = f"; processes {running} of it still run: `gpuwizard stop {r['run_id']}` ends them" if running else ""
+            print(f"{r['run_id'][:36]:<36} corrupt   {r['problem']}{hint}")
             continue
         step = f"{r['step'] if r['step'] is not None else '-'}/{r['steps']}"
         mark = "green" if r["baseline_green"] else "never"
@@ -311,32 +157,37 @@ def runs_command(args: argparse.Namespace) -> int:
                     else "no 1-process run to compare"
                 )
                 print(f"  {r['world_size']} process(es): {r['samples_per_s']:.0f} samples/s  {eff}")
+    if hidden:
+        print(f"\n{hidden} probe runs hidden: --probes lists them")
     return ExitCode.OK
 
 
 STOP_WAIT_S = 30.0
 
 
+def running_marked(path: Path) -> list[int]:
+    """Pids of live processes that carry this run's marker."""
+    return marked_runs().get(Path(marker_value(path)), [])
+
+
 def stop_command(args: argparse.Namespace) -> int:
-    """Stop a run with or without its supervisor, or with its folder deleted; exit 0 once a fresh look finds nothing
-    of it left."""
-    if args.run_id is None:
-        active = [e.run for e in list_runs() if e.status is not None and e.status.claims_active]
-        if not active:
-            orphans = sorted(orphaned_runs())
-            if orphans:
-                return stop_deleted(orphans[-1])
-            print("no active run to stop")
-            return ExitCode.OK
-        run = active[0]
-    else:
-        found = find_run(args.run_id) if args.run_id.strip() else None
-        if found is None:
-            orphans = sorted(p for p in orphaned_runs() if p.name.startswith(args.run_id.strip() or "\0"))
-            if orphans:
-                return stop_deleted(orphans[-1])
-        run = found or chosen_run(args.run_id)
-    status = readable_status(run)
+    """Stop a run with or without its supervisor, with its status or its whole folder gone: the processes that carry
+    its marker (and its cgroup) are the truth, not status.json. Exit 0 once a fresh look finds nothing of it left."""
+    tidy_interrupted_launches()
+    marked = marked_runs()
+    path = newest_stoppable(marked) if args.run_id is None else named_run(args.run_id, marked)
+    if path is None:
+        print("no active run to stop")
+        return ExitCode.OK
+    if not path.exists():
+        return stop_marked(path, "its folder was deleted")
+    run = RunDir(path)
+    try:
+        status = run.status()
+    except RecordError as exc:
+        if path in marked:
+            return stop_marked(path, f"its status cannot be read ({exc})")
+        raise cannot_be_shown(run, exc) from None
     if status.final and not run_leftovers(run):
         print(f"run {run.run_id} already ended ({status.state})")
         return ExitCode.OK
@@ -344,8 +195,11 @@ def stop_command(args: argparse.Namespace) -> int:
     deadline, told = time.monotonic() + STOP_WAIT_S, False
     while time.monotonic() < deadline:
         if not run.path.exists():
-            return stop_deleted(run.path)
-        status = readable_status(run)
+            return stop_marked(run.path, "its folder was deleted")
+        try:
+            status = run.status()
+        except RecordError as exc:
+            return stop_marked(run.path, f"its status can no longer be read ({exc})")
         if status.final and not run_leftovers(run):
             print(f"run {run.run_id} stopped; nothing of it is left")
             return ExitCode.OK
@@ -372,9 +226,26 @@ def stop_command(args: argparse.Namespace) -> int:
     return ExitCode.FAILED
 
 
-def stop_deleted(path: Path) -> int:
-    """A run whose folder was deleted while it ran: found by the marker its processes carry, and ended."""
-    print(f"run {path.name}: its folder was deleted; stopping every process that carries its marker", flush=True)
+def newest_stoppable(marked: dict[Path, list[int]]) -> Path | None:
+    """The newest run that says it is active or has a live process carrying its marker (folder ids start with the
+    time they were made)."""
+    active = {Path(marker_value(e.run.path)) for e in list_runs() if e.status is not None and e.status.claims_active}
+    return max(active | marked.keys(), key=lambda path: path.name, default=None)
+
+
+def named_run(run_id: str, marked: dict[Path, list[int]]) -> Path:
+    """The run `stop RUN_ID` means: a folder, or one deleted whose processes still carry its marker."""
+    found = find_run(run_id) if run_id.strip() else None
+    if found is not None:
+        return Path(marker_value(found.path))
+    deleted = sorted(p for p in marked if not p.exists() and p.name.startswith(run_id.strip() or "\0"))
+    return deleted[-1] if deleted else chosen_run(run_id).path
+
+
+def stop_marked(path: Path, why: str) -> int:
+    """A run its folder cannot speak for (deleted, or its status unreadable): every process that carries its marker,
+    and its cgroup, ended from here."""
+    print(f"run {path.name}: {why}; stopping every process that carries its marker", flush=True)
     left = stop_all(path)
     if left:
         print(f"run {path.name}: processes {left} are still there", file=sys.stderr)

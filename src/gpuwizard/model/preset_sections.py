@@ -213,8 +213,8 @@ class Launch(Strict):
         None,
         ge=1,
         le=65535,
-        description="Not used, kept so older presets load: one node runs torchrun --standalone (it binds a free port "
-        "itself); several nodes use the port in hardware.rdzv_endpoint.",
+        description="Not used, kept so older presets load: on one node torchrun's store binds a free port itself; "
+        "several nodes use the port in hardware.rdzv_endpoint.",
     )
     env: dict[str, EnvValue] = Field(
         {}, description="Extra environment variables for the job; numbers may be written unquoted."

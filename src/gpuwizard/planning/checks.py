@@ -10,15 +10,38 @@ from gpuwizard.core.errors import Problem, note, problem, warning
 from gpuwizard.model import datasets
 from gpuwizard.model.job import BuildContext
 from gpuwizard.model.preset import Preset
+from gpuwizard.runs.owner import read_owner
 from gpuwizard.trainers.base import Trainer
+from gpuwizard.trainers.rendezvous import local_store_note
+
+
+def dataset_path(preset: Preset, workdir: str) -> Path | None:
+    """dataset.root as the job sees it: a relative one is under the job's working directory."""
+    return Path(workdir, os.path.expanduser(preset.dataset.root)) if preset.dataset.root else None
+
+
+def missing_dataset(preset: Preset, trainer: Trainer, workdir: str) -> list[Problem]:
+    """A run on this machine needs its dataset folder here, unless its trainer writes the dataset itself (the plan
+    only warns: it may be made for another machine)."""
+    root = dataset_path(preset, workdir)
+    if root is None or trainer.writes_dataset or root.exists():
+        return []
+    return [
+        problem(
+            "dataset.root",
+            f"{root} does not exist on this machine, so the job would fail as soon as it reads its data",
+            "fix the path (a relative one is under launch.workdir) or copy the dataset there",
+            value=preset.dataset.root,
+        )
+    ]
 
 
 def dataset_findings(
     preset: Preset, trainer: Trainer, effective: int | None, workdir: str
 ) -> tuple[dict[str, Any] | None, list[Problem]]:
-    if not preset.dataset.root:
+    root = dataset_path(preset, workdir)
+    if root is None:
         return None, []
-    root = Path(workdir, os.path.expanduser(preset.dataset.root))  # relative: under the job's working directory
     if trainer.writes_dataset and not root.exists():
         return None, [note(f"the {trainer.name} trainer writes its synthetic dataset to {root} on the first run")]
     if not root.exists():
@@ -75,6 +98,29 @@ def output_dir_findings(ctx: BuildContext) -> list[Problem]:
     return []
 
 
+def checkpoint_findings(ctx: BuildContext, trainer: Trainer) -> list[Problem]:
+    """A fresh run into a folder that holds another run's checkpoints would overwrite them, and a later resume would
+    continue from a mix of the two runs: refused, naming the run they belong to."""
+    path = ctx.output_path
+    if not path.is_dir() or (trainer.last_checkpoint(ctx) is None and trainer.unfinished_checkpoint(path) is None):
+        return []
+    owner = read_owner(path, ctx.preset.hardware.node_rank)
+    name = ctx.preset.name
+    if owner is not None:
+        whose, resume = f"run {owner.run_id}", f"`gpuwizard run {name} --resume {owner.run_id}`"
+    else:
+        whose, resume = "a run gpuwizard has no record of", f"`gpuwizard run {name} --resume`"
+    return [
+        problem(
+            "output_dir",
+            f"holds checkpoints written by {whose}: a fresh run there would overwrite them, and a later resume would "
+            "continue from a mix of the two runs",
+            f"resume that run with {resume}, or choose another output_dir (null gives each run a folder of its own)",
+            value=ctx.output_dir,
+        )
+    ]
+
+
 def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
     """Where the job's rendezvous store listens, and who could reach it."""
     if not trainer.uses_torchrun:
@@ -84,12 +130,14 @@ def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
         found.append(
             warning(
                 "launch.master_port",
-                "is not used: on one node torchrun --standalone binds a free port itself, so no other process can take "
+                "is not used: on one node torchrun's store binds a free port itself, so no other process can take "
                 "it first; across nodes the port is the one in hardware.rdzv_endpoint",
                 "remove launch.master_port",
                 value=preset.launch.master_port,
             )
         )
+    if preset.hardware.nodes == 1 and trainer.launches_torchrun(preset):
+        found.append(local_store_note())
     if preset.hardware.nodes > 1 and not preset.hardware.rdzv_endpoint and preset.launch.scheduler == "local":
         found.append(
             problem(

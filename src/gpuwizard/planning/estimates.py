@@ -3,6 +3,7 @@ single-GPU time in the catalog, scaled to other GPU counts with an assumed effic
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,9 @@ ASSUMED_EFFICIENCY = 0.85
 SMALL_BATCH_FLOOR = 0.5
 """A step at a smaller batch than a published time's costs at least this share of one at that batch (assumed: a
 GPU is not kept busy by a small batch)."""
+NO_CPU_FIGURE = "no published CPU figure; probe it (gpuwizard probe) or run it"
+"""A CPU row's source where this machine measured nothing: a GPU's published time says nothing of a CPU (ACT's A100
+figure made "<1 min" of 30 steps that took 10 min on 2 CPU processes)."""
 
 
 @dataclass
@@ -67,6 +71,20 @@ class PublishedTime:
         return cls(published.hours, published.setting, published.steps, published.batch)
 
 
+def cpu_figure(published: TrainingTime | None) -> TrainingTime | None:
+    """The catalog time where it was measured on a CPU (its setting says so), the only published basis for a CPU
+    run."""
+    return published if published is not None and "cpu" in published.setting.lower() else None
+
+
+def startable_processes(device: str, scheduler: str = "local") -> int | None:
+    """The most processes a CPU run starts on this machine (planning/machine.py refuses more than its cores);
+    None where no limit applies here (GPUs: the plan's own check; SLURM: its nodes')."""
+    if device != "cpu" or scheduler == "slurm":
+        return None
+    return os.cpu_count() or 1
+
+
 def efficiency(gpus: int) -> float:
     return 1.0 if gpus == 1 else ASSUMED_EFFICIENCY
 
@@ -114,10 +132,21 @@ def estimate_rows(
     published: TrainingTime | None,
     gpu_hour: float | None,
     device: str = "cuda",
+    scheduler: str = "local",
 ) -> list[Estimate]:
     """One estimate per (GPU count, steps, batch per GPU) row; samples are steps x batch per GPU x GPUs. The first
     figure per GPU count in `measured` wins (probes come before finished runs). `device` names the counts in the
-    sources: GPUs, or a CPU run's processes."""
+    sources: GPUs, or a CPU run's processes; a CPU plan has no row for a count this machine refuses to start and no
+    published basis but a CPU one."""
+    limit = startable_processes(device, scheduler)
+    rows = [row for row in rows if limit is None or row[0] <= limit]
+    if device == "cpu":
+        published = cpu_figure(published)
+    nothing = (
+        NO_CPU_FIGURE
+        if device == "cpu"
+        else "unknown: no finished run of this preset and no published time (a --smoke run measures)"
+    )
     by_gpus: dict[int, Measured] = {}
     for m in measured:
         by_gpus.setdefault(m.gpus, m)
@@ -126,7 +155,7 @@ def estimate_rows(
     out = []
     for gpus, steps, per_device in rows:
         samples = steps * per_device * gpus if steps and per_device else None
-        rate, source = None, "unknown: no finished run of this preset and no published time (a --smoke run measures)"
+        rate, source = None, nothing
         basis = "unknown"
         wall_h, note = None, None
         if gpus in by_gpus:

@@ -9,7 +9,12 @@ from gpuwizard.core.errors import Problem, UserError, note, problem
 from gpuwizard.model.catalog import PolicyEntry, load_catalog
 from gpuwizard.model.job import BuildContext, DetectedDevices, LaunchSpec, Plan
 from gpuwizard.model.preset import Preset
-from gpuwizard.planning.checks import dataset_findings, output_dir_findings, rendezvous_findings
+from gpuwizard.planning.checks import (
+    checkpoint_findings,
+    dataset_findings,
+    output_dir_findings,
+    rendezvous_findings,
+)
 from gpuwizard.planning.machine import machine_problems
 from gpuwizard.planning.scaling import advice_lines, batch_table, choose_strategy, estimate_fit, plan_estimates, scale
 from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
@@ -79,16 +84,62 @@ def resolve_device(preset: Preset, hw: DetectedDevices) -> tuple[Literal["cpu", 
     ]
 
 
-def plan_here(preset: Preset, inventory: Inventory | None, resume: bool = False) -> tuple[Plan, BuildContext]:
+RUN_ID = "<run-id>"
+"""Stands for the run id in the output folder a plan shows: a fresh run of a preset without output_dir gets a folder
+of its own, named once its run folder is staged (PreparedRun.bind_output)."""
+
+
+def fixed_output(preset: Preset) -> bool:
+    """Every run of the preset writes one folder: output_dir is set, or the nodes of a job started by hand (each with
+    its own run id) must share the default one."""
+    return preset.output_dir is not None or (preset.hardware.nodes > 1 and preset.launch.scheduler == "local")
+
+
+def preset_output_dir(preset: Preset) -> str:
+    """output_dir, or outputs/train/<name>/<run-id>: each run its own (the nodes of a job started by hand share
+    outputs/train/<name>)."""
+    if preset.output_dir is not None:
+        return preset.output_dir
+    shared = f"outputs/train/{preset.name}"
+    return shared if fixed_output(preset) else f"{shared}/{RUN_ID}"
+
+
+def output_notes(preset: Preset, resume: bool) -> tuple[str | None, list[Problem]]:
+    """Where a run of a preset without output_dir writes, as the plan says it; a resume's folder is that of the
+    newest run it would continue."""
+    if fixed_output(preset):
+        return None, []
+    folder = preset_output_dir(preset)
+    found = [
+        note(
+            f"output_dir is null: each run writes to a folder of its own, {folder} ({RUN_ID} is the run's id, chosen "
+            "at launch); a resume continues in the folder of the run it resumes"
+        )
+    ]
+    if resume:
+        from gpuwizard.runs.owner import newest_full_run
+
+        newest = newest_full_run(preset.name)
+        if newest is not None:
+            run, job = newest
+            found.append(note(f"a resume continues run {run.run_id} in its output folder {job.output_dir}"))
+            return job.output_dir, found
+    return None, found
+
+
+def plan_here(
+    preset: Preset, inventory: Inventory | None, resume: bool = False, output_dir: str | None = None
+) -> tuple[Plan, BuildContext]:
     """Plan against the devices detected here, with their setup advice (P2P, busy, short or mixed) as warnings.
 
     What stops a CPU run from starting here is an error of the plan (a CPU run can only run here); GPUs short here
     are a setup warning (a plan made here may be for the training machine), and `run` refuses on them."""
     if inventory is None:
-        return make_plan(preset, resume=resume)
+        return make_plan(preset, resume=resume, output_dir=output_dir)
     from gpuwizard.gpus.advice import setup_advice
 
-    plan, ctx = make_plan(preset, detected=devices_from_inventory(inventory, preset), resume=resume)
+    detected = devices_from_inventory(inventory, preset)
+    plan, ctx = make_plan(preset, detected=detected, resume=resume, output_dir=output_dir)
     if plan.device == "cuda":
         plan.problems += setup_advice(
             inventory, preset.hardware.devices, preset.hardware.gpus, preset.hardware.nodes, plan.fits.estimate_gb
@@ -99,9 +150,15 @@ def plan_here(preset: Preset, inventory: Inventory | None, resume: bool = False)
 
 
 def make_plan(
-    preset: Preset, gpus: int | None = None, detected: DetectedDevices | None = None, resume: bool = False
+    preset: Preset,
+    gpus: int | None = None,
+    detected: DetectedDevices | None = None,
+    resume: bool = False,
+    output_dir: str | None = None,
 ) -> tuple[Plan, BuildContext]:
-    """Resolve a preset into a plan and the context its trainer builds the command from."""
+    """Resolve a preset into a plan and the context its trainer builds the command from; `output_dir` is where this
+    run writes when that is not the preset's folder (a resume continues in its run's, a smoke run in its run
+    folder)."""
     preset = with_gpus(preset, gpus)
     hw = detected or DetectedDevices()
     trainer = get_trainer(preset.trainer)
@@ -203,12 +260,18 @@ def make_plan(
         advice=advice_lines(preset, policy, world, strategy, fit, k),
         estimates=plan_estimates(preset, policy, table, reference.effective, base_lr),
     )
-    output_dir = preset.output_dir or f"outputs/train/{preset.name}"
-    ctx = BuildContext(preset, plan, policy, python, workdir, output_dir, resume)
+    preset_folder = output_dir is None
+    if preset_folder:
+        output_dir, notes = output_notes(preset, resume)
+        found += notes
+    ctx = BuildContext(preset, plan, policy, python, workdir, output_dir or preset_output_dir(preset), resume)
     found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
     found += rendezvous_findings(preset, trainer)
     found += output_dir_findings(ctx)
     found += trainer.check(ctx)
+    if preset_folder and not resume and fixed_output(preset):
+        if not any(p.field == "output_dir" and p.level == "error" for p in found):  # the trainer's own refusal
+            found += checkpoint_findings(ctx, trainer)
     plan.problems = found
     return plan, ctx
 

@@ -9,9 +9,16 @@ tracked by its environment marker instead (procs.marked_processes).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 PREFIX = "gpuwizard-job-"
+
+
+def job_name(run_id: str) -> str:
+    """The part of a job cgroup's name that names its run (then `-<supervisor pid>`): the rule localjob.start_job
+    names the cgroup it creates by."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)[:80]
 
 
 def v2_mount() -> Path | None:
@@ -87,6 +94,22 @@ class JobCgroup:
             if folder.name.startswith(PREFIX):
                 path = mount / str(folder).lstrip("/")
                 return cls(path) if path.is_dir() else None
+        return None
+
+    @classmethod
+    def of_run(cls, run_id: str) -> JobCgroup | None:
+        """A run's job cgroup found by its name, anywhere in the hierarchy (its processes may all have shed the run
+        marker; none of them can leave the cgroup)."""
+        mount = v2_mount()
+        if mount is None:
+            return None
+        wanted = re.compile(re.escape(PREFIX + job_name(run_id)) + r"-\d+")
+        for folder, subfolders, _ in os.walk(mount):
+            for name in list(subfolders):
+                if name.startswith(PREFIX):
+                    subfolders.remove(name)  # a job's own sub-tree holds no other job
+                    if wanted.fullmatch(name):
+                        return cls(Path(folder) / name)
         return None
 
     def join(self) -> None:

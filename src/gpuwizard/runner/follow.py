@@ -164,12 +164,16 @@ def request_stop(run: RunDir) -> None:
 
 def run_tracker(run_path: Path, refs: Sequence[ProcessRef]) -> JobProcesses:
     """Every process of a run as found now, from outside its supervisor: the recorded ones by identity, any carrying
-    its marker (daemons, a job whose folder is gone), and its cgroup (found from any of them)."""
+    its marker (daemons, a job whose folder is gone), and its cgroup."""
     procs = JobProcesses(None, marker=marker_value(run_path))
     for ref in refs:
         procs.adopt(ref)
     procs.sweep()
-    procs.cgroup = next(filter(None, map(JobCgroup.of_process, procs.pids())), None)
+    found = procs.pids()
+    # its cgroup, from any of them; by its name when none is found (they may all have shed the marker)
+    procs.cgroup = (
+        next(filter(None, map(JobCgroup.of_process, found)), None) if found else JobCgroup.of_run(run_path.name)
+    )
     return procs
 
 
@@ -190,15 +194,21 @@ def run_leftovers(run: RunDir) -> list[int]:
     return leftovers(run.path, refs)
 
 
-def orphaned_runs() -> dict[Path, list[int]]:
-    """Runs of this data folder whose folder was deleted while processes of them run on, found by their marker."""
+def marked_runs() -> dict[Path, list[int]]:
+    """Runs of this data folder with a live process that carries their marker, whatever their folder still holds
+    (status.json deleted, the whole folder deleted, a final status the processes outlived)."""
     base = Path(marker_value(paths.runs_dir()))
     found: dict[Path, list[int]] = {}
     for pid, value in marked_pids().items():
         path = Path(value)
-        if path.parent == base and not path.exists():
+        if path.parent == base and pid != os.getpid():
             found.setdefault(path, []).append(pid)
     return found
+
+
+def orphaned_runs() -> dict[Path, list[int]]:
+    """Runs of this data folder whose folder was deleted while processes of them run on, found by their marker."""
+    return {path: pids for path, pids in marked_runs().items() if not path.exists()}
 
 
 def stop_all(run_path: Path, refs: Sequence[ProcessRef] = ()) -> list[int]:

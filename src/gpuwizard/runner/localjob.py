@@ -18,6 +18,7 @@ from gpuwizard.runner.jobhost import JobHost
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
 from gpuwizard.runner.stacks import dump_stacks
+from gpuwizard.runs.owner import OutputOwner, write_owner
 from gpuwizard.runs.records import Event, ProcessRef, RanksSample
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer
@@ -51,8 +52,18 @@ def job_preexec(cgroup: JobCgroup | None) -> Callable[[], None]:
     return preexec
 
 
+def mark_output_dir(sup: JobHost) -> None:
+    """Mark the output folder as this run's (and its resume chain's): a resume takes only its own chain's
+    checkpoints. OSError when the marker cannot be written."""
+    cfg = sup.job_cfg
+    if cfg.output_dir is not None:
+        chain = cfg.resume_chain or sup.run.run_id
+        write_owner(Path(cfg.output_dir), OutputOwner(run_id=sup.run.run_id, chain=chain, node_rank=cfg.node_rank))
+
+
 def hold_output_dir(sup: JobHost) -> bool:
-    """Lock the output folder for this run's lifetime (released by the kernel when this process ends)."""
+    """Lock the output folder for this run's lifetime (released by the kernel when this process ends) and mark it as
+    this run's."""
     if sup.job_cfg.output_dir is None:
         return True
     sup.output_lock = OutputLock(Path(sup.job_cfg.output_dir), sup.job_cfg.node_rank)
@@ -62,8 +73,15 @@ def hold_output_dir(sup: JobHost) -> bool:
         reason = f"could not lock the output folder {sup.job_cfg.output_dir}: {exc.strerror or exc}; not started"
     else:
         if holder is None:
-            return True
-        reason = f"run {holder} is still writing to {sup.job_cfg.output_dir}; not started"
+            try:
+                mark_output_dir(sup)
+                return True
+            except OSError as exc:
+                sup.output_lock.release()
+                why = exc.strerror or exc
+                reason = f"could not mark the output folder {sup.job_cfg.output_dir} as this run's: {why}; not started"
+        else:
+            reason = f"run {holder} is still writing to {sup.job_cfg.output_dir}; not started"
     sup.run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.NOT_STARTED), ended=time.time(), error=reason)
     return False
 

@@ -1,4 +1,5 @@
-"""One active run per output folder: the supervisor holds a lock on it for the job's lifetime.
+"""One active run per output folder: the supervisor holds a lock on it for the job's lifetime, and no output folder
+inside another active run's folders.
 
 The lock file sits next to the output folder (`.<name>.gpuwizard-lock` in its parent), where every user and every
 data folder (XDG_DATA_HOME, GPUWIZARD_DATA_DIR) finds the same one; not inside it, because LeRobot refuses to start
@@ -13,6 +14,10 @@ import fcntl
 import os
 import time
 from pathlib import Path
+
+from gpuwizard.core.errors import Problem, problem
+from gpuwizard.runs.records import RecordError
+from gpuwizard.runs.rundir import list_runs, status_active
 
 PROBE_RETRIES = 10
 LOCK_MODE = 0o644
@@ -100,3 +105,34 @@ def output_holder(output_dir: Path, node_rank: int = 0) -> str | None:
         finally:
             os.close(fd)
     return None
+
+
+def nesting_problems(output: Path, output_dir: str) -> list[Problem]:
+    """An output folder inside an active run's run folder or output folder: the two runs' files would mix, and that
+    run's trainer may clear, or resume from, what this one writes."""
+    out = output.resolve()
+    for entry in list_runs():
+        status = entry.status
+        if status is None or not status_active(status):
+            continue
+        folders = [("run folder", entry.run.path.resolve())]
+        try:
+            written = entry.run.job().output_dir
+        except RecordError:
+            written = None
+        if written:
+            folders.append(("output folder", Path(written)))
+        for what, folder in folders:
+            if out != folder and out.is_relative_to(folder):
+                run_id = entry.run.run_id
+                return [
+                    problem(
+                        "output_dir",
+                        f"is inside the {what} of run {run_id} ({folder}), which is still {status.state}: the two "
+                        "runs' files would mix, and its trainer may clear or resume from what this one writes",
+                        f"choose an output_dir outside it, or wait for run {run_id} to end (`gpuwizard stop {run_id}` "
+                        "stops it)",
+                        value=output_dir,
+                    )
+                ]
+    return []

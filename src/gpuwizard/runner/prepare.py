@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpuwizard.core import paths
 from gpuwizard.core.errors import Problem, UserError, problem
 from gpuwizard.core.safetext import control_characters
 from gpuwizard.core.schema import updated
@@ -17,11 +18,12 @@ from gpuwizard.model.job import BuildContext, Plan
 from gpuwizard.model.preset import Preset
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.model.preset_sections import ENV_NAME
+from gpuwizard.planning.checks import missing_dataset
 from gpuwizard.planning.machine import machine_problems
-from gpuwizard.planning.plan import build_command, plan_here, with_gpus
-from gpuwizard.runner.locks import output_holder
-from gpuwizard.runner.resume import resume_source
-from gpuwizard.runs.rundir import baseline_green
+from gpuwizard.planning.plan import RUN_ID, build_command, fixed_output, plan_here, with_gpus
+from gpuwizard.runner.locks import nesting_problems, output_holder
+from gpuwizard.runner.resume import ResumeTarget, find_target, resume_problems, with_run_steps
+from gpuwizard.runs.rundir import RunDir, baseline_green
 from gpuwizard.trainers.check import TrainerCheck
 from gpuwizard.trainers.registry import check_command, get_trainer
 
@@ -52,6 +54,16 @@ class PreparedRun:
     """The installed trainer's own reading of the command (None: skipped with --no-check)."""
     probe: str | None = None
     """The `gpuwizard probe` this run measures one configuration for."""
+    resume_chain: str | None = None
+    """The first run of the resume chain a resumed run joins (None: a fresh run starts its own)."""
+
+    def bind_output(self, run: RunDir) -> None:
+        """The output folder named now that the run has an id: a fresh run of a preset without output_dir writes
+        outputs/train/<name>/<run id>, a smoke run inside its run folder."""
+        if self.smoke:
+            self.ctx.output_dir = str(run.path / "output")
+        else:
+            self.ctx.output_dir = self.ctx.output_dir.replace(RUN_ID, run.run_id)
 
 
 def smoke_variant(preset: Preset) -> Preset:
@@ -165,6 +177,19 @@ def launcher_problems(argv: list[str], env: dict[str, str]) -> list[Problem]:
     return []
 
 
+def held_problem(ctx: BuildContext) -> Problem | None:
+    """The output folder is locked by a run that is still writing to it (from any data folder or user)."""
+    holder = output_holder(ctx.output_path, ctx.preset.hardware.node_rank)
+    if holder is None:
+        return None
+    return problem(
+        "output_dir",
+        f"run {holder} is still writing to this folder; two runs there would interleave and overwrite checkpoints",
+        f"wait for it, stop it (`gpuwizard stop {holder}`), or choose another output_dir",
+        value=ctx.output_dir,
+    )
+
+
 def prepare_run(
     preset: Preset,
     gpus: int | None = None,
@@ -179,8 +204,9 @@ def prepare_run(
 ) -> PreparedRun:
     """Plan and check everything that can be checked before a process starts; UserError on any error.
 
-    `resume` continues from the last checkpoint in the output folder, linked to `resume_run` (or the newest run of
-    this preset there); `check` asks the installed trainer's own parser about the command first."""
+    `resume` continues `resume_run` (or the newest run of this preset) in its output folder, from the last checkpoint
+    its resume chain wrote there, to its own optim.steps unless the preset asks for more; `check` asks the installed
+    trainer's own parser about the command first."""
     from gpuwizard.gpus.inventory import read_inventory
 
     if resume and smoke:
@@ -204,20 +230,36 @@ def prepare_run(
     if smoke:
         preset = smoke_variant(preset)
     inventory = inventory if inventory is not None else read_inventory()
-    plan, ctx = plan_here(preset, inventory, resume=resume)
+    target = ResumeTarget()
+    resume_found: list[Problem] = []
+    output_dir: str | None = None
+    if resume:
+        target, resume_found = find_target(preset, resume_run)  # before the plan: its folder and steps are the run's
+        if any(p.level == "error" for p in resume_found):
+            raise UserError(resume_found, preset.name)
+        preset, kept = with_run_steps(preset, target)
+        resume_found += kept
+        output_dir = None if fixed_output(preset) else target.output_dir  # it continues in its run's folder
+    elif smoke:
+        output_dir = str(paths.runs_dir() / RUN_ID / "output")
+    plan, ctx = plan_here(preset, inventory, resume=resume, output_dir=output_dir)
     errors = list(plan.errors)
-    resumed_from, trainer_check = None, None
-    resume_warnings: list[Problem] = []
+    held = None if smoke or on_slurm else held_problem(ctx)
+    if held is not None:  # what its folder holds is the active run's business: this is the reason to give
+        errors = [p for p in errors if p.field != "output_dir"] + [held]
+    # the cluster's file system may differ from this machine's; listed with the trainer's own preflight refusals
+    missing = [] if on_slurm else missing_dataset(preset, get_trainer(preset.trainer), ctx.workdir)
+    trainer_check = None
     if resume and not errors:
-        resumed_from, resume_found = resume_source(preset, ctx, resume_run)
+        resume_found += resume_problems(preset, ctx, target, resume_run)
         errors += [p for p in resume_found if p.level == "error"]
-        resume_warnings = [p for p in resume_found if p.level != "error"]
+    resume_warnings = [p for p in resume_found if p.level != "error"]
     if not errors:
         trainer = get_trainer(preset.trainer)
         errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
-        if check and not errors:
+        if check and not errors and not missing:
             trainer_check = check_command(ctx, spec)
             errors += [p for p in trainer_check.problems() if p.level == "error"]
         if on_slurm:
@@ -230,18 +272,9 @@ def prepare_run(
         from gpuwizard.core.network import preflight
 
         errors += preflight(preset.hardware.rdzv_endpoint, preset.hardware.node_rank)
-    if not errors and not smoke and not on_slurm:
-        holder = output_holder(ctx.output_path, preset.hardware.node_rank)
-        if holder is not None:
-            errors.append(
-                problem(
-                    "output_dir",
-                    f"run {holder} is still writing to this folder; two runs there would interleave and overwrite "
-                    "checkpoints",
-                    f"wait for it, stop it (`gpuwizard stop {holder}`), or choose another output_dir",
-                    value=ctx.output_dir,
-                )
-            )
+    if not errors:
+        errors += nesting_problems(ctx.output_path, ctx.output_dir)
+    errors += missing
     if errors:
         raise UserError(errors, preset.name)
     warnings = list(plan.warnings) + resume_warnings
@@ -260,4 +293,17 @@ def prepare_run(
         )
     checkpoint = get_trainer(preset.trainer).last_checkpoint(ctx) if resume else None
     driver = (inventory.driver_version, inventory.cuda_version)
-    return PreparedRun(preset, plan, ctx, smoke, green, warnings, resumed_from, checkpoint, driver, trainer_check)
+    resumed_from = target.run.run_id if target.run else None
+    return PreparedRun(
+        preset,
+        plan,
+        ctx,
+        smoke,
+        green,
+        warnings,
+        resumed_from,
+        checkpoint,
+        driver,
+        trainer_check,
+        resume_chain=target.chain,
+    )

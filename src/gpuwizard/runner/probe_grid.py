@@ -180,6 +180,7 @@ class Probe:
             created=time.time(),
             steps=min(request.steps or self.trainer.probe_steps, request.preset.optim.steps),
             job_steps=request.preset.optim.steps,
+            steps_asked=request.steps is not None,
             headroom=request.headroom,
             budget_s=request.budget_s,
             full_run_samples=self._plan(request.preset.hardware.gpus, None).samples_seen,
@@ -258,7 +259,7 @@ class Probe:
             if self.cancelled.is_set():
                 self._stop_child()
                 break
-            if measured_enough(run):
+            if self.request.steps is None and measured_enough(run):  # --steps N: all N, a longer window
                 enough = True
                 self._stop_child()
                 break

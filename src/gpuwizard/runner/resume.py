@@ -1,69 +1,157 @@
-"""Which earlier run and checkpoint a resumed run continues, and whether it can: a complete checkpoint, and a
-finished run only to more steps."""
+"""Which earlier run a resumed run continues, in which folder and to how many steps, and whether it can: a complete
+checkpoint its own resume chain wrote, a finished run only to more steps, never a resume that trains none."""
 
 from __future__ import annotations
 
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuwizard.core.codes import RunState
-from gpuwizard.core.errors import Problem, problem
+from gpuwizard.core.errors import Problem, UserError, problem, warning
+from gpuwizard.core.units import counted
 from gpuwizard.model.job import BuildContext
-from gpuwizard.model.preset import Preset
-from gpuwizard.runs.records import RecordError
-from gpuwizard.runs.rundir import find_run, list_runs
+from gpuwizard.model.preset import Preset, with_field
+from gpuwizard.model.preset_files import load_preset_file
+from gpuwizard.planning.plan import fixed_output, preset_output_dir
+from gpuwizard.runs.owner import newest_full_run, read_owner
+from gpuwizard.runs.records import Job, RecordError, Status
+from gpuwizard.runs.rundir import RunDir, find_run, list_runs
+from gpuwizard.trainers.base import workdir_for
 from gpuwizard.trainers.registry import get_trainer
 
+STEP_FOLDER = re.compile(r"(?:checkpoint-)?(\d+)")
+"""A step folder's name: 000040 (LeRobot, the demo), checkpoint-1500 (HF, GR00T), 1500 (openpi)."""
 
-def resume_source(preset: Preset, ctx: BuildContext, run_id: str | None) -> tuple[str | None, list[Problem]]:
-    """The earlier run a resumed run continues: the one named, or the newest of this preset on the same output
-    folder; the checkpoint it continues from must exist and be complete, and a finished run is continued only to more
-    steps, by a trainer that can. Problems of level warning say what such a resume does."""
-    out = str(ctx.output_path.resolve())
-    found: list[Problem] = []
-    linked, linked_status = None, None
+
+@dataclass
+class ResumeTarget:
+    """The run a resume continues (None: checkpoints in a fixed output_dir that no recorded run wrote)."""
+
+    run: RunDir | None = None
+    status: Status | None = None
+    job: Job | None = None
+    steps: int | None = None
+    """optim.steps of the run's own preset (its preset.yaml: what the monitor's resume continues to)."""
+
+    @property
+    def chain(self) -> str | None:
+        """The first run of its resume chain, which the output folder's marker must name."""
+        if self.run is None:
+            return None
+        return (self.job.resume_chain if self.job else None) or self.run.run_id
+
+    @property
+    def output_dir(self) -> str | None:
+        return self.job.output_dir if self.job else None
+
+
+def fixed_folder(preset: Preset) -> Path:
+    """The one folder every run of a preset with a fixed output folder writes, resolved."""
+    workdir, _ = workdir_for(preset)
+    return Path(workdir, os.path.expanduser(preset_output_dir(preset))).resolve()
+
+
+def find_target(preset: Preset, run_id: str | None) -> tuple[ResumeTarget, list[Problem]]:
+    """The run `--resume [RUN_ID]` continues: the one named; else the run that marked the preset's fixed folder, or
+    the newest run of this preset (on that folder)."""
     if run_id is not None:
         run = find_run(run_id)
         if run is None:
-            return None, [problem("--resume", "no such run", "pick a run id from `gpuwizard runs`", value=run_id)]
-        try:
-            status, job = run.status(), run.job()
-        except RecordError as exc:
-            return None, [problem("--resume", f"run {run.run_id} cannot be read: {exc}", "pick another run")]
-        if job.output_dir != out:
-            found.append(
-                problem(
-                    "--resume",
-                    f"run {run.run_id} wrote to {job.output_dir}, but {preset.name} writes to {out}",
-                    f"resume it with the preset it ran ({status.preset}), or set output_dir to {job.output_dir}",
-                    value=run_id,
-                )
-            )
-        elif not status.final:
-            found.append(
-                problem(
-                    "--resume",
-                    f"run {run.run_id} is still {status.state}",
-                    f"stop it first (`gpuwizard stop {run.run_id}`) or let it end",
-                    value=run_id,
-                )
-            )
-        linked, linked_status = run.run_id, status
+            found = problem("--resume", "no such run", "pick a run id from `gpuwizard runs`", value=run_id)
+            return ResumeTarget(), [found]
+    elif fixed_output(preset):
+        out = fixed_folder(preset)
+        owner = read_owner(out, preset.hardware.node_rank)
+        run = find_run(owner.run_id) if owner is not None and owner.run_id else None
+        if run is None:
+            newest = newest_full_run(preset.name, out)
+            run = newest[0] if newest else None
+        if run is None:
+            return ResumeTarget(), []  # checkpoints of no recorded run: taken as they are, if complete
     else:
-        for entry in list_runs():
-            entry_status = entry.status
-            if entry_status is None or entry_status.preset != preset.name or entry_status.smoke:
-                continue
-            try:
-                if entry.run.job().output_dir == out:
-                    linked, linked_status = entry.run.run_id, entry_status
-                    break
-            except RecordError:
-                continue
+        newest = newest_full_run(preset.name)
+        if newest is None:
+            return ResumeTarget(), [
+                problem(
+                    "--resume",
+                    f"there is no run of {preset.name} to continue (output_dir is null: each run writes to a folder "
+                    "of its own)",
+                    "run without --resume to start fresh, or name the run to continue with --resume RUN_ID",
+                )
+            ]
+        run = newest[0]
+    return read_target(preset, run, run_id)
+
+
+def read_target(preset: Preset, run: RunDir, run_id: str | None) -> tuple[ResumeTarget, list[Problem]]:
+    """The run's records, and whether a resume of it can start here now."""
+    value = {"value": run_id} if run_id else {}
+    try:
+        status = run.status()
+        if status.smoke or status.probe:
+            what = "a smoke run (a short repro)" if status.smoke else f"a measurement of probe {status.probe}"
+            return ResumeTarget(), [
+                problem("--resume", f"run {run.run_id} is {what}, which is not continued", "resume a full run", **value)
+            ]
+        job = run.job()
+    except RecordError as exc:
+        unreadable = problem("--resume", f"run {run.run_id} cannot be read: {exc}", "pick another run", **value)
+        return ResumeTarget(), [unreadable]
+    try:
+        steps: int | None = load_preset_file(run.path / "preset.yaml").optim.steps
+    except UserError:
+        steps = None  # its preset cannot be read: the preset given here says how far
+    target = ResumeTarget(run, status, job, steps)
+    if not status.final:
+        return target, [
+            problem(
+                "--resume",
+                f"run {run.run_id} is still {status.state}",
+                f"stop it first (`gpuwizard stop {run.run_id}`) or let it end",
+                **value,
+            )
+        ]
+    if job.output_dir is None:
+        return target, [problem("--resume", f"run {run.run_id} recorded no output folder", "pick another run", **value)]
+    if fixed_output(preset) and str(fixed_folder(preset)) != job.output_dir:
+        return target, [
+            problem(
+                "--resume",
+                f"run {run.run_id} wrote to {job.output_dir}, but {preset.name} writes to {fixed_folder(preset)}",
+                f"resume it with the preset it ran ({status.preset}), or set output_dir to {job.output_dir}",
+                **value,
+            )
+        ]
+    return target, []
+
+
+def with_run_steps(preset: Preset, target: ResumeTarget) -> tuple[Preset, list[Problem]]:
+    """A resume trains to the resumed run's own optim.steps (a run continued to more steps keeps them), or to the
+    preset's where that asks for more."""
+    if target.run is None or target.steps is None or preset.optim.steps >= target.steps:
+        return preset, []
+    kept = warning(
+        None,
+        f"{preset.name} has optim.steps {preset.optim.steps}, but run {target.run.run_id} trains to {target.steps}: "
+        f"the resume keeps {target.steps}",
+        f"raise optim.steps above {target.steps} to continue it further",
+    )
+    return with_field(preset, "optim.steps", target.steps), [kept]
+
+
+def resume_problems(preset: Preset, ctx: BuildContext, target: ResumeTarget, run_id: str | None) -> list[Problem]:
+    """The checkpoint a resume continues from: there, complete, its own chain's, and short of the planned steps;
+    warnings say what the resume does (an incomplete newer checkpoint, another effective batch, more steps)."""
+    out = ctx.output_path.resolve()
+    value = {"value": run_id} if run_id else {}
     trainer = get_trainer(preset.trainer)
     unfinished = trainer.unfinished_checkpoint(ctx.output_path)
-    value = {"value": run_id} if run_id else {}
-    if not found and trainer.last_checkpoint(ctx) is None:
-        found.append(
+    checkpoint = trainer.last_checkpoint(ctx)
+    if checkpoint is None:
+        return [
             problem(
                 "--resume",
                 f"there is no complete {preset.trainer} checkpoint in {out}: {unfinished}"
@@ -75,12 +163,120 @@ def resume_source(preset: Preset, ctx: BuildContext, run_id: str | None) -> tupl
                 "at the end)",
                 **value,
             )
+        ]
+    found = [warning("--resume", f"{unfinished}; resuming from the previous one")] if unfinished else []
+    found += owner_problems(ctx, target, value)
+    if any(p.level == "error" for p in found):
+        return found
+    status = target.status
+    if status is not None and status.state == RunState.FINISHED:
+        found += continue_problems(preset, ctx, target.run.run_id if target.run else None, status.steps, value)
+    else:
+        found += step_problems(preset, ctx, checkpoint, value)
+    return found + batch_problems(ctx, target)
+
+
+def owner_problems(ctx: BuildContext, target: ResumeTarget, value: dict[str, Any]) -> list[Problem]:
+    """The folder's checkpoints must be the resumed run's chain's: its marker names that chain, or, in a folder
+    written before folders were marked, no other run wrote there after it."""
+    if target.run is None or target.status is None:
+        return []
+    out = ctx.output_path.resolve()
+    owner = read_owner(out, ctx.preset.hardware.node_rank)
+    other = owner.run_id if owner is not None and owner.chain != target.chain else None
+    if owner is None:
+        other = later_writer(target, str(out))
+    if other is None:
+        return []
+    return [
+        problem(
+            "--resume",
+            f"{out} was last written by run {other}, not by run {target.run.run_id} or a run resumed from it: its "
+            f"checkpoints are run {other}'s",
+            f"resume that run (`--resume {other}`), or run without --resume to start fresh",
+            **value,
         )
-    elif unfinished:
-        found.append(problem("--resume", f"{unfinished}; resuming from the previous one", level="warning"))
-    if not found and linked_status is not None and linked_status.state == RunState.FINISHED:
-        found += continue_problems(preset, ctx, linked, linked_status.steps, value)
-    return linked, found
+    ]
+
+
+def later_writer(target: ResumeTarget, out: str) -> str | None:
+    """A run outside the target's resume chain that wrote `out` after it (folders from before markers)."""
+    assert target.run is not None and target.status is not None
+    chain = {target.run.run_id}
+    entries = [e for e in list_runs() if e.status is not None and e.status.created > target.status.created]
+    for entry in sorted(entries, key=lambda e: e.sort_key):
+        status = entry.status
+        assert status is not None
+        if status.smoke or status.probe:
+            continue
+        try:
+            job = entry.run.job()
+        except RecordError:
+            continue
+        wrote = job.output_dir == out and job.node_rank == (target.job.node_rank if target.job else 0)
+        if wrote and status.resumed_from in chain:
+            chain.add(entry.run.run_id)
+        elif wrote:
+            return entry.run.run_id
+    return None
+
+
+def checkpoint_step(checkpoint: Path, output: Path) -> int | None:
+    """The step a checkpoint holds, from the name of its step folder under the output folder (None: not named)."""
+    try:
+        parts = checkpoint.resolve().relative_to(output.resolve()).parts
+    except ValueError:
+        return None
+    for part in reversed(parts):
+        if match := STEP_FOLDER.fullmatch(part):
+            return int(match[1])
+    return None
+
+
+def step_problems(preset: Preset, ctx: BuildContext, checkpoint: Path, value: dict[str, Any]) -> list[Problem]:
+    """A resume from a checkpoint at or past the planned steps would train none and still read finished."""
+    step = checkpoint_step(checkpoint, ctx.output_path)
+    planned = ctx.plan.trainer_steps
+    if step is None or step < planned:
+        return []
+    return [
+        problem(
+            "--resume",
+            f"the checkpoint it continues from ({checkpoint}) is at step {step}, and the plan gives the trainer "
+            f"{planned} steps: resuming would train none",
+            f"raise optim.steps (now {preset.optim.steps}) so the plan goes past step {step}, or run without --resume",
+            **value,
+        )
+    ]
+
+
+def batch_problems(ctx: BuildContext, target: ResumeTarget) -> list[Problem]:
+    """A resume on another process count trains the rest of the run at another effective batch: said, with how to
+    keep it."""
+    if target.run is None:
+        return []
+    try:
+        before = target.run.plan()
+    except RecordError:
+        return []
+    plan, accum = ctx.plan, ctx.preset.batch.grad_accum
+    if before.effective_batch is None or plan.effective_batch is None or before.effective_batch == plan.effective_batch:
+        return []
+    keep = (
+        f"resume on {counted(before.world_size, plan.device)} (--gpus {before.world_size // before.nodes}) to keep it"
+    )
+    if before.effective_batch % plan.effective_batch == 0:
+        keep += f", or set batch.grad_accum to {accum * before.effective_batch // plan.effective_batch}"
+    lr = f" and lr {plan.lr:g} instead of {before.lr:g}" if before.lr is not None and before.lr != plan.lr else ""
+    return [
+        warning(
+            None,
+            f"run {target.run.run_id} trained at an effective batch of {before.effective_batch} samples per update "
+            f"on {counted(before.world_size, plan.device)}; this resume trains the rest at {plan.effective_batch} on "
+            f"{counted(plan.world_size, plan.device)}{lr}",
+            keep,
+        )
+    ]
 
 
 def continue_problems(

@@ -23,7 +23,7 @@ from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.model.settings import notify_settings
 from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.detectors import JobMonitor
-from gpuwizard.runner.localjob import TICK_S, follow_local, hold_output_dir, start_job
+from gpuwizard.runner.localjob import TICK_S, follow_local, hold_output_dir, mark_output_dir, start_job
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.stacks import dump_stacks
@@ -75,6 +75,8 @@ class Supervisor:
         self.cgroup: JobCgroup | None = None
         self.folder_id: tuple[int, int] | None = None
         self.gpu_seen: dict[int, float] = {}
+        self.lr_mismatch: str | None = None
+        """The lr check's finding: a job that exits 0 after it did not train at the planned lr."""
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requests += 1  # a second one does not wait for a checkpoint write
@@ -141,6 +143,8 @@ class Supervisor:
                 self.failure = event.title
             elif event.kind == "disk_full":
                 self.failure = self.failure or f"disk full: {event.detail}"
+            elif event.kind == "lr_mismatch":
+                self.lr_mismatch = self.lr_mismatch or event.title
 
     def full_disk(self) -> str | None:
         """A failed job whose run folder or output folder has no room left (the reserve still held) failed on it,
@@ -265,6 +269,7 @@ class Supervisor:
         if self.job_cfg.scheduler == "slurm":
             from gpuwizard.runner.slurmjob import follow_slurm
 
+            self.mark_cluster_output()
             return follow_slurm(self)
         if self.stop_reason:
             return self.stopped_before_start()
@@ -275,6 +280,14 @@ class Supervisor:
         if not start_job(self):
             return self.end_unstarted()
         return follow_local(self)
+
+    def mark_cluster_output(self) -> None:
+        """A SLURM job's output folder is marked from here where this machine sees it (a shared file system); no
+        folder is made for it here."""
+        output = self.job_cfg.output_dir
+        if output and Path(output).parent.is_dir():
+            with contextlib.suppress(OSError):
+                mark_output_dir(self)
 
     def stopped_before_start(self) -> int:
         """Stopped while it was still starting: the job never ran, and the status says so (not 'lost' later)."""
@@ -309,6 +322,9 @@ class Supervisor:
             state, code = RunState.STOPPED, ExitCode.STOPPED
         elif self.stop_reason == "diverged":
             state, code = RunState.FAILED, ExitCode.FAILED
+        elif rc == 0 and self.lr_mismatch:  # every step ran, at another lr than planned: not a green run
+            state, code = RunState.FAILED, ExitCode.FAILED
+            self.failure = self.failure or f"{self.lr_mismatch} (the job itself exited 0)"
         elif rc == 0:
             state, code = RunState.FINISHED, ExitCode.OK
         else:

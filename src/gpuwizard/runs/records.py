@@ -247,6 +247,9 @@ class Job(Record):
     """The training environment's interpreter (it runs torch's Flight Recorder analyzer)."""
     scheduler: Literal["local", "slurm"] = "local"
     """slurm: the supervisor submits job.sbatch and follows the SLURM job instead of starting argv itself."""
+    resume_chain: str | None = None
+    """The first run of this run's resume chain (its own id for a fresh run), which the output folder's marker names;
+    None for a run from before output folders were marked."""
 
 
 class Status(Record):

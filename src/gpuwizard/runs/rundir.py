@@ -281,6 +281,18 @@ def find_run(run_id: str | None) -> RunDir | None:
     return readable[0].run if readable else None
 
 
+def is_probe_run(entry: RunEntry) -> bool:
+    """A short measurement run of `gpuwizard probe`: the run history (Runs screen, `gpuwizard runs`) hides it unless
+    asked, since a probe makes several per preset and none is a job the user started."""
+    return entry.status is not None and entry.status.probe is not None
+
+
+def history_entries(entries: list[RunEntry], probes: bool) -> tuple[list[RunEntry], int]:
+    """The entries the history shows (probe runs only with `probes`) and how many probe runs it hid."""
+    shown = [e for e in entries if probes or not is_probe_run(e)]
+    return shown, len(entries) - len(shown)
+
+
 def history_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
     """One history row; a folder that cannot be read is a row saying so."""
     s = entry.status

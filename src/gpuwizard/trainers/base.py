@@ -56,6 +56,10 @@ class Trainer:
     def processes_per_node(self, preset: Preset) -> int:
         return preset.hardware.gpus if self.uses_torchrun else 1
 
+    def launches_torchrun(self, preset: Preset) -> bool:
+        """Whether the command starts torchrun, and with it torchrun's stores (the plan says where they listen)."""
+        return self.uses_torchrun
+
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         raise NotImplementedError
 
@@ -223,9 +227,10 @@ def sibling_tool(python: str, tool: str) -> str | None:
 def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str]:
     """torchrun from the training env (or `uv run torchrun`).
 
-    One node: `--standalone`, whose store binds a free port itself, so no other local process can take a port
-    picked in advance and become the job's store (a pre-probed port could be hijacked). Several nodes: the c10d
-    rendezvous at node 0's endpoint, which must be firewalled to the cluster (the plan says so).
+    One node: the c10d rendezvous in a private file (rendezvous.local_rendezvous_args, with what was measured), so
+    its store listens on no port; the one torchrun shares with the ranks binds a free port itself, so no other local
+    process can take a port picked in advance and become the job's store. Several nodes: the c10d rendezvous at
+    node 0's endpoint, which must be firewalled to the cluster (the plan says so).
     """
     hw = ctx.preset.hardware
     if uv:
@@ -234,7 +239,9 @@ def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str
         torchrun = sibling_tool(ctx.python, "torchrun")
         launcher = [torchrun] if torchrun else [ctx.python, "-m", "torch.distributed.run"]
     if hw.nodes == 1:
-        rdzv = ["--standalone"]
+        from gpuwizard.trainers.rendezvous import local_rendezvous_args
+
+        rdzv = local_rendezvous_args(ctx)
     elif ctx.preset.launch.scheduler == "slurm":
         from gpuwizard.trainers.rendezvous import rendezvous_args
 
@@ -265,7 +272,7 @@ def device_env(ctx: BuildContext) -> dict[str, str]:
 def loopback_env(device: str) -> dict[str, str]:
     """One node: gloo's and NCCL's sockets on the loopback interface. Without them gloo listens on the address the
     host name resolves to (usually the LAN's) and NCCL on the first non-loopback interface, reachable from the
-    network; torchrun's own stores bind every interface whatever they are given (README, Safety nets)."""
+    network; torchrun's own store binds every interface whatever it is given (rendezvous.local_rendezvous_args)."""
     return {"GLOO_SOCKET_IFNAME": "lo"} | ({"NCCL_SOCKET_IFNAME": "lo"} if device == "cuda" else {})
 
 

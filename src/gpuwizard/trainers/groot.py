@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, note, problem, warning
+from gpuwizard.core.yamlio import read_regular
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.model.trainer_options import GrootOptions
 from gpuwizard.runs.records import LrSchedule
@@ -38,27 +39,41 @@ RESUME_FIELD = "resume_from_checkpoint"
 so re-running the same command into a folder with checkpoint-* resumes."""
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""finetune_config.py is ~10 KB upstream (626af89); a file past 1 MiB is not that file."""
+
+
 @functools.lru_cache(maxsize=16)
-def _config_fields(path: str, mtime_ns: int) -> frozenset[str]:
+def _config_fields(path: str, mtime_ns: int) -> tuple[frozenset[str], str | None]:
+    """The FinetuneConfig fields in the file and why it could not be read (None: it was). Only a regular file is
+    read, and at most MAX_CONFIG_BYTES: a FIFO in its place once hung plan, preview and check, a link to /dev/zero
+    read until MemoryError."""
     try:
-        tree = ast.parse(Path(path).read_text())
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
+        tree = ast.parse(read_regular(Path(path), MAX_CONFIG_BYTES).decode("utf-8"))
+    except OSError as exc:
+        return frozenset(), exc.strerror or str(exc)
+    except UnicodeDecodeError:
+        return frozenset(), "it is not UTF-8 text"
+    except SyntaxError as exc:
+        return frozenset(), f"it is not valid Python (line {exc.lineno})"
+    except (ValueError, RecursionError):  # NUL bytes; nesting the parser cannot hold
+        return frozenset(), "it is not Python source this parser can read"
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "FinetuneConfig":
             return frozenset(
                 n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-            )
-    return frozenset()
+            ), None
+    return frozenset(), None
 
 
-def finetune_fields(workdir: str) -> frozenset[str]:
-    """The fields of the checkout's FinetuneConfig dataclass, read from its source (empty: no checkout here)."""
+def read_finetune_config(workdir: str) -> tuple[frozenset[str], str | None]:
+    """The checkout's FinetuneConfig fields, read from its source (empty: no checkout here), and why the file that
+    is there could not be read."""
     path = Path(workdir, FINETUNE_CONFIG)
     try:
         mtime = path.stat().st_mtime_ns
     except OSError:
-        return frozenset()
+        return frozenset(), None
     return _config_fields(str(path), mtime)
 
 
@@ -77,6 +92,10 @@ class GrootTrainer(Trainer):
 
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
+
+    def launches_torchrun(self, preset: Preset) -> bool:
+        """One GPU runs launch_finetune.py itself (build), several run it under torchrun."""
+        return self.world_size(preset) > 1
 
     def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
         return math.ceil(0.05 * steps)
@@ -190,11 +209,27 @@ class GrootTrainer(Trainer):
                     value=preset.batch.size,
                 )
             )
-        return found + self.resume_findings(ctx)
+        return found + self.config_findings(ctx) + self.resume_findings(ctx)
+
+    def config_findings(self, ctx: BuildContext) -> list[Problem]:
+        """The checkout's finetune_config.py is there but cannot be read: what the plan assumes instead."""
+        _, unreadable = read_finetune_config(ctx.workdir)
+        if unreadable is None:
+            return []
+        return [
+            warning(
+                "launch.workdir",
+                f"{FINETUNE_CONFIG} in {ctx.workdir} cannot be read: {unreadable}; so whether this GR00T takes "
+                "--resume-from-checkpoint is unknown, and the command is built as for upstream main, which has no "
+                "such flag",
+                f"restore the checkout's own {FINETUNE_CONFIG} (e.g. `git checkout -- {FINETUNE_CONFIG}` there)",
+                value=ctx.preset.launch.workdir,
+            )
+        ]
 
     def has_resume_flag(self, ctx: BuildContext) -> bool:
         """Whether the installed FinetuneConfig has --resume-from-checkpoint (off by default where it exists)."""
-        return RESUME_FIELD in finetune_fields(ctx.workdir)
+        return RESUME_FIELD in read_finetune_config(ctx.workdir)[0]
 
     def resume_findings(self, ctx: BuildContext) -> list[Problem]:
         """What a fresh run does to an output folder that holds checkpoints, and how a resume is started."""
@@ -341,6 +376,8 @@ class GrootTrainer(Trainer):
         if missing := interpreter_missing(python):
             return missing
         script = ctx.preset.options.script
+        if (unreadable := read_finetune_config(ctx.workdir)[1]) is not None:
+            return f"{FINETUNE_CONFIG} in {ctx.workdir} cannot be read: {unreadable}"
         if not Path(ctx.workdir, FINETUNE_CONFIG).is_file():
             return f"no Isaac-GR00T checkout in {ctx.workdir} ({FINETUNE_CONFIG} is missing)"
         plan, checkpoint = ctx.plan, self.last_checkpoint(ctx)

@@ -123,14 +123,27 @@ class PresetPicker(ModalScreen[Preset | None]):
         source, name = option_id.split(":", 1)
         return source, name
 
-    def path_of(self, source: str, name: str) -> Path:
-        return (user_preset_files() if source == "yours" else shipped_preset_files())[name]
+    def path_of(self, source: str, name: str) -> Path | None:
+        """The file of a listed preset; None, the list refreshed and a line shown, when it is gone (deleted from
+        another terminal since the list was shown)."""
+        path = (user_preset_files() if source == "yours" else shipped_preset_files()).get(name)
+        if path is None:
+            self.gone(source, name)
+        return path
+
+    def gone(self, source: str, name: str) -> None:
+        """One line saying the preset is gone, over a list read again (the row would only fail once more)."""
+        whose = "Your preset" if source == "yours" else "The shipped preset"
+        self.reload()
+        self.query_one("#picker-error", Static).update(
+            f"{whose} '{name}' no longer exists (deleted since this list was shown)."
+        )
 
     def action_open(self) -> None:
         chosen = self.selected()
-        if chosen:
+        if chosen and (path := self.path_of(*chosen)):
             try:
-                self.dismiss(load_preset_file(self.path_of(*chosen)))
+                self.dismiss(load_preset_file(path))
             except UserError as exc:
                 self.show_error(exc)
 
@@ -144,10 +157,10 @@ class PresetPicker(ModalScreen[Preset | None]):
             return
 
         def copy(name: str | None) -> None:
-            if not name:
+            if not name or not (path := self.path_of(*chosen)):
                 return
             try:
-                preset = with_field(load_preset_file(self.path_of(*chosen)), "name", name)
+                preset = with_field(load_preset_file(path), "name", name)
                 save_user_preset(preset, overwrite=False)
             except UserError as exc:
                 self.show_error(exc)
@@ -167,9 +180,14 @@ class PresetPicker(ModalScreen[Preset | None]):
             return
 
         def delete(yes: bool | None) -> None:
-            if yes:
+            if not yes or not self.path_of(*chosen):
+                return
+            try:
                 delete_user_preset(chosen[1])
-                self.reload()
+            except (UserError, FileNotFoundError):  # deleted elsewhere between the look and the unlink
+                self.gone(*chosen)
+                return
+            self.reload()
 
         self.app.push_screen(Confirm(f"Delete your preset '{chosen[1]}'?"), delete)
 

@@ -81,7 +81,9 @@ class TrainerStep(Step):
         )
         yield row(
             "output dir",
-            FieldInput("output_dir", "optional_str", preset.output_dir, placeholder=f"outputs/train/{preset.name}"),
+            FieldInput(
+                "output_dir", "optional_str", preset.output_dir, placeholder=f"outputs/train/{preset.name}/<run-id>"
+            ),
         )
         yield row(
             "env",
@@ -182,11 +184,13 @@ class ScalingStep(Step):
             "price per GPU-hour, for the estimates",
         )
         yield Static("", id="estimates")
+        yield Static("", id="probe-recommendation")
         yield Static("", id="advice")
 
     def show(self, preset: Preset, plan: Plan | None) -> None:
         if plan is None:
             return
+        self.show_probe(preset, plan)
         k = plan.scale_factor or 1.0
         trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
         self.query_one("#rules", RadioSet).border_title = (
@@ -213,6 +217,18 @@ class ScalingStep(Step):
         rule = event.pressed.id  # every button is made with one: rule-<name>
         if rule is not None:
             self.post_message(Edit("scaling.rule", rule.removeprefix("rule-")))
+
+    def show_probe(self, preset: Preset, plan: Plan) -> None:
+        """The newest probe's recommendation in one line, where the estimates use a probe (else the line is hidden)."""
+        from gpuwizard.analysis.probe_results import newest_probe
+        from gpuwizard.analysis.probe_verdict import recommendation_line
+        from gpuwizard.core.safetext import safe_line
+
+        line = self.query_one("#probe-recommendation", Static)
+        probe = newest_probe(preset.name) if any(e["basis"] == "probed" for e in plan.estimates) else None
+        line.display = probe is not None
+        if probe is not None:
+            line.update(Content(safe_line(recommendation_line(probe))))
 
 
 def estimates_text(plan: Plan) -> str:

@@ -32,20 +32,49 @@ def thinned(points: list[tuple[float, float]], limit: int = MAX_POINTS) -> list[
     return [*picked, points[-1]]
 
 
-def series(metrics: list[Metric], metric: str, x_time: bool, log: bool, started: float) -> list[tuple[float, float]]:
-    """(x, y) for one metric: x is the step or the minutes since start; a log loss drops values it cannot show."""
-    out = []
+DRAWABLE = 1e300
+"""Values past this magnitude are left out of a curve: textual-plot 0.10.1 maps data to cells through the axis span,
+which overflows past ~8e307 (a loss of 1e308 raised OverflowError and ended the app), and no loss, lr or rate that
+large is a number anyone reads off a curve."""
+
+
+def drawable(value: float) -> bool:
+    return math.isfinite(value) and abs(value) <= DRAWABLE
+
+
+def series(
+    metrics: list[Metric], metric: str, x_time: bool, log: bool, started: float
+) -> tuple[list[tuple[float, float]], int]:
+    """(x, y) for one metric, x the step or the minutes since start, and how many values were left out: NaN,
+    infinities and values past DRAWABLE, and on a log scale a loss of 0 or less."""
+    out, left_out = [], 0
     for m in metrics:
         y = {"loss": m.loss, "lr": m.lr, "samples/s": m.samples_per_s}[metric]
         x = (m.t - started) / 60 if x_time else m.step
-        if x is None or y is None or not math.isfinite(y):
+        if x is None or y is None:
             continue
         if log and metric == "loss":
-            if y <= 0:
-                continue
-            y = math.log10(y)
+            y = math.log10(y) if math.isfinite(y) and y > 0 else math.nan
+        if not (drawable(x) and drawable(y)):
+            left_out += 1
+            continue
         out.append((float(x), float(y)))
-    return out
+    return out, left_out
+
+
+Limits = tuple[float, float] | None
+
+
+def flat_limits(values: list[float]) -> Limits:
+    """Limits for values that (nearly) coincide, widened by 1% of their size; None where textual-plot's own
+    autoscale works. It widens a flat range by 1e-6, below a float's resolution past ~1e10 (a flat 1e10 curve
+    raised "math domain error")."""
+    low, high = min(values), max(values)
+    size = max(abs(low), abs(high))
+    if high - low > size * 1e-9:
+        return None
+    pad = max(size * 0.01, 1e-6)
+    return low - pad, high + pad
 
 
 class MetricsPlot(Vertical):
@@ -63,6 +92,8 @@ class MetricsPlot(Vertical):
         self.drawn_at = 0.0
         self.pending = False
         self.title_text = ""
+        self.fixed: tuple[Limits, Limits] = (None, None)
+        """The x and y limits set for a flat curve; None: autoscaled (a mouse zoom then stays across redraws)."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="plot-title")
@@ -130,12 +161,20 @@ class MetricsPlot(Vertical):
         if not self.ready:
             return
         name = METRICS[self.metric]
-        points = thinned(series(self.metrics, name, self.x_time, self.log_loss, self.started))
+        drawn, left_out = series(self.metrics, name, self.x_time, self.log_loss, self.started)
+        points = thinned(drawn)
         axis = "minutes" if self.x_time else "step"
         shown = f"log10 {name}" if self.log_loss and name == "loss" else name
-        self.title_text = f"{shown} against {axis} · {len(points)} points"
+        missing = f", {left_out} left out" if left_out else ""
+        self.title_text = f"{shown} against {axis} · {len(points)} points{missing}"
         self.show_title()
         self.plot.clear()
         if len(points) >= 2:
-            self.plot.plot([p[0] for p in points], [p[1] for p in points])
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            fixed = (flat_limits(xs), flat_limits(ys))
+            if fixed != self.fixed:  # only then: setting limits resets a mouse zoom
+                self.fixed = fixed
+                self.plot.set_xlimits(*(fixed[0] or (None, None)))
+                self.plot.set_ylimits(*(fixed[1] or (None, None)))
+            self.plot.plot(xs, ys)
         self.plot.set_xlabel(axis)

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
-COLUMNS = ("GPUs", "batch", "smp/s", "speed", "eff", "mem/dev", "fits")
+COLUMNS = ("GPUs", "batch", "smp/s", "spread", "speed", "eff", "mem/dev", "fits")
+"""spread: the slowest-fastest of the sub-windows the samples/s (their median) comes from."""
 STOP_WAIT_S = 120.0
 """How long a hang-up or kill waits for the probe to stop its running configuration (each stop waits at most 60 s)."""
 ENDING_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
@@ -215,6 +216,8 @@ class ProbeScreen(Screen[bool]):
 
 
 def cells(row: ProbeRow) -> tuple[str, ...]:
+    from gpuwizard.analysis.probe_verdict import rate_range
+
     def f(value: float | None, spec: str, unit: str = "") -> str:
         return "-" if value is None else f"{value:{spec}}{unit}"
 
@@ -223,6 +226,7 @@ def cells(row: ProbeRow) -> tuple[str, ...]:
         str(row.gpus),
         str(row.per_device_batch),
         f(row.samples_per_s, ".1f"),
+        rate_range(row),
         f(row.speedup, ".2f", "x"),
         f(row.efficiency and 100 * row.efficiency, ".0f", "%"),
         f(row.memory_mb and row.memory_mb / 1024, ".2f", " GB"),

@@ -45,19 +45,27 @@ class RunsScreen(Screen[None]):
     if TYPE_CHECKING:
         app = getters.app(AppHost)  # gpuwizard's app, beyond Textual's (tui/apphost.py)
 
-    HELP = "Every run, newest first. The line under the table names the highlighted run whole; y copies its id."
+    HELP = (
+        "Every run, newest first. The line under the table names the highlighted run whole; y copies its id. "
+        "A probe's short measurement runs are hidden: p shows or hides them."
+    )
     BINDINGS = [
         Binding("enter", "open", "Open", key_display="enter", priority=True),  # before the table's own enter
         Binding("space", "mark", "Mark"),
         Binding("c", "compare", "Compare"),
         Binding("r", "resume", "Resume"),
         Binding("y", "copy_id", "Copy id"),
+        Binding("p", "probes", "Probes"),
         Binding("escape", "back", "Back"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[dict[str, Any]] = []
+        """The rows shown (probe runs only with show_probes)."""
+        self.history: list[dict[str, Any]] = []
+        self.show_probes = False
+        self.hidden_probes = 0
         self.marked: set[str] = set()
 
     def compose(self) -> ComposeResult:
@@ -91,7 +99,14 @@ class RunsScreen(Screen[None]):
 
     @on(RunsLoaded)
     def _loaded(self, message: RunsLoaded) -> None:
-        self.rows = message.rows
+        self.history = message.rows
+        self.fill()
+
+    def fill(self) -> None:
+        """The table from the history, probe runs only when asked (p); the marks of hidden runs are dropped."""
+        self.rows = [row for row in self.history if self.show_probes or not row.get("probe")]
+        self.hidden_probes = len(self.history) - len(self.rows)
+        self.marked &= {row["run_id"] for row in self.rows}
         table = self.query_one("#runs-table", DataTable)
         cells = [[safe_line(cell) for cell in self.cells(row)] for row in self.rows]
         table.clear(columns=True)
@@ -128,7 +143,11 @@ class RunsScreen(Screen[None]):
         hint = self.query_one("#runs-hint", Static)
         row = self.selected()
         if row is None:
-            hint.update("no runs yet: ctrl+r in the wizard starts one")
+            hint.update(
+                f"no runs but {self.hidden_probes} probe runs: p shows them"
+                if self.hidden_probes
+                else "no runs yet: ctrl+r in the wizard starts one"
+            )
             return
         if row["state"] == "corrupt":
             hint.update(safe_text(f"{row['run_id']}: {row.get('problem') or 'cannot be read'}\n{row['path']}"))
@@ -146,9 +165,12 @@ class RunsScreen(Screen[None]):
             facts.append(f"resumed from {row['resumed_from']}")
         facts.append("a green 1-GPU baseline exists" if row["baseline_green"] else "never green on 1 GPU")
         marked = f" · {len(self.marked)} marked: c compares them" if self.marked else ""
+        hidden = f" · {self.hidden_probes} probe runs hidden: p shows them" if self.hidden_probes else ""
         hint.update(
             Content.assemble(
-                (safe_line(row["run_id"]), "bold"), f"  ({len(self.rows)} runs{marked})\n", safe_line(" · ".join(facts))
+                (safe_line(row["run_id"]), "bold"),
+                f"  ({len(self.rows)} runs{marked}{hidden})\n",
+                safe_line(" · ".join(facts)),
             )
         )
 
@@ -230,6 +252,11 @@ class RunsScreen(Screen[None]):
             self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
             self.app.open_monitor(RunDir(message.run_path))
+
+    def action_probes(self) -> None:
+        self.show_probes = not self.show_probes
+        self.fill()
+        self.notify("Probe runs shown." if self.show_probes else "Probe runs hidden.")
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -12,6 +12,10 @@ from textual import work
 
 from gpuwizard.tui.messages import RunStarted
 
+LAUNCHES: list[str] = []
+"""What became of launches the app was quit during, one line each, for the command line to say once the app is gone
+(the launch worker outlives the app's screen; tui.entry.run_app prints and clears these)."""
+
 if TYPE_CHECKING:
     from textual.message import Message
 
@@ -157,16 +161,35 @@ class WizardActions:
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
+        """Check and start the run off the event loop. Quitting the app meanwhile cancels the worker: the start is
+        then undone wherever it is (nothing left running, the run recorded as stopped, or no run folder at all), and
+        the command line says so once the app is gone (LAUNCHES)."""
+        from textual.worker import get_current_worker
+
         from gpuwizard.core.errors import UserError
+        from gpuwizard.runner.interrupt import StartCancelled
         from gpuwizard.runner.launch import start_run
         from gpuwizard.runner.prepare import prepare_run
 
+        cancelled = get_current_worker().cancelled_event.is_set
         try:
             prepared = prepare_run(preset, smoke=smoke, inventory=self.inventory)
-            run = start_run(prepared, on_hang="report")
+            if cancelled():
+                LAUNCHES.append(f"the launch of {preset.name} was cancelled before anything was started")
+                return
+            run = start_run(prepared, on_hang="report", cancelled=cancelled)
         except UserError as exc:
             self.post_message(RunStarted(None, exc.paragraph(), [], exc.problems))
             return
+        except StartCancelled as exc:
+            done = f"run {exc.recorded.run_id} is recorded as stopped" if exc.recorded else "nothing was started"
+            LAUNCHES.append(f"the launch of {preset.name} was cancelled: {done}, and nothing of it runs")
+            return
+        if cancelled():  # started just as the app went: it runs on, like any run whose monitor was closed
+            LAUNCHES.append(
+                f"run {run.run_id} started as the app closed and keeps running; `gpuwizard attach {run.run_id}` to "
+                "watch it, `gpuwizard stop` to stop it"
+            )
         self.post_message(RunStarted(run.path, None, [w.paragraph() for w in prepared.warnings]))
 
     def on_run_started(self, message: RunStarted) -> None:

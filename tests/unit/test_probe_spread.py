@@ -1,0 +1,144 @@
+"""The probe's spread (issue 25): a configuration's samples/s is the median of sub-windows of its steady window, with
+the slowest-fastest window as its interval; the verdict says when the intervals cannot decide the comparison and how
+sure the recommendation is otherwise. The statistics run on two recorded demo runs (1 and 2 CPU processes)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from gpuwizard.analysis.probe_results import (
+    SUB_WINDOWS,
+    ProbeResult,
+    ProbeRow,
+    measure,
+    steady_window,
+    window_rates,
+)
+from gpuwizard.analysis.probe_verdict import certainty, rate_range, recommendation_line, result_text, verdict
+from gpuwizard.runs.rundir import RunDir
+
+RUNS = Path(__file__).parents[1] / "data" / "runs"
+ONE, TWO = RUNS / "20261201-005642-demo-cmp", RUNS / "20261201-005700-demo-cmp"
+
+
+def result(rows: list[ProbeRow], **fields: object) -> ProbeResult:
+    return ProbeResult.model_validate(
+        {
+            "probe_id": "p",
+            "preset": "demo-cpu",
+            "trainer": "demo",
+            "policy": "demo",
+            "device": "cpu",
+            "hardware": "CPU, 2 cores",
+            "created": 0.0,
+            "steps": 300,
+            "job_steps": 300,
+            "headroom": 0.1,
+            "full_run_samples": 4800,
+            "rows": [r.model_dump() for r in rows],
+            "batches": [8],
+            **fields,
+        }
+    )
+
+
+def row(gpus: int, low: float, median: float, high: float, window: str = "steps 80-120 (5 log lines, 8 s)") -> ProbeRow:
+    return ProbeRow(
+        gpus=gpus,
+        per_device_batch=8,
+        outcome="measured",
+        samples_per_s=median,
+        rate_low=low,
+        rate_high=high,
+        sub_windows=SUB_WINDOWS,
+        window=window,
+    )
+
+
+def test_a_recorded_runs_rate_is_the_median_of_its_sub_windows_and_its_spread_their_extremes():
+    run = RunDir(ONE)
+    window = steady_window(run.metrics())
+    rates = window_rates(window)
+    assert len(window) == 23 and len(rates) == SUB_WINDOWS  # 23 steady lines, cut in 6, 6, 5, 6
+    lines = [m.samples_per_s or 0.0 for m in window]
+    assert rates[0] == statistics.fmean(lines[:6]) and rates[-1] == statistics.fmean(lines[17:])
+    measured = measure(run, 1, 8, 300, None)
+    assert measured.sub_windows == SUB_WINDOWS
+    assert measured.samples_per_s == statistics.median(rates)
+    assert measured.rate_low == min(rates) < measured.samples_per_s < measured.rate_high == max(rates)
+    assert rate_range(measured) == f"{min(rates):.0f}-{max(rates):.0f}"
+
+
+def test_a_short_window_has_as_many_sub_windows_as_lines_and_one_line_no_spread():
+    window = steady_window(RunDir(ONE).metrics())
+    assert len(window_rates(window[:3])) == 3
+    assert window_rates([]) == []
+    single = ProbeRow(
+        gpus=1, per_device_batch=8, outcome="measured", samples_per_s=200.0, rate_low=200.0, rate_high=200.0
+    )
+    single = single.model_copy(update={"sub_windows": 1})
+    assert rate_range(single) == "-", "one window measures no spread"
+
+
+def test_the_recorded_runs_compared_are_sure_and_the_table_shows_the_spread_in_80_columns():
+    one, two = measure(RunDir(ONE), 1, 8, 300, None), measure(RunDir(TWO), 2, 8, 300, None)
+    probe = result([one, two])
+    lines = verdict(probe)
+    said = certainty(probe)
+    # 2 processes read 378-423 against 227-267 for 1: 71-93% efficiency, above the 70% bar even at the extremes
+    assert said.startswith("Sure: 1 process 227-267, 2 processes 378-423 samples/s"), said
+    assert "2 processes 71%-93% efficiency even at the extremes" in said
+    assert lines[-2] == said and lines[-1].startswith("Recommended: 2 processes at batch 8 per device (")
+    assert "378-423 over 4 windows" in lines[-1]
+    text = result_text(probe.model_copy(update={"verdict": lines}))
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("gpus"))
+    assert "spread" in header
+    assert any(" 227-267 " in line for line in text.splitlines())
+
+
+def test_intervals_either_side_of_the_bar_are_too_noisy_to_decide_and_say_how_to_rerun():
+    """The issue's case: one configuration read 592 and 198 samples/s minutes apart."""
+    probe = result([row(1, 540, 575, 610), row(2, 700, 850, 1000)])
+    said = certainty(probe)
+    assert said == (
+        "Too noisy to decide: 1 process 540-610, 2 processes 700-1000 samples/s (2 processes 57%-93% efficiency, "
+        "either side of the 70% a recommendation needs); rerun on a quieter machine or with --steps 300 (each "
+        "configuration then runs all its steps)."
+    )
+    assert verdict(probe)[-2] == said
+    line = recommendation_line(probe)
+    assert line.startswith("probe recommends 2 processes at batch 8 (850 samples/s, 700-1000 over 4 windows)")
+    assert line.endswith("; too noisy to decide")
+    reached = result([row(1, 540, 575, 610, "steps 80-300 (23 log lines, 8 s)"), row(2, 700, 850, 1000)])
+    assert certainty(reached).endswith("rerun on a quieter machine."), "no --steps beyond the job's own"
+
+
+def test_overlapping_rates_that_still_decide_say_sure():
+    """1 process 540-610 and 2 processes 480-650 overlap, but 2 processes stay at 39-60% efficiency: they do not pay."""
+    probe = result([row(1, 540, 575, 610), row(2, 480, 560, 650)])
+    said = certainty(probe)
+    assert said.startswith("Sure: 1 process 540-610, 2 processes 480-650 samples/s"), said
+    assert "2 processes 39%-60% efficiency even at the extremes" in said
+    said = recommendation_line(probe)
+    assert said == "probe recommends 1 process at batch 8 (575 samples/s, 540-610 over 4 windows); sure"
+
+
+def test_an_older_probe_json_without_the_spread_still_loads_and_says_it_is_not_known():
+    old = {
+        "gpus": 1,
+        "per_device_batch": 8,
+        "outcome": "measured",
+        "samples_per_s": 1000.0,
+        "window": "steps 80-300 (23 log lines, 7 s)",
+    }
+    probe = result([ProbeRow.model_validate(old), ProbeRow.model_validate(old | {"gpus": 2, "samples_per_s": 1800.0})])
+    assert probe.rows[0].rate_low is None and probe.rows[0].sub_windows == 0 and not probe.steps_asked
+    assert certainty(probe).startswith("How sure: not known; 1 process, 2 processes gave no spread")
+    assert verdict(probe)[-1] == "Recommended: 2 processes at batch 8 per device (1800.0 samples/s)."
+
+
+def test_asked_steps_are_said_as_run_to_their_end():
+    probe = result([row(1, 540, 575, 610)], steps=60, steps_asked=True)
+    assert "60 steps per configuration, each run to its end (--steps)" in result_text(probe)
