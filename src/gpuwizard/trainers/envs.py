@@ -16,10 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuwizard.core.yamlio import read_regular
 from gpuwizard.trainers.check import envcache
 
 TIMEOUT_S = 20.0
 CACHE = "training-envs"
+LIST_BYTES = 1 << 20
+"""conda's list of environments is a few lines; more is not a list conda wrote."""
 
 ASK_SCRIPT = r"""
 import importlib.metadata as md, importlib.util as iu, json, os, sys
@@ -101,7 +104,8 @@ def candidates(home: Path, workdirs: Iterable[str] = ()) -> list[tuple[Path, str
             found.append((python, label))
     conda_list = home / ".conda" / "environments.txt"
     try:
-        listed = [Path(line.strip()) for line in conda_list.read_text().splitlines() if line.strip()]
+        text = read_regular(conda_list, LIST_BYTES).decode("utf-8", "replace")  # never a FIFO or /dev/zero
+        listed = [Path(line.strip()) for line in text.splitlines() if line.strip()]
     except OSError:
         listed = []
     roots = [home / name / "envs" for name in CONDA_HOMES]
