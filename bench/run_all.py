@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import badinput
 import biglog
+import flood
 import hang
 import history
 import ingest
@@ -33,6 +34,7 @@ SECTIONS = {
     "scaling": scaling.run,
     "history": history.run,
     "biglog": biglog.run,
+    "flood": flood.run,
     "slurm": slurm.run,
     "probe": probe.run,
     "runstart": runstart.run,

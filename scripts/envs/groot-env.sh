@@ -14,12 +14,8 @@ set -eu
 dir="${1:-$HOME/.cache/gpuwizard-groot}"
 mkdir -p "$dir"
 if [ ! -f "$dir/Isaac-GR00T/gr00t/configs/finetune_config.py" ]; then
-  src="${GPUWIZARD_GROOT_SOURCE:-https://github.com/NVIDIA/Isaac-GR00T/archive/626af89.tar.gz}"
-  mkdir -p "$dir/Isaac-GR00T"
-  case $src in
-    http*://*) curl -fsSL "$src" | tar -xz -C "$dir/Isaac-GR00T" --strip-components=1 ;;
-    *) tar -xzf "$src" -C "$dir/Isaac-GR00T" --strip-components=1 ;;
-  esac
+  . "$(dirname "$0")/unpack.sh"
+  unpack_source "${GPUWIZARD_GROOT_SOURCE:-https://github.com/NVIDIA/Isaac-GR00T/archive/626af89.tar.gz}" "$dir/Isaac-GR00T"
 fi
 if ! "$dir/venv/bin/python" -c "import tyro, transformers, torch" 2>/dev/null; then
   python3 -m venv "$dir/venv"

@@ -19,12 +19,8 @@ set -eu
 dir="${1:-$HOME/.cache/gpuwizard-openpi}"
 mkdir -p "$dir"
 if [ ! -f "$dir/openpi/scripts/train.py" ]; then
-  src="${GPUWIZARD_OPENPI_SOURCE:-https://github.com/Physical-Intelligence/openpi/archive/15a9616a.tar.gz}"
-  mkdir -p "$dir/openpi"
-  case $src in
-    http*://*) curl -fsSL "$src" | tar -xz -C "$dir/openpi" --strip-components=1 ;;
-    *) tar -xzf "$src" -C "$dir/openpi" --strip-components=1 ;;
-  esac
+  . "$(dirname "$0")/unpack.sh"
+  unpack_source "${GPUWIZARD_OPENPI_SOURCE:-https://github.com/Physical-Intelligence/openpi/archive/15a9616a.tar.gz}" "$dir/openpi"
 fi
 if ! "$dir/venv/bin/python" -c "import jax, flax, optax, orbax.checkpoint, tyro, torch, transformers, openpi_client" 2>/dev/null; then
   python3 -m venv "$dir/venv"

@@ -37,7 +37,7 @@ def slow_python(tmp_path: Path, delay_s: float = 2.0) -> Path:
 def gw_run(*args: str, **popen: object) -> subprocess.Popen:
     """`gpuwizard run ARGS` in its own session, stdout and stderr read by the test."""
     return subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", *map(str, args)],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", *map(str, args)],
         stdout=popen.pop("stdout", subprocess.PIPE),
         stderr=popen.pop("stderr", subprocess.PIPE),
         stdin=popen.pop("stdin", subprocess.DEVNULL),

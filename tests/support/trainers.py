@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,3 +62,14 @@ def fake_env(root: Path, version: str, parallelism: bool) -> Path:
     for exe in (python, train):
         exe.chmod(0o755)
     return python
+
+
+def metadata_venv(folder: Path, packages: dict[str, str]) -> Path:
+    """A real venv (no pip, fast) whose site-packages holds each named distribution's metadata, and its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    site = next(folder.glob("lib/python3*/site-packages"))
+    for name, version in packages.items():
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return folder / "bin" / "python3"

@@ -27,8 +27,8 @@ launch: {{workdir: {tmp_path}}}
 trainer_options: {{log_every: 10, step_time_s: 0.02}}
 costs: {{gpu_hour: 2.0}}
 """)
-    assert gw_subprocess("run", preset, "--headless", timeout=300).returncode == 0
-    assert gw_subprocess("run", preset, "--headless", "--gpus", "2", timeout=300).returncode == 0
+    assert gw_subprocess("run", "--trust", preset, "--headless", timeout=300).returncode == 0
+    assert gw_subprocess("run", "--trust", preset, "--headless", "--gpus", "2", timeout=300).returncode == 0
     two, one = (entry.run for entry in list_runs())
     result = gw_subprocess("compare", two.run_id, one.run_id, "--json")
     assert result.returncode == 0, result.stderr
@@ -51,7 +51,7 @@ costs: {{gpu_hour: 2.0}}
 
     smaller = tmp_path / "demo-cmp-b4.yaml"  # the same job on 2 processes again, at half the batch per process
     smaller.write_text(preset.read_text().replace("name: demo-cmp", "name: demo-cmp-b4").replace("size: 8", "size: 4"))
-    assert gw_subprocess("run", smaller, "--headless", "--gpus", "2", timeout=300).returncode == 0
+    assert gw_subprocess("run", "--trust", smaller, "--headless", "--gpus", "2", timeout=300).returncode == 0
     four = list_runs()[0].run
     same = gw_subprocess("compare", two.run_id, four.run_id, "--json")
     assert same.returncode == 0, same.stderr

@@ -177,7 +177,7 @@ def test_a_supervisor_that_cannot_be_started_is_one_paragraph_and_an_honest_fail
     python = vanishing_interpreter(tmp_path)
     preset = demo_run_preset(tmp_path, "no-supervisor", python=sys.executable)  # the job's own interpreter stays
     proc = subprocess.Popen(
-        [str(python), "-m", "gpuwizard", "run", str(preset), "--headless"],
+        [str(python), "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

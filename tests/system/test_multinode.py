@@ -57,7 +57,7 @@ def two_node_preset(tmp_path):
 
 def start_node(preset: Path, rank: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless", "--node-rank", str(rank)],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless", "--node-rank", str(rank)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -116,7 +116,7 @@ def test_a_dead_node_is_reported_by_the_other_within_its_hang_timeout(two_node_p
 
 def test_node_one_counts_down_and_gives_up_when_node_zero_never_comes(two_node_preset):
     preset = two_node_preset(first=6)
-    result = gw_subprocess("run", preset, "--headless", "--node-rank", "1", timeout=60)
+    result = gw_subprocess("run", "--trust", preset, "--headless", "--node-rank", "1", timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "waiting for node 0 at 127.0.0.1:" in result.stdout and "s left" in result.stdout
     assert "node 0 did not answer at 127.0.0.1:" in result.stderr and "within 6 s" in result.stderr
@@ -129,25 +129,29 @@ def test_multi_node_bad_input_is_one_paragraph_each(two_node_preset):
     busy.listen()
     port = busy.getsockname()[1]
     try:
-        taken = gw_subprocess("run", two_node_preset(port=port), "--headless", "--node-rank", "0")
+        taken = gw_subprocess("run", "--trust", two_node_preset(port=port), "--headless", "--node-rank", "0")
     finally:
         busy.close()
     assert taken.returncode == 2 and f"port {port} is already in use on node 0" in taken.stderr
-    beyond = gw_subprocess("run", two_node_preset(), "--headless", "--node-rank", "2")
+    beyond = gw_subprocess("run", "--trust", two_node_preset(), "--headless", "--node-rank", "2")
     assert beyond.returncode == 2 and "--node-rank = 2: hardware.node_rank 2 must be below hardware.nodes 2" in (
         beyond.stderr
     )
     nowhere = two_node_preset()
     nowhere.write_text(nowhere.read_text().replace('"127.0.0.1:', '"no-such-host.invalid:'))
-    unresolved = gw_subprocess("run", nowhere, "--headless", "--node-rank", "0")
+    unresolved = gw_subprocess("run", "--trust", nowhere, "--headless", "--node-rank", "0")
     assert unresolved.returncode == 2 and "the host no-such-host.invalid does not resolve on this node" in (
         unresolved.stderr
     )
+    elsewhere = two_node_preset()
+    elsewhere.write_text(elsewhere.read_text().replace('"127.0.0.1:', '"192.0.2.1:'))  # TEST-NET-1: never local
+    foreign = gw_subprocess("run", "--trust", elsewhere, "--headless", "--node-rank", "0")
+    assert foreign.returncode == 2 and "192.0.2.1 (192.0.2.1) is not an address of this machine" in foreign.stderr
     endless = two_node_preset()
     text = endless.read_text()
     endless.write_text(text[: text.index(", rdzv_endpoint")] + "}\n" + text[text.index("batch:") :])
-    missing = gw_subprocess("run", endless, "--headless", "--node-rank", "0")
+    missing = gw_subprocess("run", "--trust", endless, "--headless", "--node-rank", "0")
     assert missing.returncode == 2 and "hardware.rdzv_endpoint" in missing.stderr and "is required" in missing.stderr
-    for result in (taken, beyond, unresolved, missing):
+    for result in (taken, beyond, unresolved, foreign, missing):
         assert result.stderr.count("\n") == 1, result.stderr
     assert list_runs() == []

@@ -47,7 +47,7 @@ def preset(tmp_path, name="probe-demo", options="", batch=4):
 @pytest.mark.slow
 def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw, tmp_path):
     path = preset(tmp_path)
-    result = gw("probe", path, "--json")
+    result = gw("probe", "--trust", path, "--json")
     assert result.code == 0, result.err
     probe = result.json()
     assert probe["state"] == "finished"
@@ -84,7 +84,7 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
 def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
     # 2 MB per sample on a 40 MB device: batch 20 fits, 21 does not
     path = preset(tmp_path, name="probe-oom", options=", device_memory_mb: 40", batch=16)
-    result = gw("probe", path, "--gpus", "1", "--batch", "auto", "--steps", "30", "--json")
+    result = gw("probe", "--trust", path, "--gpus", "1", "--batch", "auto", "--steps", "30", "--json")
     assert result.code == 0, result.err
     probe = result.json()
     tried = [(r["per_device_batch"], r["outcome"]) for r in probe["rows"]]
@@ -108,7 +108,7 @@ def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
 @pytest.mark.slow
 def test_a_probe_that_measured_nothing_exits_non_zero_and_is_not_used(gw, tmp_path):
     path = preset(tmp_path, name="probe-none", options=", device_memory_mb: 40")  # 2 MB a sample: 64 does not fit
-    result = gw("probe", path, "--gpus", "1", "--batch", "64")
+    result = gw("probe", "--trust", path, "--gpus", "1", "--batch", "64")
     assert result.code == 1, result.out + result.err
     assert "1    64" in result.out and "now uses it" not in result.out
     assert "nothing was measured, so `gpuwizard plan probe-none` does not use it" in result.out
@@ -119,7 +119,7 @@ def test_configurations_this_machine_cannot_start_are_refused_up_front(gw, tmp_p
     path = preset(tmp_path, name="probe-big")
     cores = os.cpu_count() or 1
     for flags in (["--gpus", str(cores + 1), "--batch", "8"], ["--gpus", "1,64", "--json"]):
-        result = gw("probe", path, *flags)
+        result = gw("probe", "--trust", path, *flags)
         assert result.code == 2 and result.out == "" and result.err.count("\n") == 1, (flags, result.err)
         assert f"--gpus = '{flags[1]}': " in result.err and f"this machine has {cores} cores" in result.err
         assert f"Fix: probe at most {cores} processes" in result.err and "Traceback" not in result.err
@@ -162,7 +162,7 @@ def test_ctrl_c_sigterm_and_sighup_stop_a_probe_with_no_process_and_no_scratch_l
     name = f"probe-{stop.name.lower()}"
     path = preset(tmp_path, name=name, options=", step_time_s: 0.05")
     probe = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "probe", str(path)],
+        [sys.executable, "-m", "gpuwizard", "probe", "--trust", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -190,7 +190,7 @@ def test_a_dropped_terminal_stops_the_probe_like_ctrl_c(tmp_path):
     path = preset(tmp_path, name=name, options=", step_time_s: 0.05")
     terminal, pane = pty.openpty()
     probe = subprocess.Popen(
-        ["setsid", "--ctty", "--wait", sys.executable, "-m", "gpuwizard", "probe", str(path)],
+        ["setsid", "--ctty", "--wait", sys.executable, "-m", "gpuwizard", "probe", "--trust", str(path)],
         stdin=pane,
         stdout=pane,
         stderr=pane,
@@ -230,7 +230,7 @@ def test_bad_probe_flags_get_one_paragraph_each(gw, tmp_path):
         (["--batch", "big"], "--batch = 'big'"),
         (["--headroom", "1.5"], "--headroom = 1.5"),
     ):
-        result = gw("probe", path, *flags)
+        result = gw("probe", "--trust", path, *flags)
         assert result.code == 2 and result.err.count("\n") == 1, result.err
         assert field in result.err and "Fix:" in result.err and "Traceback" not in result.err
 
@@ -249,7 +249,7 @@ def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
     ensure_dataset(tmp_path / "dataset", 4)  # the nodes share this disk: written once, up front
     path = preset(tmp_path, name="probe-slurm")
     done = subprocess.run(
-        [sys.executable, "-m", "gpuwizard", "probe", str(path), "--slurm", "--gpus", "1", "--batch", "4,8", "--json"],
+        [sys.executable, "-m", "gpuwizard", "probe", "--trust", str(path), "--slurm", "--gpus", "1", "--batch", "4,8", "--json"],
         capture_output=True,
         text=True,
         timeout=900,

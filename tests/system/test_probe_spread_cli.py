@@ -29,7 +29,7 @@ monitor: {{hang_timeout_s: 60}}
 def test_a_probe_keeps_each_rows_spread_and_says_how_sure_its_recommendation_is(gw, tmp_path):
     path = tmp_path / "spread-demo.yaml"
     path.write_text(PRESET.format(root=tmp_path))
-    result = gw("probe", path, "--gpus", "1,2", "--batch", "4", "--steps", "60", "--json")
+    result = gw("probe", "--trust", path, "--gpus", "1,2", "--batch", "4", "--steps", "60", "--json")
     assert result.code == 0, result.err
     probe = ProbeResult.model_validate(result.json())
     assert probe.state == "finished" and probe.steps == 60 and probe.steps_asked

@@ -83,7 +83,7 @@ def demo_listeners(tmp_path_factory) -> set[Listener]:
     env = os.environ | {"GPUWIZARD_DATA_DIR": str(root / "data"), "GPUWIZARD_CONFIG_DIR": str(root / "config")}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     cli = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", "demo-cpu", "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", "demo-cpu", "--headless"],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,

@@ -177,6 +177,26 @@ def test_a_job_that_says_its_disk_is_full_is_recorded_as_disk_full_on_a_roomy_di
     assert [e.kind for e in events_of(run)].count("disk_full") == 1
 
 
+def test_a_green_job_that_printed_enospc_about_another_disk_stays_green(tmp_path):
+    """A line about some other disk being full (a cache, a log) is no verdict: the job exited 0 (issue 29, item 7)."""
+    script = tmp_path / "green.py"
+    script.write_text(
+        "print('OSError: [Errno 28] No space left on device: /mnt/scratch/cache', flush=True)\n"
+        "print('[demo] step 1/1 loss=0.5 lr=1.000e-03 samples/s=10.0', flush=True)\n"
+    )
+    run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-green", [sys.executable, str(script)])
+    from gpuwizard.runner.procs import MARKER, marker_value
+
+    subprocess.run(
+        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        env={**os.environ, MARKER: marker_value(run.path)},
+        capture_output=True,
+        timeout=120,
+    )
+    status = run.status()
+    assert status.state == "finished" and status.exit_code == 0 and status.error is None, status
+
+
 def test_run_headless_on_a_disk_that_fills_with_the_demo_checkpoint(small_disk, tmp_path):
     """End to end: the demo's first checkpoint does not fit on the run's 2 MiB disk."""
     preset = tmp_path / "demo-full.yaml"
@@ -186,7 +206,7 @@ def test_run_headless_on_a_disk_that_fills_with_the_demo_checkpoint(small_disk, 
         )
     )
     env = {"GPUWIZARD_DATA_DIR": str(small_disk / "data")}
-    done = gw_subprocess("run", preset, "--headless", env=env, timeout=300)
+    done = gw_subprocess("run", "--trust", preset, "--headless", env=env, timeout=300)
     assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert done.returncode == 1 and "disk full" in done.stdout, done.stdout + done.stderr
     [folder] = [p for p in (small_disk / "data" / "runs").iterdir() if not p.name.startswith(".")]
@@ -251,7 +271,7 @@ def test_two_data_folders_cannot_start_two_runs_on_one_output_folder(tmp_path):
     )
     first_env = {"GPUWIZARD_DATA_DIR": str(tmp_path / "first")}
     first = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
         env={**os.environ, **first_env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -264,7 +284,7 @@ def test_two_data_folders_cannot_start_two_runs_on_one_output_folder(tmp_path):
             lambda: any(RunDir(p).status().state == "running" for p in runs.glob("2*") if (p / "status.json").exists()),
             timeout=120,
         )
-        second = gw_subprocess("run", preset, "--headless", env={"GPUWIZARD_DATA_DIR": str(tmp_path / "second")})
+        second = gw_subprocess("run", "--trust", preset, "--headless", env={"GPUWIZARD_DATA_DIR": str(tmp_path / "second")})
         assert second.returncode == 2, second.stdout + second.stderr
         assert "is still writing to this folder" in second.stderr
         assert not (tmp_path / "second" / "runs").exists() or not any((tmp_path / "second" / "runs").iterdir())

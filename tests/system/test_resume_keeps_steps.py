@@ -44,7 +44,7 @@ def test_a_resume_keeps_the_steps_its_run_was_continued_to(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "longer.yaml"
     path.write_text(PRESET.format(root=tmp_path))
-    assert gw_subprocess("run", path, "--headless", timeout=240).returncode == 0
+    assert gw_subprocess("run", "--trust", path, "--headless", timeout=240).returncode == 0
     finished = newest()
     continued = relaunch(finished, resume=True, steps=60)  # the monitor's `r` on a finished run
     assert wait_for(lambda: step_of(continued) >= 45, timeout=180)
@@ -52,7 +52,7 @@ def test_a_resume_keeps_the_steps_its_run_was_continued_to(tmp_path, monkeypatch
     assert stopped.returncode == 0 and continued.status().state == "stopped", stopped.stdout + stopped.stderr
     assert step_of(continued) < 60, "stopped before its end"
 
-    resumed = gw_subprocess("run", path, "--headless", "--resume", continued.run_id, timeout=240)
+    resumed = gw_subprocess("run", "--trust", path, "--headless", "--resume", continued.run_id, timeout=240)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     last = newest()
     assert f"run {last.run_id}: 2 x cpu, 60 steps" in resumed.stdout and "finished green" in resumed.stdout

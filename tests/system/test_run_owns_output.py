@@ -56,10 +56,10 @@ def test_each_fresh_run_owns_its_folder_and_a_resume_continues_its_own_weights(t
     work.mkdir()
     crashing = write(tmp_path, "own", file="own-crash", options="  inject_crash: {rank: 1, step: 25}")
     fixed = write(tmp_path, "own")
-    first = gw_subprocess("run", crashing, "--headless", cwd=work, timeout=240)
+    first = gw_subprocess("run", "--trust", crashing, "--headless", cwd=work, timeout=240)
     assert first.returncode != 0 and "failed" in first.stdout, first.stdout + first.stderr
     crashed = newest()
-    second = gw_subprocess("run", fixed, "--headless", cwd=work, timeout=240)
+    second = gw_subprocess("run", "--trust", fixed, "--headless", cwd=work, timeout=240)
     assert second.returncode == 0, second.stdout + second.stderr
     finished = newest()
     folders = {run.run_id: Path(run.job().output_dir) for run in (crashed, finished)}
@@ -93,7 +93,7 @@ def test_a_fresh_run_into_a_fixed_folder_with_another_runs_checkpoints_is_refuse
     """`plan` says so as an error, and `run` refuses before anything starts, in one paragraph with the fix."""
     out = tmp_path / "out"
     path = write(tmp_path, "fixed", steps=10, output=f"output_dir: {out}")
-    assert gw_subprocess("run", path, "--headless", timeout=240).returncode == 0
+    assert gw_subprocess("run", "--trust", path, "--headless", timeout=240).returncode == 0
     first = newest()
     paragraph = (
         f"fixed: output_dir = '{out}': holds checkpoints written by run {first.run_id}: a fresh run there would "
@@ -103,7 +103,7 @@ def test_a_fresh_run_into_a_fixed_folder_with_another_runs_checkpoints_is_refuse
     )
     planned = gw_subprocess("plan", path)
     assert planned.returncode == 2 and paragraph in planned.stderr.splitlines(), planned.stderr
-    again = gw_subprocess("run", path, "--headless")
+    again = gw_subprocess("run", "--trust", path, "--headless")
     assert again.returncode == 2 and again.stderr == paragraph + "\n", again.stderr
     assert [e.run.run_id for e in list_runs()] == [first.run_id]
 
@@ -115,11 +115,11 @@ def test_a_resume_takes_no_checkpoint_another_run_wrote_over_its_folder(tmp_path
     crash = "  inject_crash: {rank: 1, step: 3}"
     early = write(tmp_path, "taken", "taken-crash", steps=20, output=f"output_dir: {out}", options=crash)
     fixed = write(tmp_path, "taken", steps=20, output=f"output_dir: {out}")
-    assert gw_subprocess("run", early, "--headless", timeout=240).returncode != 0
+    assert gw_subprocess("run", "--trust", early, "--headless", timeout=240).returncode != 0
     crashed = newest()
-    assert gw_subprocess("run", fixed, "--headless", timeout=240).returncode == 0, "no checkpoint was in the way"
+    assert gw_subprocess("run", "--trust", fixed, "--headless", timeout=240).returncode == 0, "no checkpoint was in the way"
     other = newest()
-    refused = gw_subprocess("run", fixed, "--headless", "--resume", crashed.run_id)
+    refused = gw_subprocess("run", "--trust", fixed, "--headless", "--resume", crashed.run_id)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr == (
         f"taken: --resume = '{crashed.run_id}': {out} was last written by run {other.run_id}, not by run "
@@ -136,7 +136,7 @@ def test_an_lr_mismatch_ends_failed_and_a_resume_that_would_train_none_is_refuse
     work = tmp_path / "work"
     work.mkdir()
     path = write(tmp_path, "lr-off", steps=20, options="  ignore_lr_flag: true", lr="2.5e-4")
-    result = gw_subprocess("run", path, "--headless", cwd=work, timeout=240)
+    result = gw_subprocess("run", "--trust", path, "--headless", cwd=work, timeout=240)
     assert result.returncode == 1, result.stdout + result.stderr
     run = newest()
     status = run.status()
@@ -146,7 +146,7 @@ def test_an_lr_mismatch_ends_failed_and_a_resume_that_would_train_none_is_refuse
     assert f"run {run.run_id} failed (job exit code 0): {mismatch}; exit code 1." in result.stdout
     assert json.loads(gw_subprocess("runs", "--json").stdout)[0]["state"] == "failed"
 
-    again = gw_subprocess("run", path, "--headless", "--resume", cwd=work)
+    again = gw_subprocess("run", "--trust", path, "--headless", "--resume", cwd=work)
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
     checkpoint = Path(run.job().output_dir, "checkpoints", "000020")
     assert (
@@ -160,7 +160,7 @@ def test_an_lr_mismatch_ends_failed_and_a_resume_that_would_train_none_is_refuse
 def test_an_output_dir_inside_an_active_runs_folders_is_refused(tmp_path):
     busy = write(tmp_path, "busy", steps=5000, output=f"output_dir: {tmp_path}/busy", options="  step_time_s: 0.05")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(busy), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(busy), "--headless"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -169,7 +169,7 @@ def test_an_output_dir_inside_an_active_runs_folders_is_refused(tmp_path):
         active = newest()
         for what, inner in (("output folder", tmp_path / "busy" / "mine"), ("run folder", active.path / "mine")):
             nested = write(tmp_path, "nested", steps=10, output=f"output_dir: {inner}")
-            result = gw_subprocess("run", nested, "--headless")
+            result = gw_subprocess("run", "--trust", nested, "--headless")
             assert result.returncode == 2 and "Traceback" not in result.stderr
             assert result.stderr.startswith("nested: output_dir = '") and result.stderr.count("\n") == 1
             assert result.stderr.endswith(  # a long value is shown shortened

@@ -85,9 +85,9 @@ def assert_nothing_left(run: RunDir) -> None:
 def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
     path = demo_preset()
     path.write_text(path.read_text().replace(f"output_dir: {tmp_path}/out-demo-test\n", ""))  # a folder per run
-    single = gw_subprocess("run", path, "--headless", "--gpus", "1", timeout=180, cwd=tmp_path)
+    single = gw_subprocess("run", "--trust", path, "--headless", "--gpus", "1", timeout=180, cwd=tmp_path)
     assert single.returncode == 0, single.stdout + single.stderr
-    result = gw_subprocess("run", path, "--headless", timeout=180, cwd=tmp_path)
+    result = gw_subprocess("run", "--trust", path, "--headless", timeout=180, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "never finished green" not in result.stderr, "the one-GPU baseline above finished green"
     assert "step 60/60" in result.stdout and "finished green" in result.stdout
@@ -111,7 +111,7 @@ def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
 def test_injected_hang_is_detected_and_the_job_stopped(demo_preset):
     timeout = 4
     path = demo_preset(name="demo-hang", steps=2000, options="  inject_hang: {rank: 1, step: 25}", hang=timeout)
-    result = gw_subprocess("run", path, "--headless", timeout=180)
+    result = gw_subprocess("run", "--trust", path, "--headless", timeout=180)
     assert result.returncode == 3, result.stdout + result.stderr
     assert "hang suspected" in result.stdout
     run = only_run()
@@ -126,7 +126,7 @@ def test_injected_hang_is_detected_and_the_job_stopped(demo_preset):
 
 def test_injected_crash_reports_the_rank_and_error(demo_preset):
     path = demo_preset(name="demo-crash", steps=200, options="  inject_crash: {rank: 1, step: 12}")
-    result = gw_subprocess("run", path, "--headless", timeout=180)
+    result = gw_subprocess("run", "--trust", path, "--headless", timeout=180)
     assert result.returncode == 1
     run = only_run()
     failed = [e for e in events_of(run) if e.kind == "rank_failed"]
@@ -139,7 +139,7 @@ def test_injected_crash_reports_the_rank_and_error(demo_preset):
 def test_ctrl_c_stops_every_process(demo_preset):
     path = demo_preset(name="demo-stop", steps=5000, options="  step_time_s: 0.05")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(path), "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,7 +158,7 @@ def test_ctrl_c_stops_every_process(demo_preset):
 def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
     path = demo_preset(name="demo-detach", steps=150, options="  step_time_s: 0.05")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(path), "--headless"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -180,7 +180,7 @@ def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
 
 def test_lr_mismatch_is_reported(demo_preset):
     preset = demo_preset(name="demo-lr", steps=40, options="  ignore_lr_flag: true", lr="2.5e-4")
-    result = gw_subprocess("run", preset, "--headless", timeout=180)
+    result = gw_subprocess("run", "--trust", preset, "--headless", timeout=180)
     assert result.returncode == 1, result.stdout + result.stderr
     mismatch = [e for e in events_of(only_run()) if e.kind == "lr_mismatch"]
     assert len(mismatch) == 1
@@ -190,7 +190,7 @@ def test_lr_mismatch_is_reported(demo_preset):
 
 
 def test_smoke_run_is_short_and_small(demo_preset):
-    result = gw_subprocess("run", demo_preset(name="demo-smoke", steps=5000), "--headless", "--smoke", timeout=180)
+    result = gw_subprocess("run", "--trust", demo_preset(name="demo-smoke", steps=5000), "--headless", "--smoke", timeout=180)
     assert result.returncode == 0
     run = only_run()
     assert run.status().smoke is True and run.progress().step == 50
@@ -281,7 +281,7 @@ def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp
 
 def start_headless(path, *extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless", *extra],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(path), "--headless", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -291,9 +291,9 @@ def start_headless(path, *extra) -> subprocess.Popen:
 
 def test_env_flag_reaches_the_job_and_bad_ones_are_refused(demo_preset):
     path = demo_preset(name="demo-env", steps=10)
-    bad = gw_subprocess("run", path, "--headless", "--env", "1BAD=x")
+    bad = gw_subprocess("run", "--trust", path, "--headless", "--env", "1BAD=x")
     assert bad.returncode == 2 and "--env = '1BAD=x'" in bad.stderr and all_runs() == []
-    result = gw_subprocess("run", path, "--headless", "--env", "GPUWIZARD_TEST_MARK=on the job", timeout=180)
+    result = gw_subprocess("run", "--trust", path, "--headless", "--env", "GPUWIZARD_TEST_MARK=on the job", timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     job = only_run().job()
     assert job.env["GPUWIZARD_TEST_MARK"] == "on the job"
@@ -382,7 +382,7 @@ def test_secrets_reach_the_job_by_environment_and_never_the_run_folder(demo_pres
         extra=f"launch: {{env: {{HF_TOKEN: {token}, PLAIN_VAR: visible}}}}\n",
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(path), "--headless", "--env", "OPENAI_API_KEY"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(path), "--headless", "--env", "OPENAI_API_KEY"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -417,15 +417,15 @@ def test_a_second_run_on_the_same_output_dir_is_refused(demo_preset):
     proc = start_headless(path)
     assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 2, timeout=90)
     first = only_run()
-    second = gw_subprocess("run", path, "--headless")
+    second = gw_subprocess("run", "--trust", path, "--headless")
     assert second.returncode == 2 and "Traceback" not in second.stderr
     assert "output_dir = " in second.stderr and f"run {first.run_id} is still writing to this folder" in second.stderr
     assert len(all_runs()) == 1
-    smoke = gw_subprocess("run", path, "--headless", "--smoke", timeout=180)
+    smoke = gw_subprocess("run", "--trust", path, "--headless", "--smoke", timeout=180)
     assert smoke.returncode == 0, "a smoke run writes into its own run folder"
     assert gw_subprocess("stop", first.run_id, timeout=120).returncode == 0
     proc.communicate(timeout=60)
-    again = gw_subprocess("run", demo_preset(name="demo-shared", steps=10), "--headless", timeout=180)
+    again = gw_subprocess("run", "--trust", demo_preset(name="demo-shared", steps=10), "--headless", timeout=180)
     assert again.returncode == 0, again.stdout + again.stderr
 
 
@@ -548,10 +548,10 @@ def test_a_full_disk_does_not_kill_the_supervisor_and_the_reason_is_kept(tmp_pat
 
 
 def test_process_counts_are_capped_before_anything_starts(gw, demo_preset):
-    huge = gw("run", demo_preset(name="demo-huge"), "--headless", "--gpus", "99999999999999999999")
+    huge = gw("run", "--trust", demo_preset(name="demo-huge"), "--headless", "--gpus", "99999999999999999999")
     assert huge.code == 2 and "--gpus = 99999999999999999999: must be at most 1024" in huge.err
     cores = os.cpu_count() or 1
-    many = gw("run", demo_preset(name="demo-many"), "--headless", "--gpus", str(cores + 1))
+    many = gw("run", "--trust", demo_preset(name="demo-many"), "--headless", "--gpus", str(cores + 1))
     assert many.code == 2 and f"this machine has {cores} cores" in many.err
     assert all_runs() == []
 
@@ -585,12 +585,12 @@ def test_a_failed_run_resumes_from_its_checkpoint_and_ends_where_an_uninterrupte
         name="demo-resume", steps=80, options="  save_every: 20\n  inject_crash: {rank: 1, step: 45}"
     )
     crashing.write_text(crashing.read_text().replace("  save_every: 30\n", ""))
-    first = gw_subprocess("run", crashing, "--headless", timeout=240)
+    first = gw_subprocess("run", "--trust", crashing, "--headless", timeout=240)
     assert first.returncode != 0 and "failed" in first.stdout, first.stdout + first.stderr
     crashed = only_run()
     fixed = demo_preset(name="demo-resume", steps=80, options="  save_every: 20")
     fixed.write_text(fixed.read_text().replace("  save_every: 30\n", ""))
-    resumed = gw_subprocess("run", fixed, "--headless", "--resume", timeout=240)
+    resumed = gw_subprocess("run", "--trust", fixed, "--headless", "--resume", timeout=240)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     out = Path(crashing.parent, "out-demo-resume")
     assert (
@@ -606,7 +606,7 @@ def test_a_failed_run_resumes_from_its_checkpoint_and_ends_where_an_uninterrupte
 
     straight = demo_preset(name="demo-straight", steps=80, options="  save_every: 20")
     straight.write_text(straight.read_text().replace("  save_every: 30\n", ""))
-    assert gw_subprocess("run", straight, "--headless", timeout=240).returncode == 0
+    assert gw_subprocess("run", "--trust", straight, "--headless", timeout=240).returncode == 0
     import torch
 
     resumed_state = torch.load(out / "checkpoints" / "last" / "model.pt", weights_only=True)
@@ -620,9 +620,9 @@ def test_a_failed_run_resumes_from_its_checkpoint_and_ends_where_an_uninterrupte
 
 def test_resume_without_a_checkpoint_is_refused_in_one_paragraph(demo_preset):
     path = demo_preset(name="demo-nothing", steps=10)
-    result = gw_subprocess("run", path, "--headless", "--resume")
+    result = gw_subprocess("run", "--trust", path, "--headless", "--resume")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "--resume: there is no demo checkpoint in" in result.stderr
     assert all_runs() == []
-    smoke = gw_subprocess("run", path, "--headless", "--resume", "--smoke")
+    smoke = gw_subprocess("run", "--trust", path, "--headless", "--resume", "--smoke")
     assert smoke.returncode == 2 and "a smoke run is a fresh 50-step repro and cannot resume" in smoke.stderr

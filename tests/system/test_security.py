@@ -253,7 +253,7 @@ def test_a_single_node_run_keeps_the_ranks_sockets_on_loopback(tmp_path, write_p
     only torchrun's own two stores (the rendezvous store and the one it shares with the ranks), which torch 2.13
     binds on every interface whatever it is given (README, Safety nets)."""
     preset = write_preset(LOOPBACK_DEMO.format(root=tmp_path), "sockets.yaml")
-    argv = as_a_lan_host([sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"], tmp_path)
+    argv = as_a_lan_host([sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"], tmp_path)
     job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
     try:
         assert wait_for(lambda: list_runs() and (list_runs()[0].run.progress() or None), 180), "the demo is training"

@@ -148,7 +148,7 @@ def test_the_reader_of_the_output_going_away_detaches(tmp_path):
 def test_detach_prints_the_run_id_and_returns_while_the_run_goes_on(tmp_path):
     data = tmp_path / "data"
     try:
-        started = gw_subprocess("run", demo_run_preset(tmp_path, "detached"), "--detach", timeout=180)
+        started = gw_subprocess("run", "--trust", demo_run_preset(tmp_path, "detached"), "--detach", timeout=180)
         assert started.returncode == 0, started.stdout + started.stderr
         (folder,) = run_dirs(data)
         assert started.stdout == folder.name + "\n", "stdout holds only the run id"

@@ -71,7 +71,7 @@ def test_the_sbatch_preview_is_a_script_a_cluster_user_recognises(gw, write_pres
 def test_slurm_bad_input_is_one_paragraph(gw, write_preset, tmp_path):
     text = DEMO.format(name="demo-bad", root=tmp_path, nodes=2, steps=10, extra="")
     no_slurm = {"PATH": str(Path(sys.executable).parent)}  # the venv's tools only: no SLURM client
-    missing = gw_subprocess("run", write_preset(text), "--slurm", "--headless", env=no_slurm)
+    missing = gw_subprocess("run", "--trust", write_preset(text), "--slurm", "--headless", env=no_slurm)
     assert missing.returncode == 2 and "--slurm: sbatch is not installed on this machine" in missing.stderr
     assert missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
     local = gw("plan", write_preset(text))
@@ -128,7 +128,7 @@ def newest() -> RunDir:
 
 @pytest.mark.slurm
 def test_the_demo_on_two_slurm_nodes_finishes_green(demo_on_slurm):
-    result = gw_subprocess("run", demo_on_slurm("demo-slurm"), "--slurm", "--headless", timeout=600)
+    result = gw_subprocess("run", "--trust", demo_on_slurm("demo-slurm"), "--slurm", "--headless", timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     run = newest()
     status = run.status()
@@ -174,7 +174,7 @@ def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_pat
 @pytest.mark.slurm
 def test_a_job_that_cannot_start_shows_its_pending_reason_and_is_cancelled(demo_on_slurm):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(demo_on_slurm("demo-three", nodes=3)), "--slurm", "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(demo_on_slurm("demo-three", nodes=3)), "--slurm", "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -195,12 +195,12 @@ def test_a_job_that_cannot_start_shows_its_pending_reason_and_is_cancelled(demo_
 @pytest.mark.slurm
 def test_sbatch_refusals_and_a_silent_cluster_are_one_paragraph(demo_on_slurm, tmp_path):
     nowhere = demo_on_slurm("demo-nopart", extra="slurm: {partition: no-such-partition}\n")
-    refused = gw_subprocess("run", nowhere, "--slurm", "--headless")
+    refused = gw_subprocess("run", "--trust", nowhere, "--slurm", "--headless")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "slurm.partition: sbatch refused the job: invalid partition specified: no-such-partition" in refused.stderr
     assert list_runs() == [], "the refused run leaves no folder"
     conf = tmp_path / "missing" / "slurm.conf"
-    silent = gw_subprocess("run", demo_on_slurm("demo-silent"), "--slurm", "--headless", env={"SLURM_CONF": str(conf)})
+    silent = gw_subprocess("run", "--trust", demo_on_slurm("demo-silent"), "--slurm", "--headless", env={"SLURM_CONF": str(conf)})
     assert silent.returncode == 2 and f"the configuration used is {conf}" in silent.stderr
 
 

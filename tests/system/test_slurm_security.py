@@ -151,7 +151,7 @@ def test_injection_through_every_field_runs_nothing_on_the_cluster(cluster, tmp_
             "sbatch_args": [f"--comment=`touch${{IFS}}{tmp_path}/INJECTED-6`$(touch${{IFS}}INJECTED-7)"],
         },
     )
-    result = gw_subprocess("run", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path)
+    result = gw_subprocess("run", "--trust", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     seen = echoed(workdir)
     assert [s["rank"] for s in seen] == ["0", "1"], "both nodes ran"
@@ -167,7 +167,7 @@ def test_injection_through_every_field_runs_nothing_on_the_cluster(cluster, tmp_
 def test_a_line_break_in_a_slurm_field_never_reaches_the_cluster(cluster, tmp_path, field):
     marker = tmp_path / "INJECTED"
     preset = echo_job(tmp_path, tmp_path / "work", slurm={field: f"debug\ntouch {marker}"})
-    result = gw_subprocess("run", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path)  # sbatch's default out
+    result = gw_subprocess("run", "--trust", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path)  # sbatch's default out
     assert result.returncode == 2 and f"slurm.{field} = 'debug\\ntouch" in result.stderr, result.stdout + result.stderr
     assert not marker.exists() and list_runs() == [], "nothing was submitted, nothing ran"
 
@@ -188,7 +188,7 @@ def test_a_secret_reaches_the_slurm_job_and_no_file_of_the_run_folder(cluster, t
     else:
         monkeypatch.setenv("HF_TOKEN", SECRET)
         env_arg = "HF_TOKEN"
-    result = gw_subprocess("run", preset, "--slurm", "--headless", "--env", env_arg, timeout=600)
+    result = gw_subprocess("run", "--trust", preset, "--slurm", "--headless", "--env", env_arg, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     run = list_runs()[0].run
     seen = echoed(tmp_path / "work")
@@ -201,7 +201,7 @@ def test_a_secret_reaches_the_slurm_job_and_no_file_of_the_run_folder(cluster, t
 @pytest.mark.slurm
 def test_an_export_that_would_drop_the_secret_is_refused_at_submit(cluster, tmp_path):
     preset = echo_job(tmp_path, tmp_path / "work", slurm={"sbatch_args": ["--export=NONE"]})
-    result = gw_subprocess("run", preset, "--slurm", "--headless", "--env", f"HF_TOKEN={SECRET}")
+    result = gw_subprocess("run", "--trust", preset, "--slurm", "--headless", "--env", f"HF_TOKEN={SECRET}")
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "slurm.sbatch_args.0 = 'NONE': --export=NONE keeps HF_TOKEN from the job" in result.stderr
     assert list_runs() == [], "nothing was submitted"

@@ -89,7 +89,7 @@ def test_ctrl_c_at_any_point_of_start_up_leaves_a_final_record_and_nothing_runni
     )
     data = tmp_path / "data"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -381,7 +381,7 @@ def test_a_headless_run_whose_folder_is_deleted_ends_with_nothing_left(tmp_path)
         )
     )
     client = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -38,14 +38,14 @@ def preset_file(tmp_path, name="demo-check", extra=""):
 
 
 def test_check_accepts_the_planned_command_with_the_trainers_own_values(gw, tmp_path):
-    result = gw("check", preset_file(tmp_path), "--json")
+    result = gw("check", "--trust", preset_file(tmp_path), "--json")
     assert result.code == 0, result.err
     check = result.json()
     assert check["status"] == "accepted"
     assert check["parser"] == "gpuwizard.demo.train"
     # linear_lr against 1 GPU: the effective batch doubles, so the lr the trainer parses is doubled too
     assert check["values"] == {"per_device_batch": 4, "grad_accum": 2, "lr": 2e-3, "steps": 40, "warmup_steps": 2}
-    text = gw("check", preset_file(tmp_path))
+    text = gw("check", "--trust", preset_file(tmp_path))
     assert text.code == 0
     assert "accepted by gpuwizard.demo.train's own parser: batch 4 per process, accumulation 2, lr 0.002" in text.out
     assert text.out.rstrip().endswith("as planned")
@@ -53,11 +53,11 @@ def test_check_accepts_the_planned_command_with_the_trainers_own_values(gw, tmp_
 
 def test_a_refusal_by_the_trainers_parser_is_quoted_and_blocks_the_launch(gw, tmp_path):
     path = preset_file(tmp_path, extra="launch: {extra_args: ['--no-such-flag']}")
-    result = gw("check", path)
+    result = gw("check", "--trust", path)
     assert result.code == 2
     assert "refuses this command" in result.err and "unrecognized arguments: --no-such-flag" in result.err
     assert "Traceback" not in result.err
-    run = gw("run", path, "--headless")
+    run = gw("run", "--trust", path, "--headless")
     assert run.code == 2
     assert "unrecognized arguments: --no-such-flag" in run.err
     assert not (tmp_path / "data" / "runs").exists() or not list((tmp_path / "data" / "runs").iterdir())
@@ -115,13 +115,13 @@ def test_an_interpreter_without_the_trainer_is_not_checked_and_says_so(gw, tmp_p
 
     venv.EnvBuilder(with_pip=False).create(bare)
     path = preset_file(tmp_path, extra=f"launch: {{python: {bare}/bin/python}}")
-    result = gw("check", path)
+    result = gw("check", "--trust", path)
     assert result.code == 0
     assert "not checked: no training environment here (gpuwizard is not installed in this interpreter" in result.out
 
 
 def test_run_keeps_the_trainers_reading_in_the_run_folder(gw, tmp_path):
-    result = gw("run", preset_file(tmp_path), "--headless", "--gpus", "1")
+    result = gw("run", "--trust", preset_file(tmp_path), "--headless", "--gpus", "1")
     assert result.code == 0, result.err
     assert "accepted by gpuwizard.demo.train's own parser" in result.out
     (run,) = (tmp_path / "data" / "runs").iterdir()

@@ -4,24 +4,12 @@ trainers by package metadata, never by importing a trainer."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpuwizard.trainers.envs import envs_for, find_envs
-
-
-def make_venv(folder: Path, packages: dict[str, str]) -> Path:
-    """A real venv (no pip, fast) whose site-packages holds each named distribution's metadata."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
-    site = next(folder.glob("lib/python3*/site-packages"))
-    for name, version in packages.items():
-        info = site / f"{name}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    return folder / "bin" / "python3"
+from support.trainers import metadata_venv
 
 
 @pytest.fixture
@@ -35,13 +23,13 @@ def home(tmp_path, monkeypatch):
 
 
 def test_venvs_conda_envs_and_checkouts_are_found_with_their_trainers(home):
-    lerobot = make_venv(home / ".venvs" / "lerobot", {"lerobot": "0.6.1", "torch": "2.7.1"})
-    hf = make_venv(home / "miniconda3" / "envs" / "hf", {"transformers": "5.24.0"})
+    lerobot = metadata_venv(home / ".venvs" / "lerobot", {"lerobot": "0.6.1", "torch": "2.7.1"})
+    hf = metadata_venv(home / "miniconda3" / "envs" / "hf", {"transformers": "5.24.0"})
     checkout = home / "Isaac-GR00T"
     (checkout / "gr00t" / "configs").mkdir(parents=True)
     (checkout / "gr00t" / "configs" / "finetune_config.py").write_text("")
-    groot = make_venv(checkout / ".venv", {"torch": "2.7.1"})
-    make_venv(home / ".venvs" / "empty", {})
+    groot = metadata_venv(checkout / ".venv", {"torch": "2.7.1"})
+    metadata_venv(home / ".venvs" / "empty", {})
 
     envs = {e.python: e for e in find_envs(home)}
     assert envs[str(lerobot)].trainers == {"lerobot": "0.6.1"} and envs[str(lerobot)].torch == "2.7.1"

@@ -326,7 +326,7 @@ def test_a_real_hf_run_logs_the_batch_steps_and_lr_the_plan_says(hf_python, tmp_
     data = preset_data(hf_python, tmp_path / "out", **{"hardware.gpus": gpus, **changes})
     preset = write(tmp_path, data)
     plan = json.loads(gw_subprocess("plan", preset, "--json").stdout)
-    result = gw_subprocess("run", preset, "--headless", timeout=600)
+    result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     run = newest_run()
     log = (run.path / "log.txt").read_text()
@@ -370,7 +370,7 @@ def test_a_real_hf_run_stopped_then_resumed_continues_from_its_newest_checkpoint
     )
     preset = write(tmp_path, data)
     first = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -385,7 +385,7 @@ def test_a_real_hf_run_stopped_then_resumed_continues_from_its_newest_checkpoint
     stopped = newest_run()
     assert stopped.status().state == "stopped"
     newest = max((int(p.name.split("-")[1]), p) for p in out.glob("checkpoint-*"))[1]
-    resumed = gw_subprocess("run", preset, "--headless", "--resume", timeout=600)
+    resumed = gw_subprocess("run", "--trust", preset, "--headless", "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = newest_run()
     argv = run.job().argv

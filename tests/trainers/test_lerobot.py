@@ -35,7 +35,7 @@ launch: {{python: {python}}}
 def test_probe_tells_release_from_main_without_importing_lerobot(tmp_path, version, parallelism, api):
     detect.cache_clear()
     python = fake_env(tmp_path / "env", version, parallelism)
-    assert detect(str(python)) == {"version": version, "parallelism": parallelism}
+    assert detect(str(python), True) == {"version": version, "parallelism": parallelism}
     preset = tmp_path / "p.yaml"
     preset.write_text(PRESET.format(python=python, accum=1))
     spec = json.loads(gw_subprocess("preview", preset, "--format", "json").stdout)
@@ -58,7 +58,7 @@ def test_probe_is_remembered_until_the_environment_changes(tmp_path, monkeypatch
     python.parent.mkdir()
     python.symlink_to(os.path.realpath(sys.executable))  # a binary, unlike the fake env's sh wrapper
     monkeypatch.setenv("PYTHONPATH", str(site))
-    assert detect(str(python)) == {"version": "0.6.1", "parallelism": False}
+    assert detect(str(python), True) == {"version": "0.6.1", "parallelism": False}
 
     def no_subprocess(*args, **kwargs):
         raise AssertionError("probed again although nothing changed")
@@ -66,15 +66,15 @@ def test_probe_is_remembered_until_the_environment_changes(tmp_path, monkeypatch
     detect.cache_clear()
     with monkeypatch.context() as patched:
         patched.setattr(install.subprocess, "run", no_subprocess)
-        assert detect(str(python)) == {"version": "0.6.1", "parallelism": False}
+        assert detect(str(python), True) == {"version": "0.6.1", "parallelism": False}
 
     (site / "lerobot" / "configs" / "parallelism.py").write_text("")  # git switch to main in an editable checkout
     detect.cache_clear()
-    assert detect(str(python)) == {"version": "0.6.1", "parallelism": True}
+    assert detect(str(python), True) == {"version": "0.6.1", "parallelism": True}
     (site / "lerobot-0.6.1.dist-info").rename(site / "lerobot-0.7.0.dist-info")  # pip install --upgrade
     (site / "lerobot-0.7.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: lerobot\nVersion: 0.7.0\n")
     detect.cache_clear()
-    assert detect(str(python)) == {"version": "0.7.0", "parallelism": True}
+    assert detect(str(python), True) == {"version": "0.7.0", "parallelism": True}
 
 
 def test_version_can_be_stated_where_it_cannot_be_probed(gw, write_preset, tmp_path):
@@ -143,7 +143,7 @@ def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, vari
     preset = real_preset(tmp_path, variable, accum, steps=8, save_freq=8)
     plan = json.loads(gw_subprocess("plan", preset, "--json").stdout)
     assert (plan["steps"], plan["trainer_steps"], plan["samples_seen"]) == (8, 8 * accum, 8 * 2 * 2 * accum)
-    result = gw_subprocess("run", preset, "--headless", timeout=600)
+    result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     run = newest_run()
     progress = run.progress()
@@ -175,7 +175,7 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, va
     preset = real_preset(tmp_path, variable, accum, steps=30, save_freq=4)
     config = tmp_path / "out" / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
     first = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", str(preset), "--headless"],
+        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -188,10 +188,10 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, va
     first.communicate(timeout=120)
     stopped = newest_run()
     assert stopped.status().state == "stopped"
-    checked = gw_subprocess("check", preset, "--resume", timeout=600)
+    checked = gw_subprocess("check", "--trust", preset, "--resume", timeout=600)
     assert checked.returncode == 0 and "accepted by lerobot-train" in checked.stdout, checked.stderr
     assert f"{30 * accum} steps" in checked.stdout and "resume true" in checked.stdout
-    resumed = gw_subprocess("run", preset, "--headless", "--resume", timeout=600)
+    resumed = gw_subprocess("run", "--trust", preset, "--headless", "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = newest_run()
     assert run.status().resumed_from == stopped.run_id

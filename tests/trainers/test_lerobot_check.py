@@ -57,12 +57,12 @@ def shipped(tmp_path: Path, preset: str, python: str, env: dict | None = None, *
 
 def check(preset: Path, *args: str) -> tuple[int, dict, str]:
     """`gpuwizard check PRESET --json` run from the preset's folder (relative output dirs land there)."""
-    result = gw_subprocess("check", preset, "--json", *args, cwd=preset.parent, timeout=600)
+    result = gw_subprocess("check", "--trust", preset, "--json", *args, cwd=preset.parent, timeout=600)
     return result.returncode, json.loads(result.stdout), result.stderr
 
 
 def summary_line(preset: Path) -> str:
-    result = gw_subprocess("check", preset, cwd=preset.parent, timeout=600)
+    result = gw_subprocess("check", "--trust", preset, cwd=preset.parent, timeout=600)
     return result.stdout.splitlines()[0]
 
 
@@ -107,7 +107,7 @@ def test_a_value_the_trainer_reads_differently_blocks_the_launch(tmp_path, varia
     assert code == 2 and record["status"] == "mismatch"
     assert [(m["key"], m["planned"], m["trainer"]) for m in record["mismatches"]] == [("warmup_steps", 5000, 100)]
     assert f"{parser} will use warmup_steps 100 where the plan says 5,000" in err
-    run = gw_subprocess("run", preset, "--headless", cwd=tmp_path, timeout=600)
+    run = gw_subprocess("run", "--trust", preset, "--headless", cwd=tmp_path, timeout=600)
     assert run.returncode == 2 and "warmup_steps 100 where the plan says 5,000" in run.stderr
     assert not (tmp_path / "outputs").exists(), "nothing started"
 
@@ -207,7 +207,7 @@ def test_fp16_on_pi0_is_refused_at_plan_time_where_lerobot_0_6_1_has_no_fp16_pat
     python = lerobot_python("GPUWIZARD_LEROBOT_PYTHON")
     env = {"PYTHONPATH": extras()}
     preset = shipped(tmp_path, "so100-act-1gpu", python, env, name="pi0-fp16", policy="pi0", mixed_precision="fp16")
-    result = gw_subprocess("check", preset, cwd=tmp_path, timeout=600)
+    result = gw_subprocess("check", "--trust", preset, cwd=tmp_path, timeout=600)
     assert result.returncode == 2 and result.stderr.count("mixed_precision = 'fp16'") == 1
     assert "LeRobot 0.6.1 takes pi0's mixed precision from --policy.dtype" in result.stderr
     asked = shipped(
@@ -241,7 +241,7 @@ def test_diffusion_without_its_extra_is_refused_before_the_launch(tmp_path, vari
         "ImportError: 'diffusers' is required but not installed. Install it with: pip install 'lerobot[diffusion]' "
         "(or uv pip install 'lerobot[diffusion]')"
     )
-    run = gw_subprocess("run", preset, "--headless", cwd=tmp_path, timeout=600)
+    run = gw_subprocess("run", "--trust", preset, "--headless", cwd=tmp_path, timeout=600)
     assert run.returncode == 2 and "pip install 'lerobot[diffusion]'" in run.stderr
     assert "install the missing package in the training environment" in run.stderr
     installed = shipped(tmp_path, "so100-act-1gpu", python, env={"PYTHONPATH": extras()}, **fields)

@@ -3,30 +3,18 @@ first, and puts the chosen interpreter into launch.python (driven with Pilot at 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.envpicker import EnvPicker
 from gpuwizard.tui.widgets import FieldInput
+from support.trainers import metadata_venv
 from support.tui import goto, key_bar_fits, settle, text_of, wait_until
-
-
-def fake_env(folder: Path, packages: dict[str, str]) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
-    site = next(folder.glob("lib/python3*/site-packages"))
-    for name, version in packages.items():
-        (site / f"{name}-{version}.dist-info").mkdir()
-        (site / f"{name}-{version}.dist-info" / "METADATA").write_text(f"Name: {name}\nVersion: {version}\n")
-    return folder / "bin" / "python3"
 
 
 async def test_f6_picks_the_training_interpreter_from_the_environments_found(tmp_path, monkeypatch):
     home = tmp_path / "home"
-    wanted = fake_env(home / ".venvs" / "train", {"gpuwizard": "0.1.0", "torch": "2.13.0"})
-    fake_env(home / ".venvs" / "plain", {})
+    wanted = metadata_venv(home / ".venvs" / "train", {"gpuwizard": "0.1.0", "torch": "2.13.0"})
+    metadata_venv(home / ".venvs" / "plain", {})
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GPUWIZARD_ENV_CACHE", str(tmp_path / "no-cache"))
     monkeypatch.chdir(tmp_path)

@@ -20,7 +20,7 @@ SCALING = [name for name, _ in STEPS].index("scaling")
 
 def probed(gw, name: str) -> None:
     demo_preset(name, "batch: {size: 4}\noptim: {lr: 1.0e-3, steps: 200}\ntrainer_options: {episodes: 4}")
-    result = gw("probe", name, "--gpus", "1,2", "--batch", "4", "--steps", "40")
+    result = gw("probe", "--trust", name, "--gpus", "1,2", "--batch", "4", "--steps", "40")
     assert result.code == 0, result.err
 
 

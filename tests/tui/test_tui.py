@@ -86,7 +86,10 @@ async def test_walk_lerobot_with_scaling_rule(gpus):
         assert "NCCL_P2P_DISABLE: 1" in problems and "GPU 1 is busy" in problems, (
             "the recorded 4090s have no P2P and a busy GPU 1"
         )
-        assert f"{len(screen.plan.warnings)} warning(s)" in str(app.screen.query_one("#summary").render())
+        summary = str(app.screen.query_one("#summary").render())
+        assert " cannot start here  launch.python (not set): lerobot-train" in summary, (
+            "no LeRobot here: the launch would refuse, and the status says so before ctrl+r"
+        )
         assert app.focused is app.screen.query_one("#preview-step"), "the preview scrolls by keyboard"
 
 

@@ -157,7 +157,7 @@ async def test_keys_screen_lists_every_key_of_the_screen_and_escape_closes_it():
         assert field.value.endswith("?") and app.screen is wizard, "a field takes `?` as text"
         await pilot.press("f1")
         assert await wait_until(pilot, lambda: isinstance(app.screen, KeysScreen), 10), "F1 works in a field"
-        assert "in the focused FieldInput" in text_of(app.screen.query_one("#keys-list"))
+        assert "in the field dataset id (text field)" in text_of(app.screen.query_one("#keys-list"))
         await pilot.press("f1")
         await pilot.pause()
         assert app.screen is wizard

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.core.errors import UserError
+from gpuwizard.model import trust
 from gpuwizard.model.preset_files import load_preset_file
 from gpuwizard.runner.prepare import prepare_run
 
@@ -117,6 +118,7 @@ def test_a_checkpoints_step_is_read_from_its_step_folder(tmp_path, checkpoint, s
 def test_a_local_run_refuses_a_dataset_folder_that_is_not_here(write_preset):
     """The plan only warns (it may be for another machine); a run on this one would fail once it reads its data."""
     preset = load_preset_file(write_preset(HF_LOCAL))
+    trust.grant_for_session(preset)  # the user said yes to its script: what is left to refuse is the dataset
     with pytest.raises(UserError) as refused:
         prepare_run(preset, check=False)
     assert (

@@ -576,7 +576,9 @@ def test_act_backbone_lr_scales_with_the_lr(gw, write_preset):
     unscaled = preview_json(
         gw, write_preset(base.replace("rule: sqrt_lr, reference_gpus: 1", "rule: none, reference_gpus: 4"))
     )
-    assert flag(unscaled["argv"], "--policy.optimizer_lr_backbone") is None, "the policy's own default stays"
+    assert flag(unscaled["argv"], "--policy.optimizer_lr_backbone") == "1e-05", (
+        "the backbone's own default (configuration_act.py: optimizer_lr_backbone 1e-5), passed so it cannot drift"
+    )
     linear = base.replace("rule: sqrt_lr", "rule: linear_lr")
     spec = preview_json(gw, write_preset(linear))
     assert "--use_policy_training_preset=false" in spec["argv"] and flag(spec["argv"], "--optimizer.lr") == "4e-05"
@@ -636,8 +638,8 @@ def test_openpi_passes_only_the_schedule_that_differs_from_its_config(gw, write_
     argv = preview_json(gw, write_preset(OPENPI_DROID))["argv"]
     assert not any(a.startswith("--lr-schedule") for a in argv), argv
     longer = preview_json(gw, write_preset(OPENPI_DROID.replace("steps: 20000", "steps: 40000")))["argv"]
-    assert [a for a in longer if a.startswith("--lr-schedule")] == ["--lr-schedule.decay-steps=60000"], (
-        "the config's own cosine (30,000 for 20,000 steps) stretched with the run"
+    assert [a for a in longer if a.startswith("--lr-schedule")] == [], (
+        "openpi keeps the config's own decay_steps whatever --num-train-steps says (optimizer.py:24-31)"
     )
     own_lr = OPENPI_DROID.replace("optim: {steps: 20000}", "optim: {lr: 1.0e-5, steps: 20000}")
     assert [a for a in preview_json(gw, write_preset(own_lr))["argv"] if a.startswith("--lr-schedule")] == [

@@ -51,7 +51,7 @@ def test_a_line_break_or_control_character_in_any_field_of_the_script_is_one_par
 @pytest.mark.parametrize("given", ["PAYLOAD=ok\ntouch /tmp/INJECTED", "PAYLOAD"])
 def test_an_env_value_with_a_line_break_is_one_paragraph(gw, monkeypatch, given):
     monkeypatch.setenv("PAYLOAD", "ok\ntouch /tmp/INJECTED")
-    result = gw("run", "demo-cpu", "--headless", "--env", given)
+    result = gw("run", "--trust", "demo-cpu", "--headless", "--env", given)
     assert result.code == 2 and result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
     assert "--env = 'PAYLOAD': the value of PAYLOAD holds control characters (U+000A)" in result.err
 

@@ -30,12 +30,12 @@ STATUS_EVERY_S = 2.0
 
 def run_command(args: argparse.Namespace, signals: RunSignals) -> int:
     """`gpuwizard run`, its signals handled (main.cmd_run installs them before this module loads)."""
-    from gpuwizard.model.preset_files import load_preset
+    from gpuwizard.cli.commands import load_given
     from gpuwizard.runner.launch import start_run
     from gpuwizard.runner.prepare import prepare_run
     from gpuwizard.tui import entry
 
-    preset = load_preset(args.preset)  # a preset's mistakes come first, whatever the terminal
+    preset = load_given(args.preset, "run", args.trust)  # a preset's mistakes come first, whatever the terminal
     headless = args.headless or args.detach
     if not headless and not entry.has_terminal():
         sys.stderr.write("gpuwizard run: no terminal here (stdin, stdout or stderr is not one): running headless\n")

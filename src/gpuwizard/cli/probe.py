@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 
 def probe_request(args: argparse.Namespace) -> ProbeRequest:
-    from gpuwizard.model.preset_files import load_preset
+    from gpuwizard.cli.commands import load_given
     from gpuwizard.runner.probe_grid import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
 
-    preset = load_preset(args.preset)
+    preset = load_given(args.preset, "probe", args.trust)
     if not 0 <= args.headroom < 1:
         raise UserError(
             problem("--headroom", "must be at least 0 and below 1", "e.g. 0.1 keeps 10% free", value=args.headroom)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,20 @@ def sentence(text: str) -> str:
     """End a message with one full stop unless it already ends with punctuation."""
     text = text.rstrip()
     return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def closest(value: Any, choices: Iterable[Any]) -> str | None:
+    """The choice a mistyped word was probably meant to be ("lerobt": lerobot), if one is close enough to say."""
+    import difflib  # only a mistake needs it
+
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def unknown(what: str, value: Any, choices: Iterable[Any]) -> str:
+    """A what-is-wrong phrase with the choice it was probably meant to be ("did you mean lerobot?"), as for keys."""
+    close = closest(value, choices)
+    return f"{what}; did you mean {close}?" if close else what
 
 
 @dataclass(frozen=True)

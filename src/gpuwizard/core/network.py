@@ -77,6 +77,18 @@ def port_free(port: int) -> bool:
     return True
 
 
+def is_local_address(address: str) -> bool:
+    """Whether an address belongs to this machine: binding to it fails with EADDRNOTAVAIL where it does not."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((address, 0))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                return False
+            raise
+    return True
+
+
 def reachable(endpoint: Endpoint, timeout_s: float = 2.0) -> bool:
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
@@ -94,6 +106,17 @@ def preflight(endpoint_text: str, node_rank: int) -> list[Problem]:
                 "hardware.rdzv_endpoint",
                 f"the host {endpoint.host} does not resolve on this node",
                 "use node 0's address or a name every node resolves (check /etc/hosts or DNS)",
+                value=endpoint_text,
+            )
+        ]
+    address = resolve(endpoint)
+    if node_rank == 0 and address is not None and not is_local_address(address):
+        return [
+            problem(
+                "hardware.rdzv_endpoint",
+                f"{endpoint.host} ({address}) is not an address of this machine, and node 0 is where torchrun's "
+                "rendezvous store listens: the other nodes would wait for a store that never answers",
+                "give node 0's own address (`hostname -I` lists them) or run node rank 0 on the host it names",
                 value=endpoint_text,
             )
         ]

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticUndefined
 
-from gpuwizard.core.errors import Problem, problem
+from gpuwizard.core.errors import Problem, closest, problem, unknown
 
 RULE = "gpuwizard_rule"
 MISSING: Any = PydanticUndefined
@@ -207,11 +207,9 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
     if kind == "extra_forbidden":
         parent = model_at(root, loc[:-1])
         known = list(parent.model_fields) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
-        import difflib  # only an unknown key needs it
-
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        close = closest(loc[-1], known)
         if close:
-            return problem(field, f"unknown key; did you mean {close[0]}?", f"rename it to {close[0]}")
+            return problem(field, f"unknown key; did you mean {close}?", f"rename it to {close}")
         listed = ", ".join(known) if known else "see `gpuwizard presets schema`"
         return problem(field, "unknown key", f"remove it; the keys here are {listed}")
     if kind == "missing":
@@ -240,7 +238,8 @@ def problem_of(err: Any, loc: tuple[Any, ...], root: type[BaseModel], prefix: tu
                 f'quote it: {leaf}: "{word}"',
                 value=value,
             )
-        return problem(field, f"must be one of {listed}", f"use one of: {listed}", value=value)
+        said = unknown(f"must be one of {listed}", value, choices)
+        return problem(field, said, f"use one of: {listed}", value=value)
     if kind in ("string_too_short", "too_short"):
         return problem(field, "must not be empty", "write a value", value=value)
     if kind in ("string_too_long", "too_long"):

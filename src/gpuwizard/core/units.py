@@ -16,6 +16,12 @@ def fmt_hours(hours: float | None) -> str:
     return f"{hours:.1f} h"
 
 
+def about(hours: float) -> str:
+    """An approximate time in a sentence: "~5 min", "~1.5 h", but "<1 min" where "~<1 min" or "~0 min" would read."""
+    text = fmt_hours(hours)
+    return text if text.startswith("<") else f"~{text}"
+
+
 def device_unit(device: str, n: int = 1) -> str:
     """What a run's workers are: GPUs on CUDA, processes on the CPU (a CPU run has no GPU to count)."""
     if device == "cuda":

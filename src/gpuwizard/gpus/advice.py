@@ -39,9 +39,11 @@ def setup_advice(
         found.append(
             warning(
                 "hardware.gpus",
-                f"only {len(chosen)} of the {count} requested GPUs are visible here "
+                f"only {len(chosen)} of the {count} requested GPUs {'is' if len(chosen) == 1 else 'are'} visible here "
                 f"(CUDA_VISIBLE_DEVICES={inventory.cuda_visible_devices})",
-                "lower hardware.gpus or make more devices visible",
+                f"set hardware.gpus: {len(chosen)} or make more devices visible"
+                if chosen
+                else "make the devices visible (CUDA_VISIBLE_DEVICES) or run on the training machine",
                 value=count,
             )
         )

@@ -76,6 +76,7 @@ class OpenpiConfig(Strict):
     pytorch_weight_path: str | None = Field(None, description="pytorch_weight_path (null: random init on PyTorch).")
     overwrite: bool = Field(False, description="Whether a fresh start wipes an existing checkpoint folder.")
     data: str | None = Field(None, description="The data config's class (LeRobotLiberoDataConfig, ...), where known.")
+    log_interval: int = Field(100, gt=0, description="TrainConfig.log_interval: steps between log lines.")
 
 
 class OpenpiPolicyFacts(Strict):

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwizard.core.units import about
 from gpuwizard.core.yamlio import read_regular
 
 
@@ -30,11 +31,9 @@ class DatasetMeta:
         return asdict(self)
 
     def summary(self) -> str:
-        minutes = self.frames / self.fps / 60 if self.fps else 0
+        length = about(self.frames / self.fps / 3600) if self.fps else "length unknown"
         cams = ", ".join(c.rsplit(".", 1)[-1] for c in self.cameras) or "no cameras"
-        return (
-            f"{self.episodes} episodes, {self.frames} frames at {self.fps:g} fps (~{minutes:.0f} min), cameras: {cams}"
-        )
+        return f"{self.episodes} episodes, {self.frames} frames at {self.fps:g} fps ({length}), cameras: {cams}"
 
 
 def _dim(feature: dict[str, Any] | None) -> int | None:

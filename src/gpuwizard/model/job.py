@@ -177,6 +177,8 @@ class Plan:
     advice: list[str]
     estimates: list[dict[str, Any]] = field(default_factory=list)
     """Per GPU count of the batch table: wall time, GPU-hours, cost and where each figure comes from."""
+    epochs: float | None = None
+    """Passes over the dataset's frames (samples seen / frames) where its metadata is here to count them."""
     problems: list[Problem] = field(default_factory=list)
 
     @property

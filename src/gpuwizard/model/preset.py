@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gpuwizard.core import yamlio
-from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.errors import UserError, problem, unknown
 from gpuwizard.core.safetext import control_characters
 from gpuwizard.core.schema import Rules, Strict, as_rules, problems_from, rule_error, to_data
 from gpuwizard.model.preset_sections import (
@@ -104,8 +104,9 @@ class Preset(Strict):
     @field_validator("trainer")
     @classmethod
     def _trainer(cls, name: str) -> str:
-        if name not in trainer_names():
-            raise rule_error(None, "unknown trainer", f"choose one of {', '.join(trainer_names())}", name)
+        names = trainer_names()
+        if name not in names:
+            raise rule_error(None, unknown("unknown trainer", name, names), f"choose one of {', '.join(names)}", name)
         return name
 
     @field_validator("policy")
@@ -113,8 +114,11 @@ class Preset(Strict):
     def _policy(cls, name: str) -> str:
         from gpuwizard.model.catalog import load_catalog
 
-        if name not in load_catalog():
-            raise rule_error(None, "not in the policy catalog", f"choose one of {', '.join(load_catalog())}", name)
+        catalog = load_catalog()
+        if name not in catalog:
+            raise rule_error(
+                None, unknown("not in the policy catalog", name, catalog), f"choose one of {', '.join(catalog)}", name
+            )
         return name
 
     @field_validator("trainer_options")

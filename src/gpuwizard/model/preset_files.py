@@ -7,10 +7,12 @@ from pathlib import Path
 from gpuwizard.core import paths, yamlio
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.model.preset import Preset, parse_preset, preset_schema
+from gpuwizard.model.trust import note_source
 
 
 def load_preset_file(path: Path) -> Preset:
-    return parse_preset(yamlio.load_file(path), str(path))
+    """A preset file, validated; one of the user's or the shipped folder may run its own code (model/trust.py)."""
+    return note_source(parse_preset(yamlio.load_file(path), str(path)), path)
 
 
 def _preset_files(folder: Path) -> dict[str, Path]:

@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpuwizard.core.units import counted, device_unit, fmt_hours
+from gpuwizard.core.units import about, counted, device_unit
 
 if TYPE_CHECKING:
     from gpuwizard.model.catalog import TrainingTime
@@ -119,10 +119,10 @@ def published_note(published: PublishedTime, steps: int, per_device: int, device
         )
     elif per_device > published.batch:
         batch = f": a step at batch {per_device} is taken as {cost:.2g}x one at batch {published.batch}"
-    scaled = fmt_hours(published_hours(published, steps, per_device, 1))
+    scaled = about(published_hours(published, steps, per_device, 1))
     return (
-        f"The {published_name(device)}, ~{published.hours:g} h for {published.setting}, is scaled to this preset's "
-        f"{steps} steps at {per_device} samples per {unit}{batch}, so ~{scaled} on {counted(1, device)}."
+        f"The {published_name(device)}, {about(published.hours)} for {published.setting}, is scaled to this preset's "
+        f"{steps} steps at {per_device} samples per {unit}{batch}, so {scaled} on {counted(1, device)}."
     )
 
 

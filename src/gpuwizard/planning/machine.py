@@ -33,12 +33,17 @@ def machine_problems(preset: Preset, plan: Plan, inventory: Inventory) -> list[P
     visible = len(inventory.visible())
     if visible >= preset.hardware.gpus:
         return []
+    if visible:  # a count that fits here; none visible: lowering the count fixes nothing
+        first = f"set hardware.gpus: {visible}, "
+    else:
+        first = "make the GPUs visible (CUDA_VISIBLE_DEVICES), " if inventory.has_gpus else ""
+    verb = "is" if visible == 1 else "are"
     return [
         problem(
             "hardware.gpus",
-            f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} are visible here"
+            f"this job needs {preset.hardware.gpus} GPU(s) per node but {visible} {verb} visible here"
             + (f" ({inventory.message})" if inventory.message else ""),
-            "lower hardware.gpus, use hardware.device: cpu for a CPU dry run, or run it on the training machine",
+            f"{first}use hardware.device: cpu for a CPU dry run, or run it on the training machine",
             value=preset.hardware.gpus,
         )
     ]

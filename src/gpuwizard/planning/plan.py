@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwizard.core.errors import Problem, UserError, note, problem
 from gpuwizard.model.catalog import PolicyEntry, load_catalog
@@ -259,16 +259,18 @@ def make_plan(
         dataset=dataset_meta,
         advice=advice_lines(preset, policy, world, strategy, fit, k),
         estimates=plan_estimates(preset, policy, table, reference.effective, base_lr),
+        epochs=epochs_of(steps * layout.effective if layout.effective else None, dataset_meta),
     )
     preset_folder = output_dir is None
     if preset_folder:
         output_dir, notes = output_notes(preset, resume)
         found += notes
     ctx = BuildContext(preset, plan, policy, python, workdir, output_dir or preset_output_dir(preset), resume)
-    found += workdir_problems + check_python(preset) + conflicting_extra_args(preset, trainer)
+    bad_python = check_python(preset)
+    found += workdir_problems + bad_python + conflicting_extra_args(preset, trainer)
     found += rendezvous_findings(preset, trainer)
     found += output_dir_findings(ctx)
-    found += trainer.check(ctx)
+    found += without_echoes(trainer.check(ctx), python) if bad_python else trainer.check(ctx)
     if preset_folder and not resume and fixed_output(preset):
         if not any(p.field == "output_dir" and p.level == "error" for p in found):  # the trainer's own refusal
             found += checkpoint_findings(ctx, trainer)
@@ -276,5 +278,20 @@ def make_plan(
     return plan, ctx
 
 
+def without_echoes(found: list[Problem], python: str) -> list[Problem]:
+    """One paragraph for a bad launch.python: the trainer's warnings that it finds nothing in that interpreter only
+    repeat the error, so they go (its errors and notes stay)."""
+    return [p for p in found if p.level != "warning" or python not in p.message]
+
+
 def build_command(ctx: BuildContext) -> LaunchSpec:
     return get_trainer(ctx.preset.trainer).build(ctx)
+
+
+def epochs_of(samples_seen: int | None, dataset: dict[str, Any] | None) -> float | None:
+    """Passes over the dataset: samples seen over its frames (a sampler that drops frames at episode ends, as
+    LeRobot's does for policies with several observation steps, makes an epoch a little shorter)."""
+    frames = dataset.get("frames") if dataset else None
+    if not samples_seen or not isinstance(frames, int) or frames <= 0:
+        return None
+    return round(samples_seen / frames, 2)

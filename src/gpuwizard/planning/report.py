@@ -41,7 +41,8 @@ def plan_text(plan: Plan, name: str) -> str:
         f"  scaling       {plan.rule}: lr {fmt_lr(plan.base_lr)} -> {fmt_lr(plan.lr)}, steps {plan.base_steps} -> "
         f"{plan.steps}, warmup {warmup}",
         f"  steps         {plan.steps} optimizer updates"
-        + (f", {plan.samples_seen} samples seen" if plan.samples_seen else ""),
+        + (f", {plan.samples_seen} samples seen" if plan.samples_seen else "")
+        + (f", ~{plan.epochs:g} epochs of the dataset's frames" if plan.epochs is not None else ""),
     ]
     if plan.trainer_steps != plan.steps:
         lines.append(

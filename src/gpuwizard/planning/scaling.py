@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuwizard.core.errors import Problem, note, problem, warning
+from gpuwizard.core.units import about
 from gpuwizard.model.catalog import PolicyEntry
 from gpuwizard.model.job import DetectedDevices, Fit
 from gpuwizard.model.preset import Preset
@@ -151,7 +152,7 @@ def advice_lines(
     if policy.single_gpu_hours:
         name = "Published time" if preset.hardware.device == "cpu" else "Published single-GPU time"
         lines.append(
-            f"{name}: ~{policy.single_gpu_hours.hours:g} h ({policy.single_gpu_hours.setting}), for those steps and "
+            f"{name}: {about(policy.single_gpu_hours.hours)} ({policy.single_gpu_hours.setting}), for those steps and "
             "that batch; the estimates scale it to this preset's steps and batch."
         )
     if k and k != 1:

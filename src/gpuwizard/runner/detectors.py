@@ -41,6 +41,7 @@ class JobMonitor:
         self.rate_window: deque[tuple[float, int]] = deque(maxlen=32)
         self.failures = FailureReader()
         self.lr_checked = False
+        self.lr_reported = False
         self.schedule = expect.schedule or LrSchedule(peak=expect.lr, warmup_steps=expect.warmup_steps)
         self.waiting: list[tuple[Metric, float | None]] = []
         """Losses, with the lr of the same line, logged without their step (HF's metric dicts) since step
@@ -56,6 +57,10 @@ class JobMonitor:
         self.metrics: list[Metric] = []
         self.input_bound = InputBoundWatch()
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
+        self.own_rate = False
+        """The trainer logs its own samples/s on its step lines: no rate is derived from its steps then."""
+        self.logged_batch: int | None = None
+        self.bar_rate: float | None = None
 
     def restart_clock(self, now: float) -> None:
         """The job starts only now (a SLURM job leaving the queue): its start-up allowance counts from here."""
@@ -92,6 +97,8 @@ class JobMonitor:
 
     def _apply(self, info: LineInfo, now: float) -> list[Event]:
         p, new = self.progress, []
+        if self._foreign_bar(info):
+            return []
         if info.bar_total is not None and info.step is not None and p.total is not None:
             info = replace(info, step=info.step + max(0, p.total - info.bar_total))
         if info.total and info.total != p.total and info.step is not None:
@@ -99,7 +106,8 @@ class JobMonitor:
         if info.step is not None and info.step_is_exact:
             self.exact_steps_seen = True
         usable = info.step is not None and (info.step_is_exact or not self.exact_steps_seen)
-        if usable and info.step is not None and (p.step is None or info.step > p.step):
+        stepped = usable and info.step is not None and (p.step is None or info.step > p.step)
+        if stepped and info.step is not None:
             if self.checkpoint_started is not None:
                 self.checkpoint_durations.append(now - self.checkpoint_started)
                 self.checkpoint_started = None
@@ -112,6 +120,17 @@ class JobMonitor:
             self._update_rate()
         if usable and info.step is not None and self.waiting:
             new += self._place_waiting(info.step)
+        rate = info.samples_per_s
+        if rate is not None and not info.finished:
+            self.own_rate = True
+        elif rate is None and stepped and not self.own_rate and (info.bar or info.steps_per_s):
+            rate = self._rate_from_steps(info.steps_per_s)  # LeRobot's bar (bar_total) counts micro-batches on main
+        if rate is not None:
+            if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
+                self.rate_sum += rate
+                self.rate_count += 1
+                p.samples_per_s_mean = self.rate_sum / self.rate_count
+            p.samples_per_s = rate
         if info.loss is not None:
             p.loss = info.loss
             metric = Metric(
@@ -119,7 +138,7 @@ class JobMonitor:
                 step=p.step,
                 loss=info.loss,
                 lr=info.lr if info.lr is not None else p.lr,
-                samples_per_s=info.samples_per_s if info.samples_per_s is not None else p.samples_per_s,
+                samples_per_s=p.samples_per_s,
             )
             if info.step is not None or p.finished:
                 self.metrics.append(metric)
@@ -146,17 +165,12 @@ class JobMonitor:
             p.samples = info.samples
         if info.data_s is not None and info.step_s:
             new += [self._event(event) for event in self.input_bound.by_log(info.data_s, info.step_s)]
-        if info.samples_per_s is not None:
-            if p.samples_per_s is not None:  # the first window includes start-up; leave it out of the mean
-                self.rate_sum += info.samples_per_s
-                self.rate_count += 1
-                p.samples_per_s_mean = self.rate_sum / self.rate_count
-            p.samples_per_s = info.samples_per_s
         if info.lr is not None:
             p.lr = info.lr
             if info.step is not None:
                 new += self._check_lr(info.lr, info.step, info.step)
         if info.effective_batch is not None:
+            self.logged_batch = info.effective_batch
             new += self._check_batch(info.effective_batch)
         if info.checkpoint:
             p.checkpoints += 1
@@ -165,6 +179,24 @@ class JobMonitor:
             p.finished = True
             new += self._place_waiting(p.step or 0)  # nothing will name their step now
         return new
+
+    def _foreign_bar(self, info: LineInfo) -> bool:
+        """A bar that counts something other than this run's steps (a datasets 'Map' bar, an eval bar): its total
+        is not the run's; LeRobot's, which counts from the step it resumed at, never passes the run's total."""
+        total = self.progress.total
+        if total is None or not (info.bar or info.bar_total is not None):
+            return False
+        return info.total != total if info.bar else (info.bar_total or 0) > total
+
+    def _rate_from_steps(self, bar_rate: float | None) -> float | None:
+        """Samples/s where the trainer logs none per step (HF Trainer and GR00T log it only in the final dict,
+        openpi never): its bar's own step rate (measured in the process), else the steps the log showed over the
+        time they took, times the samples of one step (the trainer's banner, else the plan's; one logged step is one
+        update for these)."""
+        self.bar_rate = bar_rate or self.bar_rate  # a bar redraws now and then: its rate holds until the next
+        steps_per_s = self.bar_rate or self.progress.steps_per_s
+        batch = self.logged_batch or self.expect.effective_batch
+        return steps_per_s * batch if steps_per_s and batch else None
 
     def _place_waiting(self, step: int) -> list[Event]:
         """Give the losses logged without a step the steps up to `step`, the next one the log named: the last
@@ -199,26 +231,29 @@ class JobMonitor:
 
     def _check_lr(self, logged: float, low: int, high: int) -> list[Event]:
         """Compare the first lr logged after warmup with the schedule's value at its step (low..high where the
-        line did not name it); an lr above the schedule's highest is wrong whenever it shows."""
+        line did not name it); an lr above the schedule's highest, or not a number at all, is wrong whenever it
+        shows (a run that reads right at first and then logs 1e308 is no green run). Said once."""
         schedule = self.schedule
+        wild = not logged <= schedule.highest() * (1 + LR_TOLERANCE)  # NaN compares False
         warming = low < schedule.warmup_steps + schedule.lag
-        if self.lr_checked or (warming and logged <= schedule.highest() * (1 + LR_TOLERANCE)):
+        if self.lr_reported or ((self.lr_checked or warming) and not wild):
             return []
         self.lr_checked = True
         lowest, highest = schedule.between(low, high)
         if lowest * (1 - LR_TOLERANCE) <= logged <= highest * (1 + LR_TOLERANCE):
             return []
+        self.lr_reported = True
         expected = schedule.logged_at(high)
         step = high if low == high else f"{low}-{high}"
+        times = logged / expected if expected > 0 and math.isfinite(logged) else math.inf
+        ratio = f"{times:.2f}x the planned one" if math.isfinite(times) else f"{logged:.3g}, planned {expected:.3g}"
         return [
             self._event(
                 Event(
                     kind="lr_mismatch",
                     severity="error",
                     title=f"lr mismatch: the trainer logs {logged:.3g}, the plan's schedule says {expected:.3g}",
-                    detail=f"At step {step} the logged learning rate is {logged / expected:.2f}x the planned one"
-                    if expected > 0
-                    else f"At step {step} the plan's schedule is at 0 and the trainer logs {logged:.3g}.",
+                    detail=f"At step {step} the logged learning rate is {ratio}.",
                     suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites "
                     "--optimizer.lr). Stop and check the command; gpuwizard passes the lr flag each "
                     "trainer honours.",
@@ -273,6 +308,11 @@ class JobMonitor:
             if allowance > base:
                 base, why = allowance, "a checkpoint is being written"
         return base, why
+
+    def progressing(self, now: float) -> bool:
+        """Steps come within the hang limit: a stack dump taken now is a snapshot of work, not of a stall."""
+        last = self.last_progress_at
+        return last is not None and not self.hang_reported and now - last < self.threshold(now)[0]
 
     def tick(self, now: float, ranks: list[RankState], gpus: list[GpuSample] | None = None) -> list[Event]:
         """Called about once a second; returns a hang event when progress has stopped for too long, and says when

@@ -17,7 +17,7 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
     (
         "collective_timeout",
         re.compile(
-            r"(?:\[Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
+            r"(?:\[(?:PG [^\]]*? )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
             r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
         ),
         "NCCL collective timed out",
@@ -75,6 +75,18 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "by the full disk is not resumed from.",
     ),
 ]
+
+
+OWN_LINE = re.compile(
+    r"(?:[A-Za-z_][\w.]*(?:Error|Exception)\b"  # an exception the job raised: a traceback's last line
+    r"|what\(\):|terminate called after throwing"  # a C++ exception that ended a process
+    r"|\[[EF][\d :.]*(?:\S+/)?\w+\.(?:cpp|hpp|cc|h):\d+\]"  # c10d's error log: [E1218 ... ProcessGroupNCCL.cpp:629]
+    r"|\S+:\d+:\d+ \[\d+\] NCCL WARN"  # NCCL's own warning: host:pid:tid [device] NCCL WARN
+    r"|[\w.-]+: .*: (?:No space left on device|Disk quota exceeded)$)"  # a tool the job ran, in perror's form
+)
+"""Where an error signature counts: as torch, NCCL, Python or a failing tool prints it, at the start of the line
+(after the rank prefix). The same words inside a message the job logs (a retry notice, a dataset's text, a
+library's progress note) are no error of this run."""
 
 
 SIGNAL_WORDS = (
@@ -199,6 +211,34 @@ class FailureTable:
         return {"rank": int(rank[1]) if rank else None, "exitcode": int(code[1]) if code else None, "error": error}
 
 
+ADVICE: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(r"^(?:\w+\.)*(?:FileNotFoundError|NotADirectoryError)\b|No such file or directory"),
+        "A file or folder the job needs is not there: check the path the error names (the dataset root, a "
+        "checkpoint to resume, the script, a config) and that it exists on every node; rerunning cannot help.",
+    ),
+    (
+        re.compile(r"^(?:\w+\.)*PermissionError\b|Permission denied"),
+        "The job may not read or write the path the error names: fix its permissions, or point the preset at a "
+        "folder this user owns.",
+    ),
+    (
+        re.compile(r"^(?:\w+\.)*(?:ModuleNotFoundError|ImportError)\b"),
+        "The training environment lacks a package the job imports: install it into launch.python's environment "
+        "(gpuwizard envs shows which one runs).",
+    ),
+]
+"""Advice by what the failing rank's error says; anything else is a case for a quick reproduction."""
+
+
+def failure_advice(error: str) -> str:
+    """What to do about a rank's error, by its kind: a missing file needs its path fixed, not a smoke run."""
+    for pattern, advice in ADVICE:
+        if pattern.search(error.strip()):
+            return advice
+    return "Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2)."
+
+
 class FailureReader:
     """Reads log text for what failed: each known error signature once, and torchrun's failure table."""
 
@@ -235,8 +275,7 @@ class FailureReader:
                         title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
                         detail="torchrun's failure table names this rank as the first to fail; the others were "
                         f"stopped after it.{wrapper}",
-                        suggestion="Read the rank's traceback in the log; reproduce quickly with a smoke run (50 "
-                        "steps, batch 2).",
+                        suggestion=failure_advice(error),
                         rank=rank,
                         data=failure,
                     )
@@ -245,6 +284,8 @@ class FailureReader:
         return new
 
     def _signatures(self, line: str) -> list[Event]:
+        if not OWN_LINE.match(line.lstrip()):
+            return []
         for kind, pattern, title, suggestion in SIGNATURES:
             match = pattern.search(line)
             if not match:

@@ -16,11 +16,11 @@ from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runner.jobhost import JobHost
 from gpuwizard.runner.locks import OutputLock
+from gpuwizard.runner.outputpump import OutputPump
 from gpuwizard.runner.procs import MARKER, JobProcesses, marker_value
 from gpuwizard.runner.stacks import dump_stacks
 from gpuwizard.runs.owner import OutputOwner, write_owner
 from gpuwizard.runs.records import Event, ProcessRef, RanksSample
-from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer
 
 POLL_S = 0.1
@@ -147,13 +147,12 @@ def follow_local(sup: JobHost) -> int:
                 run_pids=lambda: sup.run_pids,
                 on_sample=sup.write_gpu_samples,
             ).start()
-    tail = LogTail(sup.run.log)
+    pump = OutputPump(sup.run.log)
     last_tick = last_progress = -float("inf")  # durations on the monotonic clock: a wall-clock jump is no hang
     rc: int | None = None
+    ended_itself = False
     while True:
-        chunk = tail.read()
-        if chunk:
-            sup.ingest(monitor, chunk)
+        caught_up = pump.pump(sup, monitor)  # bounded: a job that floods its log never starves what follows
         mono = time.monotonic()
         if mono - last_tick >= TICK_S:
             last_tick = mono
@@ -173,7 +172,9 @@ def follow_local(sup: JobHost) -> int:
         if sup.dump_requested:
             sup.dump_requested = False
             procs.refresh()
-            report = dump_stacks(procs.sample_ranks(), sup.run.stacks_dir)
+            report = dump_stacks(
+                procs.sample_ranks(), sup.run.stacks_dir, healthy=monitor.progressing(time.monotonic())
+            )
             sup.record(
                 [
                     Event(
@@ -188,22 +189,24 @@ def follow_local(sup: JobHost) -> int:
         if mono - last_progress >= PROGRESS_EVERY_S and sup.stop_reason != FOLDER_GONE:
             last_progress = mono
             sup.persist(sup.run.write, "progress.json", monitor.progress)
+        rc = sup.job.poll()
+        if rc is not None:
+            ended_itself = True
+            time.sleep(POLL_S)
+            if sup.stop_reason != FOLDER_GONE:  # a folder made anew in its place is not this run's
+                pump.drain(sup, monitor)
+            survivors = procs.stop(grace_s=2) if procs.remaining() else []  # what the job left running
+            break
         if sup.stop_reason and not sup.waits_for_checkpoint(monitor, time.monotonic()):
             if sup.stop_reason != FOLDER_GONE:
                 sup.set_status(state=RunState.STOPPING, stop_reason=sup.stop_reason)
             survivors = procs.stop(grace_s=sup.job_cfg.stop_grace_s)
             rc = sup.job.wait()
+            pump.summarize(sup)
             break
-        rc = sup.job.poll()
-        if rc is not None:
-            time.sleep(POLL_S)
-            while chunk := tail.read():
-                sup.ingest(monitor, chunk)
-            survivors = procs.stop(grace_s=2) if procs.remaining() else []  # what the job left running
-            break
-        time.sleep(0 if chunk.skipped else POLL_S)  # dropping a cut line costs nothing: catch up at once
+        time.sleep(POLL_S if caught_up else 0)  # behind the job: read on at once
     procs.close()
-    tail.close()
+    pump.close()
     if sup.stop_reason == FOLDER_GONE or sup.folder_gone():
         return sup.end_without_folder(survivors)
     if rc not in (None, 0) and sup.stop_reason is None:
@@ -237,4 +240,6 @@ def follow_local(sup: JobHost) -> int:
                     )
                 ]
             )
+    if ended_itself and sup.stop_reason == "user":
+        sup.stop_reason = None  # it ended on its own before a stop reached it: its own end is the truth
     return sup.finish(rc, survivors)

@@ -14,6 +14,7 @@ from gpuwizard.core.errors import Problem, UserError, problem
 from gpuwizard.core.safetext import control_characters
 from gpuwizard.core.schema import updated
 from gpuwizard.core.secrets import REDACTED, split_secrets
+from gpuwizard.model import trust
 from gpuwizard.model.job import BuildContext, Plan
 from gpuwizard.model.preset import Preset
 from gpuwizard.model.preset_files import load_preset
@@ -209,6 +210,9 @@ def prepare_run(
     trainer's own parser about the command first."""
     from gpuwizard.gpus.inventory import read_inventory
 
+    if not trust.is_trusted(preset):  # the preset as given: --env and the other changes below are the user's own
+        raise UserError(trust.untrusted_problem(preset, preset.name, "run"), preset.name)
+    trust.remember_launched(preset)
     if resume and smoke:
         raise UserError(
             problem("--smoke", "a smoke run is a fresh 50-step repro and cannot resume", "use one of them", value=True)

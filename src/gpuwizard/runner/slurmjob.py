@@ -7,8 +7,8 @@ import time
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.runner.detectors import JobMonitor
 from gpuwizard.runner.jobhost import JobHost
+from gpuwizard.runner.outputpump import OutputPump
 from gpuwizard.runs.records import Event
-from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer
 
 LOG_POLL_S = 0.1
@@ -34,7 +34,7 @@ def follow_slurm(sup: JobHost) -> int:
         )
         return int(ExitCode.NOT_STARTED)
     monitor = JobMonitor(sup.job_cfg.expect, get_trainer(sup.job_cfg.trainer))
-    tail = LogTail(sup.run.log)
+    pump = OutputPump(sup.run.log)
     submitted = time.monotonic()
     queue_limit = sup.job_cfg.expect.first_step_timeout_s or sup.job_cfg.expect.hang_timeout_s
     shown: tuple[str, str | None] | None = None
@@ -61,9 +61,7 @@ def follow_slurm(sup: JobHost) -> int:
                 sup.set_status(state=RunState.RUNNING, started=time.time())
             if state is not None and state.ended:
                 break
-        chunk = tail.read()
-        if chunk:
-            sup.ingest(monitor, chunk)
+        pump.pump(sup, monitor)
         if running:
             for event in monitor.tick(now, [], None):
                 sup.record([event])
@@ -84,8 +82,8 @@ def follow_slurm(sup: JobHost) -> int:
             break
         time.sleep(LOG_POLL_S)
     time.sleep(LOG_POLL_S)
-    while chunk := tail.read():
-        sup.ingest(monitor, chunk)
+    pump.drain(sup, monitor)
+    pump.close()
     sup.release_space()
     sup.persist(sup.run.write, "progress.json", monitor.progress)
     final = slurm.job_state(job_id) or state

@@ -99,8 +99,9 @@ def in_collective(frames: list[str]) -> bool:
     return any(frame.split(" ")[0].split(".")[-1] in SYNC_POINTS for frame in frames[:12])
 
 
-def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) -> StackReport:
-    """Dump every live rank's Python stack and name the ranks outside a collective."""
+def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0, healthy: bool = False) -> StackReport:
+    """Dump every live rank's Python stack and name the ranks outside a collective; `healthy`: the run is making
+    progress (a dump the user asked for), so where the ranks are is a snapshot of work, not a stall's place."""
     py_spy = find_py_spy()
     if py_spy is None:
         return StackReport(
@@ -148,7 +149,9 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
         note = "; ".join(failures) or "no live ranks to dump"
         hint = ptrace_note()
         return StackReport(False, note + (f" ({hint})" if hint else ""), {}, [], files)
-    if unreadable:
+    if healthy and not unreadable:
+        note = healthy_note(inside, outside)
+    elif unreadable:
         note = (
             f"rank(s) {', '.join(map(str, unreadable))} could not be read while rank(s) "
             f"{', '.join(map(str, sorted(per_rank)))} could: the unreadable one is the suspect (stopped or wedged)"
@@ -163,3 +166,15 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0) 
     if failures:
         note += "; " + "; ".join(failures)
     return StackReport(True, note, per_rank, outside if inside and not unreadable else [], files, unreadable)
+
+
+def healthy_note(inside: list[int], outside: list[int]) -> str:
+    """Where the ranks of a run that is making progress are: a collective is part of every step (DDP all-reduces
+    in backward), so neither place is a stall."""
+    places = [
+        f"rank(s) {', '.join(map(str, inside))} in a collective" if inside else "",
+        f"rank(s) {', '.join(map(str, outside))} computing or loading data" if outside else "",
+    ]
+    return "the run is healthy (it is making progress): a snapshot of working ranks, " + " and ".join(
+        p for p in places if p
+    )

@@ -70,6 +70,8 @@ class Supervisor:
         self.lost_gpus: set[int] = set()
         self.job_umask = 0o022
         self.failure: str | None = None
+        self.disk_full_said: str | None = None
+        """The job's own ENOSPC error, the verdict only if the job then fails."""
         self.output_lock: OutputLock | None = None
         self.write_error: str | None = None
         self.cgroup: JobCgroup | None = None
@@ -142,13 +144,14 @@ class Supervisor:
                 self.stop_reason = self.stop_reason or "diverged"
                 self.failure = event.title
             elif event.kind == "disk_full":
-                self.failure = self.failure or f"disk full: {event.detail}"
+                self.disk_full_said = self.disk_full_said or event.detail
             elif event.kind == "lr_mismatch":
                 self.lr_mismatch = self.lr_mismatch or event.title
 
     def full_disk(self) -> str | None:
         """A failed job whose run folder or output folder has no room left (the reserve still held) failed on it,
-        whatever its log says: torch.save's own message names no errno."""
+        whatever its log says (torch.save's own message names no errno); else one whose own error said ENOSPC (its
+        checkpoint disk may be another). A job that exited 0 is never called disk full, whatever it printed."""
         for label, folder in (("the run folder", self.run.path), ("output_dir", self.job_cfg.output_dir)):
             try:
                 fs = os.statvfs(folder) if folder else None
@@ -156,7 +159,7 @@ class Supervisor:
                 continue
             if fs is not None and fs.f_bavail * fs.f_frsize < RESERVE_BYTES:
                 return f"disk full: no space left on the disk of {label} ({folder}) when the job failed"
-        return None
+        return f"disk full: {self.disk_full_said}" if self.disk_full_said else None
 
     def write_gpu_samples(self, samples: list[GpuSample]) -> None:
         """Called on the sampler thread, which alone writes gpu.jsonl."""

@@ -142,6 +142,28 @@ class LogTail:
         self.partial = text
         return out
 
+    def backlog(self) -> int:
+        """Bytes appended that this tail has not read yet."""
+        fh = self._open()
+        if fh is None:
+            return 0
+        try:
+            return max(0, os.fstat(fh.fileno()).st_size - self.offset)
+        except OSError:
+            return 0
+
+    def skip_to(self, offset: int) -> int:
+        """Jump ahead to `offset` without reading what lies before it; the line cut there is dropped up to its
+        newline, as a cut line is. Returns the bytes left unread."""
+        fh = self._open()
+        if fh is None or offset <= self.offset:
+            return 0
+        skipped, self.offset = offset - self.offset, offset
+        fh.seek(offset)
+        self.partial, self.cutting = "", True
+        self.decoder.reset()
+        return skipped
+
     def close(self) -> None:
         if self.fh is not None:
             self.fh.close()

@@ -183,7 +183,8 @@ def check_python(preset: Preset) -> list[Problem]:
             problem(
                 "launch.python",
                 "is not an executable file",
-                "give the path of the training environment's interpreter, e.g. ~/venvs/lerobot/bin/python",
+                f"give the path of the interpreter of the environment {preset.trainer} is installed in, e.g. "
+                f"~/venvs/NAME/bin/python (`gpuwizard envs --trainer {preset.trainer}` lists those found here)",
                 value=preset.launch.python,
             )
         ]
@@ -365,7 +366,8 @@ def workdir_for(preset: Preset) -> tuple[str, list[Problem]]:
             problem(
                 "launch.workdir",
                 "is not an existing folder",
-                "give the checkout the trainer runs from (e.g. your Isaac-GR00T clone)",
+                f"give the folder the {preset.trainer} job runs in (the checkout of its training code), or remove "
+                "launch.workdir to run in the current folder",
                 value=preset.launch.workdir,
             )
         ]

@@ -176,7 +176,7 @@ class DemoTrainer(Trainer):
             return LineInfo(checkpoint=True)
         if "[demo] Training finished" in line:
             return LineInfo(finished=True)
-        return parse_tqdm(line)
+        return parse_tqdm(line, ("Training",))  # gpuwizard/demo/train.py ProgressBar
 
 
 TRAINER = DemoTrainer()

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.errors import Problem, problem, warning
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.preset import with_field
 from gpuwizard.model.trainer_options import HfOptions
 from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
@@ -27,6 +28,9 @@ from gpuwizard.trainers.base import (
 )
 from gpuwizard.trainers.check import check_script
 from gpuwizard.trainers.logparse import LineInfo, parse_hf
+
+if TYPE_CHECKING:
+    from gpuwizard.model.preset import Preset
 
 
 class HfTrainer(Trainer):
@@ -210,6 +214,12 @@ class HfTrainer(Trainer):
     def log_interval(self, ctx: BuildContext) -> int | None:
         """--logging_steps (TrainingArguments' default 500): DefaultFlowCallback logs at its multiples."""
         return ctx.preset.options.logging_steps or 500
+
+    def probe_variant(self, preset: Preset, steps: int) -> Preset:
+        """A loss dict every few steps, so the measured window holds many points (the Trainer logs samples/s only in
+        its final dict: the monitor reads the rate from its bar, trainer.py _maybe_log_save_evaluate)."""
+        every = with_field(preset, "trainer_options.logging_steps", max(1, steps // 30))
+        return super().probe_variant(every, steps)
 
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
         """transformers' get_scheduler for --lr_scheduler_type (src/transformers/optimization.py, 5.24): a linear

@@ -31,6 +31,11 @@ class LineInfo:
     step_s: float | None = None
     samples: int | None = None
     """Samples trained on so far, as the trainer counts them (LeRobot's smpl:, rounded to K/M when large)."""
+    steps_per_s: float | None = None
+    """The trainer's own step rate where its bar shows one (tqdm's it/s, measured inside the process)."""
+    bar: bool = False
+    """`step` and `total` come from a progress bar: it counts the run's steps only where its total is the run's (a
+    datasets 'Map' bar or an eval bar counts something else)."""
     effective_batch: int | None = None
     checkpoint: bool = False
     finished: bool = False
@@ -61,14 +66,30 @@ def big_number(text: str) -> tuple[int, bool] | None:
     return int(value), match[2] == ""
 
 
-TQDM = re.compile(r"(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[")
+TQDM = re.compile(
+    r"^(?P<desc>[^|]*?):?\s*(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[[^\],]*"
+    r"(?:,\s*(?:(?P<rate>\d+(?:\.\d+)?)(?P<unit>it/s|s/it|step/s|s/step)|\?\w+/s))?"
+)
+"""tqdm's default format, `{desc}: {percentage}%|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]`; the rate is
+`N it/s`, or `N s/it` below one step a second (tqdm.format_meter), with the trainer's unit in place of `it`."""
 
 
-def parse_tqdm(line: str) -> LineInfo | None:
-    match = TQDM.search(line)
-    if not match:
+def parse_tqdm(line: str, descs: tuple[str, ...] = ("",)) -> LineInfo | None:
+    """A bar whose description is one of the trainer's own bars' (`descs`; "" for none, as HF's training bar):
+    another library's bar on the same output (datasets' "Map", a download) says nothing of this run."""
+    match = TQDM.search(line.strip())
+    if not match or match["desc"].strip() not in descs:
         return None
-    return LineInfo(step=int(match["n"]), total=int(match["total"]))
+    rate = steps_per_second(match["rate"], match["unit"])
+    return LineInfo(step=int(match["n"]), total=int(match["total"]), steps_per_s=rate, bar=True)
+
+
+def steps_per_second(rate: str | None, unit: str | None) -> float | None:
+    """A bar's rate as steps a second: `12.5it/s` as it is, `4.06s/step` (tqdm below one a second) inverted."""
+    value = to_float(rate.replace(",", "")) if rate else None
+    if not value or value <= 0 or unit is None:
+        return None
+    return 1 / value if unit.startswith("s/") else value
 
 
 KEY_VALUE = re.compile(r"(?P<k>[A-Za-z0-9_/]+):(?P<v>" + NUMBER + r")(?=\s|$)")
@@ -103,10 +124,10 @@ def parse_lerobot(line: str) -> LineInfo | None:
         return LineInfo(checkpoint=True)
     if line.endswith("End of training"):
         return LineInfo(finished=True)
-    bar = parse_tqdm(line)
+    bar = parse_tqdm(line, ("Training",))  # lerobot_train.py: tqdm(total=cfg.steps - step, desc="Training")
     if bar is None:
         return None
-    return LineInfo(step=bar.step, bar_total=bar.total)  # lerobot_train.py, 0.6.1 and main: counts from the resume
+    return LineInfo(step=bar.step, bar_total=bar.total)  # counts from the resume; its step lines log smp/s
 
 
 HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime)'.*\}\s*$")
@@ -136,7 +157,7 @@ def parse_hf(line: str) -> LineInfo | None:
         return LineInfo(total=int(match["steps"].replace(",", "")))
     if "Saving model checkpoint to" in line:
         return LineInfo(checkpoint=True)
-    return parse_tqdm(line)
+    return parse_tqdm(line)  # trainer_callback.py ProgressCallback: tqdm(total=state.max_steps), no description
 
 
 def _maybe_float(value: object) -> float | None:
@@ -153,9 +174,12 @@ OPENPI_TORCH = re.compile(r"\bstep=(?P<step>\d+) loss=(?P<loss>\S+) lr=(?P<lr>\S
 OPENPI_BANNER = re.compile(r"total batch size across \d+ GPUs: (?P<eff>\d+)")
 OPENPI_TORCH_CONFIG = re.compile(r"Training config: batch_size=(?P<batch>\d+), .*num_train_steps=(?P<steps>\d+)")
 """scripts/train_pytorch.py (openpi 15a9616): batch_size is the global batch; its effective_batch_size is per GPU."""
-OPENPI_PROGRESS = re.compile(r"Progress on:.* (?P<n>[\d.]+[kMGTP]?)it/(?P<total>[\d.]+[kMGTP]?)it ")
+OPENPI_PROGRESS = re.compile(
+    r"Progress on:.* (?P<n>[\d.]+[kMGTP]?)it/(?P<total>[\d.]+[kMGTP]?)it (?:rate:(?P<rate>[\d,.]+)(?P<unit>it/s|s/it))?"
+)
 """tqdm_loggable (openpi's non-TTY bar): `Progress on: 2.00it/4.00it rate:...`, counts through tqdm's format_sizeof
-(3 significant digits, k/M/G... past 999); `-/4` before the first step."""
+(3 significant digits, k/M/G... past 999); `-/4` before the first step. Its rate is f"{rate:,.1f}it/s", or
+f"{1/rate:,.1f}s/it" below one step a second (tqdm_loggable/tqdm_logging.py)."""
 OPENPI_SAVED = "CheckpointManager Save Finalize is done"
 """orbax-checkpoint (0.11.13 in openpi's lock) once a step's checkpoint is written: openpi's JAX save logs nothing."""
 OPENPI_DONE = "Waiting for checkpoint manager to finish"
@@ -185,9 +209,10 @@ def parse_openpi(line: str) -> LineInfo | None:
         return LineInfo(effective_batch=int(match["batch"]), total=int(match["steps"]))
     if match := OPENPI_PROGRESS.search(line):
         (step, exact), (total, _) = sizeof(match["n"]), sizeof(match["total"])
-        return LineInfo(step=step, step_is_exact=exact, total=total if exact else None)
+        rate = steps_per_second(match["rate"], match["unit"])
+        return LineInfo(step=step, step_is_exact=exact, total=total if exact else None, steps_per_s=rate)
     if "Saved checkpoint at step" in line or OPENPI_SAVED in line:
         return LineInfo(checkpoint=True)
     if OPENPI_DONE in line:
         return LineInfo(finished=True)
-    return parse_tqdm(line)
+    return parse_tqdm(line, ("", "Training"))  # scripts/train.py: no description; train_pytorch.py: "Training"

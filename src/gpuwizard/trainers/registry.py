@@ -8,6 +8,7 @@ import importlib
 
 from gpuwizard.model.job import BuildContext, LaunchSpec
 from gpuwizard.model.trainer_options import trainer_names
+from gpuwizard.model.trust import is_trusted
 from gpuwizard.trainers.base import Trainer
 from gpuwizard.trainers.check import TrainerCheck, ask, compare
 
@@ -25,7 +26,14 @@ def get_trainer(name: str) -> Trainer:
 
 
 def check_command(ctx: BuildContext, spec: LaunchSpec, use_cache: bool = True) -> TrainerCheck:
-    """The installed trainer's own reading of the command `spec`, against the plan in `ctx`."""
+    """The installed trainer's own reading of the command `spec`, against the plan in `ctx`; nothing is asked for a
+    preset the user has not trusted (its interpreter and environment are someone else's choice)."""
+    if not is_trusted(ctx.preset):
+        return TrainerCheck(
+            status="not checked",
+            summary="not checked: this preset names an interpreter, environment or files you have not trusted, and "
+            "nothing of it runs until you do (the wizard asks at ctrl+r; `gpuwizard presets trust PRESET`)",
+        )
     query = get_trainer(ctx.preset.trainer).trainer_query(ctx, spec)
     if isinstance(query, str):
         return TrainerCheck(status="not checked", summary=f"not checked: {query}")

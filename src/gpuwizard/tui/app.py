@@ -43,6 +43,7 @@ class GpuWizardApp(AppHost):
         super().__init__()
         self.start_preset, self.start_run, self.exit_on_error = preset, run, exit_on_error
         self.exit_error: str | None = None
+        self.quit_asked = False
         self.last_run: RunDir | None = run
         self.animation_level = "none"
         themes, self.theme_problems = load_themes()
@@ -98,6 +99,25 @@ class GpuWizardApp(AppHost):
             self.switch_screen(MonitorScreen(run))
         else:
             self.push_screen(MonitorScreen(run))
+
+    async def action_quit(self) -> None:
+        """Unsaved edits in a wizard are asked about first (ctrl+q again quits); otherwise quit at once."""
+        from gpuwizard.tui.dialogs import Confirm
+        from gpuwizard.tui.wizard import WizardScreen
+
+        edited = next((s for s in self.screen_stack if isinstance(s, WizardScreen) and s.unsaved()), None)
+        if edited is None or edited.preset is None or self.quit_asked:
+            await super().action_quit()
+            return
+        self.quit_asked = True
+
+        def answer(yes: bool | None) -> None:
+            self.quit_asked = False
+            if yes:
+                self.exit()
+
+        name = edited.preset.name
+        self.push_screen(Confirm(f"Quit and lose your unsaved edits to {name}? (n, then ctrl+s, saves them)"), answer)
 
     def action_help(self) -> None:
         """The keys of the screen in front; pressed again (or escape), it closes."""

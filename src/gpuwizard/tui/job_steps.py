@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shlex
+import time
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.timer import Timer
 from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
 
 from gpuwizard.core.safetext import safe_text
@@ -263,6 +265,9 @@ class PreviewStep(Step):
     shown: tuple[Plan, LaunchSpec | None, BuildContext | None] | None = None
     checked: str | None = None
     """The command the trainer-check line is about (its argv, environment and folder)."""
+    asked_at: float | None = None
+    """When the check under way was asked (monotonic), for its elapsed time."""
+    asking_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="command")
@@ -306,14 +311,32 @@ class PreviewStep(Step):
         line = self.query_one("#trainer-check", Static)
         if spec is None or ctx is None:
             self.checked = None
+            self.asked()
             line.update("")
             return
         key = repr((spec.argv, sorted(spec.env.items()), spec.unset, spec.workdir))
         if key == self.checked:
             return
         self.checked = key
-        line.update(Content.styled("trainer check: asking the installed trainer's own parser...", "$text-muted"))
+        self.asked_at = time.monotonic()
+        self.say_asking()
+        if self.asking_timer is None:
+            self.asking_timer = self.set_interval(1.0, self.say_asking)
         self.check_in_background(key, spec, ctx)
+
+    def say_asking(self) -> None:
+        """The trainer check still under way, with its elapsed time (LeRobot's parser takes up to two minutes)."""
+        if self.asked_at is None:
+            return
+        elapsed = time.monotonic() - self.asked_at
+        said = f"trainer check: asking the installed trainer's own parser... {elapsed:.0f} s"
+        self.query_one("#trainer-check", Static).update(Content.styled(said, "$text-muted"))
+
+    def asked(self) -> None:
+        self.asked_at = None
+        if self.asking_timer is not None:
+            self.asking_timer.stop()
+            self.asking_timer = None
 
     @work(thread=True, exclusive=True, group="trainer-check", exit_on_error=False)
     def check_in_background(self, key: str, spec: LaunchSpec, ctx: BuildContext) -> None:
@@ -328,6 +351,7 @@ class PreviewStep(Step):
     def _checked(self, message: TrainerChecked) -> None:
         if message.key != self.checked:
             return  # an older command's answer
+        self.asked()
         line = self.query_one("#trainer-check", Static)
         if message.check is None:
             line.update(Content.styled(safe_text(f"trainer check failed: {message.error}"), "$warning"))

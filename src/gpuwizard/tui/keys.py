@@ -8,7 +8,42 @@ from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.dom import DOMNode
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Label, Static
+from textual.widget import Widget
+from textual.widgets import Checkbox, DataTable, Input, Label, OptionList, RadioSet, Select, SelectionList, Static
+
+KINDS: tuple[tuple[type[Widget], str], ...] = (
+    (Input, "text field"),
+    (Select, "drop-down"),
+    (Checkbox, "check box"),
+    (RadioSet, "set of options"),
+    (DataTable, "table"),
+    (SelectionList, "list"),
+    (OptionList, "list"),
+)
+"""What a user calls each kind of widget that takes keys (SelectionList is an OptionList: it comes first)."""
+
+
+def where(node: DOMNode, screen: Screen) -> str:
+    """Where a group of keys acts, in the words of what the user sees: the field by the label beside it, the
+    step, the log, the table; never a class name."""
+    kind = getattr(node, "help_name", None) or next((name for cls, name in KINDS if isinstance(node, cls)), None)
+    label = field_label(node)
+    if label and kind:
+        return f"in the field {label} ({kind})"
+    if kind:
+        return f"in this {kind}"
+    return "in this pane" if node is screen.focused else "in the pane around it"
+
+
+def field_label(node: DOMNode) -> str:
+    """The label a form row shows beside the field, or a check box's own text; '' elsewhere."""
+    if isinstance(node, Checkbox):
+        return str(node.label)
+    parent = node.parent
+    if parent is None:
+        return ""
+    found = [child for child in parent.children if isinstance(child, Label) and child.has_class("field-label")]
+    return str(found[0].render()) if found else ""
 
 
 def binding_rows(screen: Screen) -> list[tuple[str, list[tuple[str, str, bool]]]]:
@@ -31,7 +66,7 @@ def binding_rows(screen: Screen) -> list[tuple[str, list[tuple[str, str, bool]]]
         elif node is screen:
             title = "on this screen"
         else:
-            title = f"in the focused {type(node).__name__}"
+            title = where(node, screen)
         rows.append((title, [(" / ".join(keys), text, enabled) for keys, text, enabled in actions.values()]))
     order = {"on this screen": 0, "everywhere": 2}
     return sorted(rows, key=lambda row: order.get(row[0], 1))

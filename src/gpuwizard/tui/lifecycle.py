@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
+from textual.timer import Timer
+from textual.widgets import Static
 
 from gpuwizard.core.codes import RunState
 from gpuwizard.core.safetext import safe_text
@@ -33,6 +35,12 @@ class RunLifecycle:
     notify: Callable[..., None]
     post_message: Callable[[Message], bool]
     p2p_applies: Callable[[], bool]
+    query_one: Callable[..., Any]
+    set_interval: Callable[..., Timer]
+    show_banner: Callable[[], None]
+    relaunching: tuple[str, float] | None = None
+    """What the restart after `r`, `m` or `p` is doing and since when (monotonic), until a monitor or refusal shows."""
+    relaunch_timer: Timer | None = None
 
     if TYPE_CHECKING:
 
@@ -108,7 +116,30 @@ class RunLifecycle:
         else:
             message = "Restarting with " + " ".join(env)
         self.notify(message + "...")
+        self.relaunching = (message, time.monotonic())
+        self.say_relaunching()
+        self.relaunch_timer = self.set_interval(1.0, self.say_relaunching)
         self.relaunch(smoke, env, resume, steps)
+
+    def say_relaunching(self) -> None:
+        """Until the new run's monitor or a refusal shows: what is being done, for how long (a LeRobot check and start
+        take up to two minutes)."""
+        if self.relaunching is None:
+            return
+        what, since = self.relaunching
+        box = self.query_one("#banner", Static)
+        box.update(
+            f"{what}: stopping this run, checking the command with the trainer's own parser, then starting the job"
+            f"... {time.monotonic() - since:.0f} s"
+        )
+        box.border_subtitle = ""
+        box.display = True
+
+    def relaunch_over(self) -> None:
+        self.relaunching = None
+        if self.relaunch_timer is not None:
+            self.relaunch_timer.stop()
+            self.relaunch_timer = None
 
     @work(thread=True, exclusive=True, group="relaunch", exit_on_error=False)
     def relaunch(self, smoke: bool, env: list[str], resume: bool, steps: int | None) -> None:
@@ -129,6 +160,9 @@ class RunLifecycle:
         self.post_message(RunStarted(run.path, None, []))
 
     def on_run_started(self, message: RunStarted) -> None:
+        if self.relaunching is not None and message.error:  # the banner said it was starting: now it says why not
+            self.query_one("#banner", Static).update(safe_text(f"{self.relaunching[0]}: not started. {message.error}"))
+        self.relaunch_over()
         if message.error:
             self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
         elif message.run_path is not None:

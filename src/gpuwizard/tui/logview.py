@@ -27,6 +27,9 @@ class LogView(ScrollView, can_focus=True):
     newest line at the bottom, and any scroll by the user releases it; scrolling back to the end follows again.
     """
 
+    help_name = "log"
+    """What the keys screen calls it (tui/keys.py)."""
+
     DEFAULT_CSS = """
     LogView { background: $surface; color: $foreground; }
     """

@@ -34,6 +34,15 @@ class PresetLoaded(NewState):
 
     preset: Preset | None
     error: str | None
+    source: str | None = None
+    """The file it was read from (None: a preset handed over in memory, the user's own)."""
+
+
+@dataclass
+class LaunchPhase(NewState):
+    """What the launch after ctrl+r is doing now, shown with its elapsed time until the monitor or a refusal."""
+
+    what: str
 
 
 @dataclass

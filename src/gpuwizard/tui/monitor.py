@@ -23,6 +23,7 @@ from gpuwizard.runs.logindex import LogIndex
 from gpuwizard.runs.records import Event, Progress, Status
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.tui.banner import banner, important, live_title, open_hang, stalled_for
+from gpuwizard.tui.header import fitted_stats, run_title
 from gpuwizard.tui.lifecycle import RunLifecycle
 from gpuwizard.tui.logview import LogView
 from gpuwizard.tui.messages import RunPolled, SearchDone
@@ -37,13 +38,6 @@ if TYPE_CHECKING:
     from gpuwizard.runner.notify import Notice
     from gpuwizard.tui.apphost import AppHost
 
-STATE_STYLES = {
-    RunState.FINISHED: "bold $success",
-    RunState.FAILED: "bold $error",
-    RunState.HUNG: "bold $error",
-    RunState.STOPPING: "bold $warning",
-    RunState.STOPPED: "bold $warning",
-}
 ACK_TIMEOUT_S = 2.0
 POLL_S = 0.1
 FINAL_POLL_S = 0.5
@@ -120,6 +114,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
 
     def on_resize(self) -> None:
         self.show_banner()
+        self.refresh_progress()
 
     # -- polling thread: reads files, posts messages, never touches widgets -------------------
     @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
@@ -220,29 +215,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
 
     # -- rendering ---------------------------------------------------------------------------
     def refresh_title(self) -> None:
-        s = self.status
-        if s is None:
-            text = self.problem or "reading the run folder..."
-            self.query_one("#run-title", Static).update(
-                Content.assemble((" ? ", "reverse bold $warning"), safe_line(f" {self.run.run_id} · {text}"))
-            )
-            return
-        style = STATE_STYLES.get(s.state, "bold $accent")
-        self.query_one("#run-title", Static).update(
-            Content.assemble(
-                (safe_line(f" {s.state} "), f"reverse {style}"),
-                safe_line(
-                    f" {self.run.run_id} · {s.trainer} · {s.policy} · {s.world_size}x{s.device}"
-                    + (" · smoke" if s.smoke else "")
-                    + (
-                        f" · SLURM {s.slurm_job_id} {(s.slurm_state or '').lower()}"
-                        + (f" ({s.slurm_reason})" if s.slurm_reason else "")
-                        if s.slurm_job_id
-                        else ""
-                    )
-                ),
-            )
-        )
+        self.query_one("#run-title", Static).update(run_title(self.run.run_id, self.status, self.problem))
 
     def refresh_progress(self) -> None:
         p, s = self.progress or Progress(), self.status
@@ -259,7 +232,9 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         if hang is not None:  # no rate or ETA while nothing moves: how long it has not
             parts = [part for part in parts if not part.startswith("ETA ") and not part.endswith(" smp/s")]
             parts.append(f"stalled {clock(stalled_for(hang, time.time()))}")
-        text = " · ".join([f"{p.step if p.step is not None else '-'}/{total or '?'}", *parts])
+        head = f"{p.step if p.step is not None else '-'}/{total or '?'}"
+        row = self.query_one("#progress-row")
+        text, bar.display = fitted_stats(head, parts, self.size.width - row.styles.gutter.width)
         if text != self.shown_stats:  # a repaint per poll would cost every idle SSH session bandwidth
             self.shown_stats = text
             self.query_one("#stats", Static).update(text)

@@ -137,13 +137,18 @@ class MetricsPlot(Vertical):
 
     async def mount_plot(self) -> None:
         """Draw once the plot's own canvas is composed; the title line names the curve, so the plot's top margin
-        goes to the curve (readable at 80x24)."""
+        goes to the curve (readable at 80x24); ticks as many as fit (tui/axes.py)."""
         plot = self.plot
         if plot is None:  # made before this is called
             return
+        from gpuwizard.tui.axes import FittedTicks
+
         await self.mount(plot)
         plot.margin_top = 0
         plot.margin_bottom = 2
+        area = plot.query_one("#plot")  # the curve's own canvas, inside the tick margins
+        plot.set_x_formatter(FittedTicks(lambda: area.size.width, along_x=True))
+        plot.set_y_formatter(FittedTicks(lambda: area.size.height, along_x=False))
         self.ready = True
         self.redraw()
 

@@ -7,7 +7,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import DataTable, SelectionList, Static
+from textual.widgets import DataTable, Label, SelectionList, Static
 
 from gpuwizard.gpus.inventory import Inventory
 from gpuwizard.model import datasets
@@ -15,7 +15,15 @@ from gpuwizard.model.catalog import load_catalog
 from gpuwizard.model.job import Plan
 from gpuwizard.model.preset import Preset
 from gpuwizard.tui.job_steps import PreviewStep, ScalingStep, TrainerStep
-from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, Step, row
+from gpuwizard.tui.widgets import Edit, FieldInput, FieldSelect, Step, field_id, row
+
+DEVICE_HINTS = {
+    "auto": "CUDA GPUs, assumed if none is seen",
+    "cuda": "NVIDIA GPUs, one process each",
+    "cpu": "processes on the CPU with gloo",
+}
+SCHEDULER_HINTS = {"local": "torchrun on this machine", "slurm": "submitted with sbatch"}
+"""What the chosen option does, shown beside its field (the hint follows the choice)."""
 
 
 class GpusStep(Step):
@@ -26,8 +34,8 @@ class GpusStep(Step):
         yield Static("", id="topology")
         yield row(
             "device",
-            FieldSelect("hardware.device", ["auto", "cuda", "cpu"], preset.hardware.device),
-            "cpu: processes on the CPU with gloo",
+            FieldSelect("hardware.device", list(DEVICE_HINTS), preset.hardware.device),
+            DEVICE_HINTS[preset.hardware.device],
         )
         yield row("GPUs / procs", FieldInput("hardware.gpus", "int", preset.hardware.gpus), "per node")
         yield row(
@@ -56,8 +64,8 @@ class GpusStep(Step):
         )
         yield row(
             "scheduler",
-            FieldSelect("launch.scheduler", ["local", "slurm"], preset.launch.scheduler),
-            "slurm: submit with sbatch",
+            FieldSelect("launch.scheduler", list(SCHEDULER_HINTS), preset.launch.scheduler),
+            SCHEDULER_HINTS[preset.launch.scheduler],
         )
         yield row("partition", FieldInput("slurm.partition", "optional_str", preset.slurm.partition), classes="slurm")
         yield row(
@@ -86,6 +94,11 @@ class GpusStep(Step):
             widget.display = preset.hardware.nodes > 1 or preset.hardware.rdzv_endpoint is not None
         for widget in self.query(".slurm"):
             widget.display = preset.launch.scheduler == "slurm"
+        for path, hints, chosen in (
+            ("hardware.device", DEVICE_HINTS, preset.hardware.device),
+            ("launch.scheduler", SCHEDULER_HINTS, preset.launch.scheduler),
+        ):
+            self.query_one(f"#{field_id(path)}-hint", Label).update(hints[chosen])
         self.call_after_refresh(self.keep_focus_reachable)
 
     def show(self, preset: Preset, inventory: Inventory | None) -> None:

@@ -39,6 +39,12 @@ def summary_content(plan: Plan, blockers: list[Problem] | None, width: int) -> C
     return Content.assemble(line, " ", *state)
 
 
+def launching_content(what: str, elapsed_s: float, width: int) -> Content:
+    """The launch after ctrl+r, what it is doing and for how long, in two lines at most."""
+    text = Content.assemble((" launching ", "bold reverse $accent"), (f" {what}... {elapsed_s:.0f} s", "$accent"))
+    return fit(text, " · ctrl+q cancels it", width, 2)
+
+
 def invalid_content(fields: int, first: Problem, width: int) -> Content:
     """How many fields hold text the preset does not take, and the first of them, in two lines at most."""
     badge = f" {fields} field{'s' if fields > 1 else ''} invalid "

@@ -14,6 +14,8 @@ from gpuwizard.runner.follow import RunUpdate
 from gpuwizard.runs.records import Status
 
 HISTORY = 60
+ENDED = ("exited", "zombie", "dead")
+"""psutil's states of a process that no longer runs (procs.py writes `exited` once it is gone)."""
 NODE_TELEMETRY_GRACE_S = 30.0
 """How long a running SLURM job may go without GPU samples from its nodes before the monitor says why."""
 LOCAL_ONLY_NOTE = (
@@ -31,6 +33,9 @@ class TelemetryRow(Horizontal):
         self.title_label = Label(safe_line(title), classes="telemetry-title", markup=False)  # a node's name, as written
         self.spark = Sparkline([], summary_function=max, classes="telemetry-spark")
         self.value = Label("", classes="telemetry-value")
+        self.value_text = ""
+        self.pid: int | None = None
+        """A rank's process, as last sampled."""
 
     def compose(self) -> ComposeResult:
         yield self.title_label
@@ -40,6 +45,7 @@ class TelemetryRow(Horizontal):
     def push(self, value: float, text: str) -> None:
         self.history.append(value)
         self.spark.data = list(self.history)
+        self.value_text = text
         self.value.update(text)
 
 
@@ -66,8 +72,17 @@ class Telemetry(Vertical):
         if status is not None and status.device == "cpu":
             for ranks_sample in update.ranks[-HISTORY:]:
                 for rank in ranks_sample.ranks:
-                    cpu = rank.cpu or 0.0
-                    self.row(f"rank{rank.rank}", f"rank {rank.rank}").push(cpu, f"CPU {cpu:4.0f}% pid {rank.pid}")
+                    row = self.row(f"rank{rank.rank}", f"rank {rank.rank}")
+                    row.pid = rank.pid
+                    if not rank.alive or rank.status in ENDED:
+                        row.push(0.0, f"ended    pid {rank.pid}")
+                    else:
+                        cpu = f"{rank.cpu:4.0f}%" if rank.cpu is not None else "    -"
+                        row.push(rank.cpu or 0.0, f"CPU {cpu} pid {rank.pid}")
+        if status is not None and status.final:  # no sample after the last may come: no process is left
+            for row in self.query(TelemetryRow):
+                if row.key.startswith("rank") and not row.value_text.startswith("ended"):
+                    row.push(0.0, f"ended    pid {row.pid}")
 
     def local_only(self, status: Status | None) -> bool:
         """A SLURM job's GPUs are sampled on its nodes into the run folder; none arriving means the folder is not on

@@ -172,13 +172,14 @@ class FieldCheckbox(Checkbox):
 
 
 def row(label: str, widget: Widget, hint: str = "", classes: str = "", label_width: int | None = None) -> Horizontal:
-    """A labelled form row (label_width: for a form whose labels are longer than the usual column)."""
+    """A labelled form row (label_width: for a form whose labels are longer than the usual column); the hint is
+    `#<field id>-hint`, for a step whose hint follows the field's value."""
     name = Label(label, classes="field-label")
     if label_width is not None:
         name.styles.width = label_width
     children: list[Widget] = [name, widget]
     if hint:
-        children.append(Label(hint, classes="field-hint"))
+        children.append(Label(hint, classes="field-hint", id=f"{widget.id}-hint" if widget.id else None))
     return Horizontal(*children, classes=f"field-row {classes}".strip())
 
 
@@ -229,6 +230,9 @@ REQUIRED_HINTS = {"base_model_path", "embodiment_tag", "config_name", "script"}
 
 class Step(VerticalScroll):
     """A wizard step, built when first shown from the wizard's current preset."""
+
+    help_name = "step"
+    """What the keys screen calls it (tui/keys.py)."""
 
     def __init__(self, preset: Preset, *, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)

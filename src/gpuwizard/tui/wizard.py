@@ -12,16 +12,16 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
 from gpuwizard.tui.edits import PresetEditor
-from gpuwizard.tui.messages import InventoryReady, PlanReady, PresetLoaded
+from gpuwizard.tui.messages import InventoryReady, LaunchPhase, PlanReady, PresetLoaded
 from gpuwizard.tui.widgets import Edit, FieldReset, InvalidInput, KeyBar, Step, field_id
 from gpuwizard.tui.wizard_actions import WizardActions
+from gpuwizard.tui.wizard_lines import STEPS, WizardLines, known_refusals
 
 if TYPE_CHECKING:
     from textual import getters
@@ -35,16 +35,9 @@ if TYPE_CHECKING:
 
 StepT = TypeVar("StepT", bound=Step)
 REPLAN_DELAY_S = 0.12
-STEPS = [
-    ("gpus", "GPUs"),
-    ("policy", "Policy & data"),
-    ("trainer", "Trainer & batch"),
-    ("scaling", "Scaling"),
-    ("preview", "Preview"),
-]
 
 
-class WizardScreen(WizardActions, Screen[None]):
+class WizardScreen(WizardLines, WizardActions, Screen[None]):
     """Steps, a live plan summary, the main keys in the footer (`?` lists them all)."""
 
     if TYPE_CHECKING:
@@ -88,6 +81,15 @@ class WizardScreen(WizardActions, Screen[None]):
         path, the latest last: the preset keeps their last valid value, so nothing runs or saves while one is left."""
         self.replan_timer: Timer | None = None
         self.editor = PresetEditor()
+        self.saved: Preset | None = None
+        """The preset as it was opened or last saved: the wizard's state differs from it while edits are unsaved."""
+        self.trust_pending = False
+        """A preset read from a file: whether it may run its code is asked once its first step is built."""
+        self.source_file: str | None = None
+        """The file the preset was read from, for the trust question."""
+        self.launching: tuple[str, float] | None = None
+        """What the launch after ctrl+r is doing and since when (monotonic), until the monitor or a refusal shows."""
+        self.launch_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
@@ -105,14 +107,18 @@ class WizardScreen(WizardActions, Screen[None]):
     @work(thread=True, group="load", exit_on_error=False)
     def load_preset(self) -> None:
         from gpuwizard.core.errors import UserError
-        from gpuwizard.model.preset_files import load_preset
+        from gpuwizard.model.preset_files import find_preset, load_preset_file
 
+        if not isinstance(self.source, str):
+            self.post_message(PresetLoaded(self.source, None))
+            return
         try:
-            preset = self.source if not isinstance(self.source, str) else load_preset(self.source)
+            path = find_preset(self.source)
+            preset = load_preset_file(path)
         except UserError as exc:
             self.post_message(PresetLoaded(None, exc.paragraph()))
             return
-        self.post_message(PresetLoaded(preset, None))
+        self.post_message(PresetLoaded(preset, None, str(path)))
 
     @on(PresetLoaded)
     def _loaded(self, message: PresetLoaded) -> None:
@@ -123,10 +129,13 @@ class WizardScreen(WizardActions, Screen[None]):
             else:
                 self.notify(message.error, severity="error", timeout=10, markup=False)
             return
-        self.preset = message.preset
+        self.preset = self.saved = message.preset
+        self.source_file = message.source
         self.show_step(self.step)
+        self.draw_crumbs()
         self.detect_gpus()
         self.replan()
+        self.trust_pending = message.preset is not None and message.source is not None
 
     def slot(self, name: str) -> Vertical:
         return self.query_one(f"#step-{name}", Vertical)
@@ -167,6 +176,9 @@ class WizardScreen(WizardActions, Screen[None]):
         self.render_step()
         if self.built(STEPS[self.step][0]) is widget:
             widget.focus_first()
+        if self.trust_pending:  # asked over a step whose widgets all exist: a modal first leaves them half-built
+            self.trust_pending = False
+            self.call_after_refresh(self.ask_trust, "Planning and checking it", lambda: None)
 
     # -- background work: workers post messages, handlers own the state ------------------------
     @work(thread=True, group="inventory", exit_on_error=False)
@@ -185,7 +197,7 @@ class WizardScreen(WizardActions, Screen[None]):
         if preset is None:
             return  # planned once the preset is loaded
         plan, ctx = plan_here(preset, inventory)
-        blockers = None if inventory is None else machine_problems(preset, plan, inventory)
+        blockers = None if inventory is None else machine_problems(preset, plan, inventory) + known_refusals(ctx)
         self.post_message(PlanReady(seq, preset, plan, ctx, None if plan.errors else build_command(ctx), blockers))
 
     def replan_soon(self) -> None:
@@ -245,7 +257,13 @@ class WizardScreen(WizardActions, Screen[None]):
         if toast is not None:
             self.notify(toast.text, severity=toast.severity, markup=False)
         self.forget_invalid(message.path)
+        from gpuwizard.model import trust
+
+        if trust.is_trusted(old):  # the user's own edit to a trusted preset is theirs: no question for it
+            trust.grant_for_session(new)
         self.preset = new
+        if (new == self.saved) != (old == self.saved):
+            self.draw_crumbs()
         for name in ("gpus", "policy", "trainer", "scaling", "preview"):
             widget = self.built(name)
             if widget is not None:
@@ -295,33 +313,17 @@ class WizardScreen(WizardActions, Screen[None]):
             if all(Step.shows(widget) for widget in self.query("#" + field_id(path)))
         }
 
-    def refresh_summary(self) -> None:
-        from gpuwizard.tui.summary import invalid_content, summary_content
+    @on(LaunchPhase)
+    def _launch_phase(self, message: LaunchPhase) -> None:
+        import time
 
-        summary = self.query_one("#summary", Static)
-        width = summary.content_region.width or 78  # before the first layout: 80 columns
-        invalid = self.invalid_fields()
-        if invalid:
-            summary.update(invalid_content(len(invalid), list(invalid.values())[-1][0], width))
-        elif self.plan is None:
-            summary.update("Planning...")
-        else:
-            summary.update(summary_content(self.plan, self.blockers, width))
+        since = self.launching[1] if self.launching else time.monotonic()
+        self.launching = (message.what, since)
+        if self.launch_timer is None:
+            self.launch_timer = self.set_interval(1.0, self.refresh_summary)
+        self.refresh_summary()
 
     # -- steps ---------------------------------------------------------------------------------
-    def draw_crumbs(self) -> None:
-        """The steps, the current one named; where all names do not fit, the others show their number only."""
-        crumbs = self.query_one("#steps", Static)
-        full = sum(len(title) + 4 for _, title in STEPS)
-        fits = full <= (crumbs.size.width or 80) - 2
-        parts: list[tuple[str, str]] = []
-        for i, (_, title) in enumerate(STEPS):
-            name = f" {i + 1} {title} " if fits or i == self.step else f" {i + 1} "
-            parts.append((name, "bold reverse $accent" if i == self.step else "$text-muted"))
-            if i < len(STEPS) - 1:
-                parts.append((">", "$text-muted"))
-        crumbs.update(Content.assemble(*parts))
-
     def on_resize(self) -> None:
         self.draw_crumbs()
         self.call_after_refresh(self.refresh_summary)  # the summary is cut to its new width
@@ -355,10 +357,20 @@ class WizardScreen(WizardActions, Screen[None]):
         self.step = step
 
     def action_open(self) -> None:
-        from gpuwizard.tui.dialogs import PresetPicker
+        """Open another preset; unsaved edits to this one are asked about first."""
+        from gpuwizard.tui.dialogs import Confirm, PresetPicker
 
         async def opened(preset: Preset | None) -> None:
             if preset:
                 await self.app.switch_screen(WizardScreen(preset))
 
-        self.app.push_screen(PresetPicker(self.preset.name if self.preset else None), opened)
+        def pick(yes: bool | None = True) -> None:
+            if yes:
+                self.app.push_screen(PresetPicker(self.preset.name if self.preset else None), opened)
+
+        if self.unsaved() and self.preset is not None:
+            self.app.push_screen(
+                Confirm(f"Open another preset and lose your unsaved edits to {self.preset.name}?"), pick
+            )
+        else:
+            pick()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
-from gpuwizard.tui.messages import RunStarted
+from gpuwizard.tui.messages import LaunchPhase, RunStarted
 
 LAUNCHES: list[str] = []
 """What became of launches the app was quit during, one line each, for the command line to say once the app is gone
@@ -40,6 +40,33 @@ class WizardActions:
     post_message: Callable[[Message], bool]
     invalid_fields: Callable[[], dict[str, list[Problem]]]
     replan: Callable[[], object]
+    draw_crumbs: Callable[[], None]
+    launch_ended: Callable[[], None]
+    saved: Preset | None
+    source_file: str | None
+
+    def ask_trust(self, doing: str, then: Callable[[], None]) -> None:
+        """Go on with `then` at once for a trusted preset; for any other, show what it would run and go on only after
+        the user's yes, remembered by its hash (model/trust.py); a no runs nothing of it."""
+        from gpuwizard.model import trust
+
+        preset = self.preset
+        if preset is None or trust.is_trusted(preset):
+            then()
+            return
+        from gpuwizard.tui.trustdialog import TrustQuestion
+
+        source = self.source_file or preset.name
+
+        def answered(yes: bool | None) -> None:
+            if not yes or self.preset is None:
+                self.notify("Not trusted: nothing of this preset runs; the plan uses what gpuwizard remembers.")
+                return
+            trust.trust(self.preset, source)
+            self.replan()  # the installed trainer may now be asked what the plan assumed
+            then()
+
+        self.app.push_screen(TrustQuestion(preset, source, doing), answered)
 
     def plan_is_current(self) -> bool:
         """The plan on screen was made from the preset as it is now (an edit re-plans 120 ms later)."""
@@ -55,8 +82,9 @@ class WizardActions:
         if plan_errors and plan is not None and plan.errors:
             problems += plan.errors
             why.append(f"the plan has {len(plan.errors)} error(s)")
-        if blockers and plan is not None and self.blockers:
-            problems += self.blockers
+        more = [found for found in self.blockers or [] if found not in problems]  # a CPU plan's errors hold them
+        if blockers and plan is not None and more:
+            problems += more
             why.append("it cannot start on this machine")
         if not problems:
             return False
@@ -130,7 +158,9 @@ class WizardActions:
                     return
                 self.notify(exc.paragraph(), severity="error", timeout=8)
                 return
-            self.preset = preset
+            self.preset = self.saved = preset
+            self.source_file = str(path)
+            self.draw_crumbs()
             self.replan()  # the name is in the default output folder
             self.notify(f"Saved preset {name} to {path}")
 
@@ -141,8 +171,13 @@ class WizardActions:
         need the trainer and the disks run in the launch."""
         if self.preset is None or self.refused("Not started", plan_errors=True, blockers=True):
             return
-        self.notify("Checking and launching...")
-        self.launch(self.preset, smoke)
+
+        def go() -> None:
+            if self.preset is not None:
+                self.notify("Checking and launching...")
+                self.launch(self.preset, smoke)
+
+        self.ask_trust("Running it", go)
 
     def action_smoke(self) -> None:
         self.action_run(smoke=True)
@@ -157,7 +192,11 @@ class WizardActions:
             if kept:
                 self.replan()
 
-        self.app.push_screen(ProbeScreen(self.preset), probed)
+        def go() -> None:
+            if self.preset is not None:
+                self.app.push_screen(ProbeScreen(self.preset), probed)
+
+        self.ask_trust("Probing it", go)
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
@@ -173,10 +212,12 @@ class WizardActions:
 
         cancelled = get_current_worker().cancelled_event.is_set
         try:
+            self.post_message(LaunchPhase("checking the plan, the disks and the command with the trainer's own parser"))
             prepared = prepare_run(preset, smoke=smoke, inventory=self.inventory)
             if cancelled():
                 LAUNCHES.append(f"the launch of {preset.name} was cancelled before anything was started")
                 return
+            self.post_message(LaunchPhase("starting the job under its supervisor"))
             run = start_run(prepared, on_hang="report", cancelled=cancelled)
         except UserError as exc:
             self.post_message(RunStarted(None, exc.paragraph(), [], exc.problems))
@@ -193,6 +234,7 @@ class WizardActions:
         self.post_message(RunStarted(run.path, None, [w.paragraph() for w in prepared.warnings]))
 
     def on_run_started(self, message: RunStarted) -> None:
+        self.launch_ended()
         if message.run_path is None:
             from gpuwizard.tui.problems import ProblemsScreen
 

@@ -6,11 +6,12 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.errors import Problem, problem
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.model.trainer_options import LeRobotOptions
+from gpuwizard.model.trust import is_trusted
 from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
     Trainer,
@@ -21,7 +22,13 @@ from gpuwizard.trainers.base import (
     trainer_args,
 )
 from gpuwizard.trainers.check import check_script
-from gpuwizard.trainers.lerobot.findings import ACCELERATE_PREFIXES, plan_findings
+from gpuwizard.trainers.lerobot.findings import (
+    ACCELERATE_PREFIXES,
+    group_lrs,
+    plan_findings,
+    presets_bypassed,
+    schedule_end_notes,
+)
 from gpuwizard.trainers.lerobot.install import LeRobotInstall, find_install
 from gpuwizard.trainers.logparse import LineInfo, parse_lerobot
 
@@ -76,10 +83,11 @@ class LeRobotTrainer(Trainer):
     def trainer_steps_per_update(self, preset: Preset, python: str) -> int:
         """Main counts loop steps, one micro-batch per worker each (lerobot_train.py at 7427f31: `step = 0  # number
         of loop steps (= micro-batches consumed per data-parallel worker)`); 0.6.1 has no accumulation."""
-        return preset.batch.grad_accum if find_install(python, preset.options.api).api == "main" else 1
+        main = find_install(python, preset.options.api, is_trusted(preset)).api == "main"
+        return preset.batch.grad_accum if main else 1
 
     def install(self, ctx: BuildContext) -> LeRobotInstall:
-        return find_install(ctx.python, ctx.preset.options.api)
+        return find_install(ctx.python, ctx.preset.options.api, is_trusted(ctx.preset))
 
     def managed_flags(self) -> tuple[str, ...]:
         return (
@@ -107,7 +115,7 @@ class LeRobotTrainer(Trainer):
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
-        return plan_findings(ctx, self.install(ctx))
+        return plan_findings(ctx, self.install(ctx)) + schedule_end_notes(ctx, self.main_schedule(ctx))
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         found = []
@@ -240,7 +248,7 @@ class LeRobotTrainer(Trainer):
         plan, facts = ctx.plan, ctx.policy.lerobot
         scheduler = facts.scheduler if facts else "none"
         warmup = (plan.warmup_steps or 0) * plan.trainer_steps_per_update
-        if scheduler == "none" and plan.warmup_steps:
+        if presets_bypassed(ctx):
             opt = dict(facts.optimizer if facts else {})
             args = [
                 "--use_policy_training_preset=false",
@@ -250,8 +258,7 @@ class LeRobotTrainer(Trainer):
             args += [f"--optimizer.{k}={v:g}" for k, v in opt.items()]
             return args + ["--scheduler.type=constant_with_warmup", f"--scheduler.num_warmup_steps={warmup}"]
         args = [f"--policy.optimizer_lr={plan.lr:g}"]
-        if facts and plan.lr != plan.base_lr:
-            args += [f"--policy.{name}={value * plan.lr / plan.base_lr:g}" for name, value in facts.group_lrs.items()]
+        args += [f"--policy.{name}={value:g}" for name, value in group_lrs(ctx).items()]
         if scheduler == "none" or plan.warmup_steps is None:
             return args
         if ctx.policy.key == "groot":
@@ -292,7 +299,7 @@ class LeRobotTrainer(Trainer):
         """The lr of optimizer.param_groups[0], which lerobot-train logs (lerobot_train.update_policy, 0.6.1 and main
         at 7427f31): X-VLA's VLM group at a tenth; one group at the lr when the policy preset is bypassed."""
         facts, plan = ctx.policy.lerobot, ctx.plan
-        if facts is None or (facts.scheduler == "none" and plan.warmup_steps):
+        if facts is None or presets_bypassed(ctx):
             return plan.lr
         return plan.lr * facts.logged_lr_scale
 
@@ -320,7 +327,7 @@ class LeRobotTrainer(Trainer):
             return "the command runs no lerobot-train"
         plan, preset, facts = ctx.plan, ctx.preset, ctx.policy.lerobot
         decay = facts.decay_steps if facts is not None and facts.scheduler == "cosine_decay_with_warmup" else None
-        expected = {
+        expected: dict[str, Any] = {
             "per_device_batch": plan.per_device_batch,
             "lr": self.logged_lr(ctx),
             "steps": plan.trainer_steps,
@@ -330,6 +337,8 @@ class LeRobotTrainer(Trainer):
             "policy": ctx.policy.key,
             "resume": True if ctx.resume else None,
         }
+        if group_lrs(ctx) and not presets_bypassed(ctx):  # each group's lr as the command spells it (:g), in order
+            expected["group_lrs"] = [float(f"{lr:g}") for lr in [plan.lr, *group_lrs(ctx).values()]]
         if install.api == "main":
             expected |= {
                 "grad_accum": preset.batch.grad_accum,
@@ -343,7 +352,16 @@ class LeRobotTrainer(Trainer):
         }
         if ctx.resume:
             fixes |= dict.fromkeys(
-                ("per_device_batch", "steps", "lr", "warmup_steps", "decay_steps", "grad_accum", "dataset"),
+                (
+                    "per_device_batch",
+                    "steps",
+                    "lr",
+                    "group_lrs",
+                    "warmup_steps",
+                    "decay_steps",
+                    "grad_accum",
+                    "dataset",
+                ),
                 "a resumed run keeps the settings in its checkpoint's train_config.json: put the preset back as it "
                 "was for that run, or start a new run in another output_dir",
             )

@@ -3,6 +3,7 @@ LeRobot logs and schedules that do not fit the run (LeRobotTrainer.check)."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from gpuwizard.core.errors import Problem, note, problem, warning
 
 if TYPE_CHECKING:
     from gpuwizard.model.job import BuildContext
+    from gpuwizard.runs.records import LrSchedule
     from gpuwizard.trainers.lerobot.install import LeRobotInstall
 
 ACCELERATE_PREFIXES = ("ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")
@@ -21,10 +23,35 @@ MAIN_REFUSED_ENV = (
 """lerobot/distributed/factory.py (main at 7427f31), guard_against_env_interference: the variables it refuses."""
 
 
+def group_lrs(ctx: BuildContext) -> dict[str, float]:
+    """The policy's parameter groups with an lr of their own (ACT's optimizer_lr_backbone: ACTPolicy.get_optim_params,
+    lerobot/policies/act/modeling_act.py:72-91; 1e-5 in configuration_act.py:128, 0.6.1 and main at 7427f31), each
+    scaled by the rule's factor as optimizer_lr is; passed always, since lerobot-train would keep the default while
+    --policy.optimizer_lr moves."""
+    plan, facts = ctx.plan, ctx.policy.lerobot
+    return {name: value * plan.lr / plan.base_lr for name, value in (facts.group_lrs if facts else {}).items()}
+
+
+def presets_bypassed(ctx: BuildContext) -> bool:
+    """A warmup on a policy preset without a scheduler needs --use_policy_training_preset=false, and then
+    make_optimizer_and_scheduler trains policy.parameters() in one group (lerobot/optim/factory.py:37)."""
+    facts = ctx.policy.lerobot
+    return bool(ctx.plan.warmup_steps) and (facts is None or facts.scheduler == "none")
+
+
 def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
     preset, plan = ctx.preset, ctx.plan
     found: list[Problem] = []
-    if not install.detected and preset.options.api == "auto":
+    if not install.asked and preset.options.api == "auto":
+        found.append(
+            warning(
+                "trainer_options.api",
+                f"which LeRobot {ctx.python} has is not known: this preset is not trusted yet, so its interpreter "
+                "was not asked; the plan assumes the 0.6.1 release API",
+                "trust it (the wizard asks at ctrl+r; `gpuwizard presets trust PRESET`), or state trainer_options.api",
+            )
+        )
+    elif not install.detected and preset.options.api == "auto":
         found.append(
             warning(
                 "trainer_options.api",
@@ -85,7 +112,7 @@ def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
         )
     if ctx.output_path.exists() and not ctx.resume:
         found.append(
-            warning(
+            problem(
                 "output_dir",
                 "already exists; lerobot-train refuses to start in an existing output dir unless resuming",
                 f"continue it with `gpuwizard run {preset.name} --resume`, choose a new output_dir, or delete the "
@@ -97,9 +124,12 @@ def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
 
 
 def precision_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
+    """A CPU run trains in float32: worth a word only where the preset asked for mixed precision itself."""
     preset, policy, facts = ctx.preset, ctx.policy, ctx.policy.lerobot
     mp = preset.mixed_precision
-    if ctx.plan.device == "cpu" and mp != "no":
+    if ctx.plan.device == "cpu":
+        if mp == "no" or "mixed_precision" not in preset.model_fields_set:
+            return []
         return [
             warning(
                 "mixed_precision",
@@ -188,17 +218,32 @@ def fsdp_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
 
 
 def group_lr_notes(ctx: BuildContext) -> list[Problem]:
-    """What bypassing the policy preset (needed for a warmup on a policy without a scheduler) does to the parameter
-    groups with an lr of their own: make_optimizer_and_scheduler then trains policy.parameters(), one group
-    (lerobot/optim/factory.py, 0.6.1 and main at 7427f31)."""
+    """Each optimizer group's lr and what the scaling rule did to it (group_lrs), or, where a warmup bypasses the
+    policy preset, the one group lerobot-train then trains (presets_bypassed)."""
     plan, facts = ctx.plan, ctx.policy.lerobot
-    if not facts or facts.scheduler != "none" or not plan.warmup_steps or not facts.group_lrs:
+    groups = group_lrs(ctx)
+    if not facts or not groups:
         return []
-    groups = ", ".join(f"{name} {value * plan.lr / plan.base_lr:.3g}" for name, value in facts.group_lrs.items())
+    factor = plan.lr / plan.base_lr
+    rule = f" x {factor:.3g} by {plan.rule}" if factor != 1 else ""
+    if presets_bypassed(ctx):
+        scaled = ", ".join(f"{name} {value:.3g}" for name, value in groups.items())
+        return [
+            note(
+                f"the warmup needs --use_policy_training_preset=false, and then lerobot-train puts every parameter in "
+                f"one group at lr {plan.lr:.3g}: the policy's own group lrs ({scaled} after scaling) are not applied; "
+                "optim.warmup_ratio: 0 keeps the policy preset and its groups (without a warmup)"
+            )
+        ]
+    shown = "; ".join(
+        f"{name} {value:.3g} (its default {facts.group_lrs[name]:.3g}{rule}, passed as --policy.{name})"
+        for name, value in groups.items()
+    )
+    main = f"{plan.base_lr:.3g}{rule}, " if rule else ""
     return [
         note(
-            f"the warmup needs --use_policy_training_preset=false, and then lerobot-train puts every parameter in "
-            f"one group at lr {plan.lr:.3g}: the policy's own group lrs ({groups} after scaling) are not applied"
+            f"optimizer groups ({ctx.policy.key}'s get_optim_params): the main group at {plan.lr:.3g} "
+            f"({main}--policy.optimizer_lr); {shown}"
         )
     ]
 
@@ -247,3 +292,34 @@ def unshrunk_warmup_findings(ctx: BuildContext) -> list[Problem]:
             )
         ]
     return []
+
+
+def schedule_end_notes(ctx: BuildContext, schedule: LrSchedule) -> list[Problem]:
+    """Where the policy preset's schedule ends, in optimizer updates. LeRobot main steps the scheduler every loop
+    step, one micro-batch per worker (scripts/lerobot_train.py:235-237 with step_scheduler_with_optimizer False in
+    configs/accelerator.py, main at 7427f31), and a preset's own warmup and decay (optim/schedulers.py:144-161) are
+    loop steps that nothing scales by the accumulation: with grad_accum 2 smolvla's 1,000 / 30,000 end at updates 500
+    and 15,000. Said where they end before the run does, or where an update is more than one loop step."""
+    plan, facts = ctx.plan, ctx.policy.lerobot
+    per = plan.trainer_steps_per_update
+    if not facts or facts.scheduler == "none" or schedule.decay == "constant":
+        return []
+    warmup, decay = schedule.warmup_steps, schedule.decay_end
+    if per == 1 and decay >= plan.trainer_steps:
+        return []
+
+    def at(loop: int) -> str:
+        return f"update {math.ceil(loop / per):,}" + (f" (loop step {loop:,})" if per > 1 else "")
+
+    floor = f"its floor {schedule.end:.3g}" if facts.scheduler == "cosine_decay_with_warmup" else "0"
+    units = (
+        f"; lerobot-train counts its schedule in loop steps, {per} per update with batch.grad_accum {per}"
+        if per > 1
+        else ""
+    )
+    return [
+        note(
+            f"lr schedule ({ctx.policy.key}'s {facts.scheduler}): the warmup ends at {at(warmup)}, the decay reaches "
+            f"{floor} at {at(decay)}, of the run's {plan.steps:,} updates{units}"
+        )
+    ]

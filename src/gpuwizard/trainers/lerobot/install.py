@@ -38,15 +38,20 @@ class LeRobotInstall:
     api: Literal["v0.6", "main"]
     detected: bool
     train_path: str | None
+    asked: bool = True
+    """False: the interpreter was not asked (an untrusted preset named it) and nothing was remembered of it."""
 
 
 @functools.lru_cache(maxsize=16)
-def detect(python: str) -> dict | None:
-    """Ask the training interpreter which lerobot it has, without importing lerobot (remembered in EnvCache)."""
+def detect(python: str, asks: bool) -> dict | None:
+    """Ask the training interpreter which lerobot it has, without importing lerobot (remembered in EnvCache);
+    without `asks` (an untrusted preset chose the interpreter) only a remembered answer is read, nothing runs."""
     exe = envcache.interpreter(python)
     key = f"{exe}|{os.environ.get('PYTHONPATH', '')}"
     cache = envcache.EnvCache("lerobot-install")
     remembered = cache.get(key, exe)
+    if remembered is None and not asks:
+        return None
     if remembered is None:
         try:
             out = subprocess.run([python, "-c", DETECT_SCRIPT], capture_output=True, text=True, timeout=30, check=False)
@@ -60,12 +65,13 @@ def detect(python: str) -> dict | None:
     return {"version": remembered.get("version"), "parallelism": bool(remembered.get("parallelism"))}
 
 
-def find_install(python: str, api: Literal["auto", "v0.6", "main"]) -> LeRobotInstall:
+def find_install(python: str, api: Literal["auto", "v0.6", "main"], asks: bool) -> LeRobotInstall:
+    """Which lerobot `python` has; `asks` False: from a remembered answer only (the preset is not trusted yet)."""
     train = sibling_tool(python, "lerobot-train") or shutil.which("lerobot-train")
-    found = detect(python) if os.path.exists(python) or shutil.which(python) else None
+    found = detect(python, asks) if os.path.exists(python) or shutil.which(python) else None
     version = found["version"] if found else None
     if api != "auto":
         return LeRobotInstall(version, api, version is not None, train)
     if version is None:
-        return LeRobotInstall(None, "v0.6", False, train)
+        return LeRobotInstall(None, "v0.6", False, train, asks)
     return LeRobotInstall(version, "main" if found and found["parallelism"] else "v0.6", True, train)

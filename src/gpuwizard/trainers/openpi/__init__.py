@@ -192,23 +192,7 @@ class OpenpiTrainer(Trainer):
         )
 
     def lr_schedule(self, ctx: BuildContext) -> LrSchedule:
-        """What the command leaves the TrainConfig's CosineDecaySchedule at (openpi 15a9616: optax
-        warmup_cosine_decay_schedule in src/openpi/training/optimizer.py, and the same formula in
-        scripts/train_pytorch.py lr_schedule): from peak / (warmup + 1), cosine from the warmup's end to the end lr
-        (run_values.decay). train_pytorch.py logs the mean lr since its last line (TrainConfig.log_interval, 100)."""
-        plan, own = ctx.plan, self.source(ctx.preset).facts
-        warmup = plan.warmup_steps or 0
-        decay_steps, decay_lr = run_values.decay(ctx, own)
-        return LrSchedule(
-            peak=plan.lr,
-            warmup_steps=warmup,
-            warmup_start=1 / (warmup + 1),
-            decay="cosine",
-            decay_start=warmup,
-            decay_end=decay_steps,
-            end=decay_lr,
-            averaged_over=100,
-        )
+        return run_values.schedule(ctx, self.source(ctx.preset).facts)
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """<checkpoint-base-dir>/<config>/<exp-name>/<step>/ (src/openpi/training/checkpoints.py)."""

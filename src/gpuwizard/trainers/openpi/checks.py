@@ -124,27 +124,34 @@ def config_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
 
 
 def schedule_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
+    """Where the schedule's warmup and cosine end against the run's steps; openpi keeps the config's decay_steps
+    whatever --num-train-steps says (run_values.decay), and optax refuses only a cosine no longer than the warmup."""
     preset, plan, own = ctx.preset, ctx.plan, source.facts
     config, found = preset.options.config_name, []
-    decay_steps, decay_lr = run_values.decay(ctx, own)
-    warmup = plan.warmup_steps or 0
-    if decay_lr != own.decay_lr or decay_steps != own.decay_steps:
-        found.append(
-            note(
-                f"lr schedule: warmup {warmup:,} steps to {plan.lr:g}, cosine to {decay_lr:g} at step "
-                f"{decay_steps:,} ({config}'s own: {own.warmup_steps:,} to {own.peak_lr:g}, cosine to {own.decay_lr:g} "
-                f"at {own.decay_steps:,} for {own.num_train_steps:,} steps; the end lr keeps its ratio to the peak "
-                "and the decay its ratio to the run's length)"
-            )
+    schedule = run_values.schedule(ctx, own)
+    warmup, decay_steps = schedule.warmup_steps, schedule.decay_end
+    if plan.steps <= warmup:
+        where = "inside the warmup"
+    elif plan.steps < decay_steps:
+        where = f"{plan.steps - warmup:,} steps into the {decay_steps - warmup:,}-step cosine"
+    else:
+        where = "after the cosine, at its end lr"
+    end = f" (its {own.decay_lr:g} scaled with the peak)" if schedule.end != own.decay_lr else ""
+    found.append(
+        note(
+            f"lr schedule: warmup {warmup:,} steps to {plan.lr:g}, then a cosine to {schedule.end:g}{end} ending at "
+            f"step {decay_steps:,} ({config}'s own decay_steps, which openpi keeps whatever --num-train-steps says); "
+            f"the run's {plan.steps:,} steps end {where} (lr {schedule.lr_at(plan.steps):.3g})"
         )
+    )
     if preset.options.backend == "jax" and decay_steps <= warmup:
         found.append(
             problem(
                 "optim.warmup_ratio",
-                f"the warmup ({warmup:,} steps) is not shorter than the cosine ({decay_steps:,} steps for "
-                f"{plan.steps:,} training steps): optax.warmup_cosine_decay_schedule, which openpi's "
+                f"the warmup ({warmup:,} steps) is not shorter than {config}'s cosine, which ends at step "
+                f"{decay_steps:,} whatever the run's length: optax.warmup_cosine_decay_schedule, which openpi's "
                 "CosineDecaySchedule builds, refuses that when training starts",
-                "set optim.warmup_ratio (e.g. 0.05), or train for more steps",
+                f"set optim.warmup_ratio under {decay_steps / plan.steps:.3g} (a warmup under {decay_steps:,} steps)",
                 value=preset.optim.warmup_ratio,
             )
         )

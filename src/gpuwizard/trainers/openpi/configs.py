@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from gpuwizard.model.catalog import OpenpiConfig, load_catalog, openpi_config
 from gpuwizard.model.job import TrainerQuery
+from gpuwizard.model.trust import is_trusted
 from gpuwizard.trainers.base import interpreter_missing, resolve_python, workdir_for
 from gpuwizard.trainers.check import CheckAnswer, ask, check_script
 
@@ -36,6 +37,7 @@ ANSWER_FIELDS = {
     "pytorch_weight_path": "pytorch_weights",
     "overwrite": "overwrite",
     "data": "data",
+    "log_interval": "log_interval",
 }
 """OpenpiConfig's fields and the probe's keys for them (check/scripts/check_openpi.py)."""
 
@@ -84,7 +86,10 @@ def config_source(preset: Preset) -> ConfigSource:
     if not name:
         return ConfigSource(OpenpiConfig(), "no config named", False)
     env = tuple(sorted((key, str(value)) for key, value in preset.launch.env.items()))
-    answer, why = asked(training_python(preset), workdir_for(preset)[0], env, name)
+    if is_trusted(preset):
+        answer, why = asked(training_python(preset), workdir_for(preset)[0], env, name)
+    else:
+        answer, why = None, "the preset is not trusted yet, so nothing of it runs before you say so"
     if answer is not None and answer.status == "parsed":
         try:
             where = f"the installed openpi's own TrainConfig ({answer.parser})"

@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 from gpuwizard.core.errors import Problem, problem
 from gpuwizard.model.catalog import OpenpiConfig
 from gpuwizard.model.job import BuildContext
+from gpuwizard.runs.records import LrSchedule
 
 
 def entry(ctx: BuildContext) -> str:
@@ -26,27 +27,48 @@ def fsdp_devices(ctx: BuildContext) -> int:
 
 
 def decay(ctx: BuildContext, own: OpenpiConfig) -> tuple[int, float]:
-    """The cosine's length and end lr: the config's own shape stretched to the run's steps, its end lr following the
-    peak (CosineDecaySchedule in src/openpi/training/optimizer.py ends at decay_lr whatever the peak: a peak below it
-    would make the lr rise)."""
-    plan, steps = ctx.plan, own.decay_steps
-    if plan.steps != own.num_train_steps:
-        steps = max(1, round(own.decay_steps * plan.steps / own.num_train_steps))
+    """The cosine's length and end lr. The length is the config's own decay_steps whatever --num-train-steps says
+    (CosineDecaySchedule in src/openpi/training/optimizer.py:24-31 takes only its own fields; config.py:752-757
+    pi05_libero keeps 1,000,000 for 30,000 steps); the end lr follows the peak (the cosine ends at decay_lr whatever
+    the peak: a peak below it would make the lr rise)."""
+    plan = ctx.plan
     end = own.decay_lr if plan.lr == own.peak_lr else own.decay_lr * plan.lr / own.peak_lr
-    return steps, end
+    return own.decay_steps, end
+
+
+def log_interval(ctx: BuildContext, own: OpenpiConfig) -> int:
+    """Steps between train_pytorch.py's log lines: trainer_options.log_interval, else the TrainConfig's."""
+    return ctx.preset.options.log_interval or own.log_interval
+
+
+def schedule(ctx: BuildContext, own: OpenpiConfig) -> LrSchedule:
+    """What the command leaves the TrainConfig's CosineDecaySchedule at (openpi 15a9616: optax
+    warmup_cosine_decay_schedule in src/openpi/training/optimizer.py:24-31, and the same formula in
+    scripts/train_pytorch.py lr_schedule): from peak / (warmup + 1), cosine from the warmup's end to the end lr.
+    train_pytorch.py:560-583 logs the mean lr of the updates since its last line (log_interval)."""
+    warmup = ctx.plan.warmup_steps or 0
+    decay_steps, decay_lr = decay(ctx, own)
+    return LrSchedule(
+        peak=ctx.plan.lr,
+        warmup_steps=warmup,
+        warmup_start=1 / (warmup + 1),
+        decay="cosine",
+        decay_start=warmup,
+        decay_end=decay_steps,
+        end=decay_lr,
+        averaged_over=log_interval(ctx, own),
+    )
 
 
 def schedule_args(ctx: BuildContext, own: OpenpiConfig) -> list[str]:
     """Only what differs from the TrainConfig's own schedule: its lr and warmup belong to the config name."""
     plan = ctx.plan
-    decay_steps, decay_lr = decay(ctx, own)
+    decay_lr = decay(ctx, own)[1]
     args = []
     if plan.lr != own.peak_lr:
         args.append(f"--lr-schedule.peak-lr={plan.lr:g}")
     if (plan.warmup_steps or 0) != own.warmup_steps:
         args.append(f"--lr-schedule.warmup-steps={plan.warmup_steps or 0}")
-    if decay_steps != own.decay_steps:
-        args.append(f"--lr-schedule.decay-steps={decay_steps}")
     if decay_lr != own.decay_lr:
         args.append(f"--lr-schedule.decay-lr={decay_lr:g}")
     return args

@@ -148,7 +148,8 @@ def schedule_numbers(scheduler) -> dict:
 
 
 def optimizer_values(cfg, notes: list[str]) -> dict:
-    """lerobot/optim/factory.py make_optimizer_and_scheduler on the stand-in: group 0's peak lr and the schedule."""
+    """lerobot/optim/factory.py make_optimizer_and_scheduler on the stand-in: each group's peak lr (group 0 is the one
+    lerobot-train logs) and the schedule."""
     from lerobot.optim.factory import make_optimizer_and_scheduler
 
     policy = stand_in_policy(cfg)
@@ -170,6 +171,8 @@ def optimizer_values(cfg, notes: list[str]) -> dict:
         shown = ", ".join(f"{name} at {lr:.3g}" for name, lr in groups)
         notes.append(f"parameter groups: {shown}; lerobot-train logs the first (optimizer.param_groups[0])")
     values = {"lr": groups[0][1], "warmup_steps": 0}
+    if len(groups) > 1:
+        values["group_lrs"] = [lr for _, lr in groups]
     if scheduler is not None:
         numbers = schedule_numbers(scheduler)
         names = ("actual_warmup_steps", "num_warmup_steps", "warmup_steps")

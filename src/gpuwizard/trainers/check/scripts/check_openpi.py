@@ -62,7 +62,11 @@ def values(cfg: TrainConfig, world: int | None, entry: str) -> tuple[dict, list[
     if text_or_none(cfg.exp_name):
         found["checkpoint_dir"] = str(cfg.checkpoint_dir)  # resolved against the job's working directory
     if world is None:  # a config's own values: both weight paths and the kind of data it reads
-        found |= {"pytorch_weights": cfg.pytorch_weight_path, "data": type(cfg.data).__name__}
+        found |= {
+            "pytorch_weights": cfg.pytorch_weight_path,
+            "data": type(cfg.data).__name__,
+            "log_interval": cfg.log_interval,  # train_pytorch.py logs the mean lr over this many steps
+        }
     elif entry.endswith("train_pytorch.py"):
         # scripts/train_pytorch.py: effective_batch_size = config.batch_size // world_size (the remainder is dropped);
         # it loads only <pytorch_weight_path>/model.safetensors, has no FSDP and builds a Pi0Config from any model

@@ -1,0 +1,213 @@
+"""The command line's grammar: every command, flag and help line, and argparse's errors as one paragraph."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable
+from typing import NoReturn, TypeVar, overload
+
+from gpuwizard import __version__
+from gpuwizard.core.codes import ExitCode
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+_N = TypeVar("_N")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad flags as one paragraph and exit code 2, like every other input error."""
+
+    given: list[str] = []
+
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: _N | None = None
+    ) -> tuple[_N | argparse.Namespace, list[str]]:
+        self.given = list(sys.argv[1:] if args is None else args)  # what error() names
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        missing = re.fullmatch(r"argument (?:\S+/)?(--\S+): expected one argument", message)
+        after = next((b for a, b in zip(self.given, self.given[1:]) if missing and a == missing[1]), None)
+        if missing and after is not None and after.startswith("-"):
+            flag = missing[1]
+            sys.stderr.write(
+                f"{self.prog}: {flag} = {after!r}: reads as another flag, so {flag} has no value. Fix: give {flag} a "
+                f"value (see `{self.prog} --help`); one that starts with '-' is written {flag}=VALUE.\n"
+            )
+        else:
+            sys.stderr.write(f"{self.prog}: {message}. Fix: see `{self.prog} --help`.\n")
+        raise SystemExit(ExitCode.INVALID)
+
+
+PRESET_HELP = "a preset name (yours first, then the shipped ones) or a YAML file"
+RUN_ID_HELP = "a run id from `gpuwizard runs`, or its unique start"
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="gpuwizard", description="Plan, launch and watch multi-GPU fine-tunes of robot policies.")
+    parser.add_argument("--preset", metavar="NAME_OR_FILE", help="start the wizard from a preset")
+    parser.add_argument("--version", action="version", version=f"gpuwizard {__version__}", help="print the version")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+
+    gpus = sub.add_parser("gpus", help="GPU inventory: devices, memory, utilization, topology, processes")
+    gpus.add_argument("--json", action="store_true", help="the inventory as JSON")
+    gpus.add_argument(
+        "--record", metavar="FILE", help="record this machine's NVML answers for replay (GPUWIZARD_NVML_REPLAY)"
+    )
+
+    for name, text in (
+        ("plan", "the resolved plan: batch meaning, scaling, strategy, checks"),
+        ("preview", "the exact command run would execute"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+        p.add_argument("--gpus", type=positive_int, metavar="N", help="see the same preset on N GPUs")
+        if name == "plan":
+            p.add_argument("--json", action="store_true", help="the plan as JSON (every key of the plan)")
+        else:
+            p.add_argument(
+                "--format",
+                choices=["shell", "json", "script", "sbatch"],
+                default="shell",
+                help="sbatch: the SLURM batch script `run --slurm` submits",
+            )
+            p.add_argument("--resume", action="store_true", help="the command that continues from the last checkpoint")
+
+    check = sub.add_parser(
+        "check",
+        help="run the exact command through the installed trainer's own parser (no training) and compare with the plan",
+    )
+    check.add_argument("preset", metavar="PRESET")
+    check.add_argument("--gpus", type=positive_int, metavar="N", help="check the command for N GPUs")
+    check.add_argument("--resume", action="store_true", help="check the command that continues from the checkpoint")
+    check.add_argument("--json", action="store_true", help="the trainer's values, the plan's and every difference")
+    check.add_argument("--fresh", action="store_true", help="ask the trainer again instead of the remembered answer")
+
+    probe = sub.add_parser(
+        "probe", help="short real runs per GPU count and batch: does a second GPU pay, what batch fits?"
+    )
+    probe.add_argument("preset", metavar="PRESET")
+    probe.add_argument(
+        "--gpus", metavar="N,N", help="GPU (process) counts to measure, e.g. 1,2,4 (default: 1 and the preset's)"
+    )
+    probe.add_argument(
+        "--batch",
+        metavar="auto|N,N",
+        help="per-device batches to measure; auto doubles until out of memory, then bisects (default: the plan's "
+        "and twice it)",
+    )
+    probe.add_argument("--budget", metavar="TIME", help="stop starting configurations after this long, e.g. 10m")
+    probe.add_argument(
+        "--headroom", type=float, default=0.1, metavar="SHARE", help="device memory kept free (default 0.1)"
+    )
+    probe.add_argument("--steps", type=positive_int, metavar="N", help="updates per configuration (default: trainer's)")
+    probe.add_argument("--slurm", action="store_true", help="submit each configuration to SLURM and follow it")
+    probe.add_argument("--json", action="store_true", help="print probe.json instead of the table")
+
+    run = sub.add_parser("run", help="run the job (TUI monitor, or --headless status lines)")
+    run.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
+    run.add_argument("--gpus", type=positive_int, metavar="N", help="run the same preset on N GPUs per node")
+    run.add_argument(
+        "--headless",
+        action="store_true",
+        help="stream status lines to stdout instead of the TUI (the default without a terminal); SIGINT or SIGTERM "
+        "stops the run, SIGHUP detaches",
+    )
+    run.add_argument(
+        "--detach", action="store_true", help="start the run, print its id and return (`attach` follows it)"
+    )
+    run.add_argument("--smoke", action="store_true", help="short repro run: 50 steps, smallest batch")
+    run.add_argument(
+        "--slurm", action="store_true", help="submit with sbatch and follow the SLURM job (launch.scheduler: slurm)"
+    )
+    run.add_argument(
+        "--node-rank",
+        type=int,
+        metavar="K",
+        help="this node's rank in a multi-node preset (0 hosts the rendezvous); overrides hardware.node_rank",
+    )
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        metavar="RUN_ID",
+        help="continue from the last checkpoint in the trainer's own resume form, as a new run linked to RUN_ID "
+        "(default: the newest run of this preset)",
+    )
+    run.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
+    run.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip asking the trainer's own parser before the launch (`gpuwizard check`)",
+    )
+    run.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment variable for this run only; a bare NAME takes its value from your environment (keeps a "
+        "secret out of `ps`)",
+    )
+
+    attach = sub.add_parser("attach", help="open the live monitor on a run (default: the newest)")
+    attach.add_argument("run_id", nargs="?", metavar="RUN_ID", help=RUN_ID_HELP + " (default: the newest)")
+    attach.add_argument("--headless", action="store_true", help="stream status lines to stdout instead of the TUI")
+    attach.add_argument("--log", action="store_true", help="with --headless, also stream the job's log")
+
+    runs = sub.add_parser("runs", help="run history")
+    runs.add_argument("--json", action="store_true", help="the history as JSON rows, newest first")
+    runs.add_argument("--probes", action="store_true", help="also list the short measurement runs of gpuwizard probe")
+    envs = sub.add_parser("envs", help="the training environments on this machine and the trainers each one has")
+    envs.add_argument("--trainer", choices=["lerobot", "groot", "openpi", "hf", "demo"], help="only those that have it")
+    envs.add_argument("--workdir", action="append", metavar="DIR", help="also look beside this checkout")
+    envs.add_argument("--json", action="store_true", help="the environments as JSON")
+
+    stop = sub.add_parser("stop", help="stop a run and every process of it (default: the newest active run)")
+    stop.add_argument("run_id", nargs="?", metavar="RUN_ID", help=RUN_ID_HELP + " (default: the newest active run)")
+
+    compare = sub.add_parser(
+        "compare", help="did more GPUs pay? throughput, efficiency, loss per sample and per hour, GPU-hours, cost"
+    )
+    compare.add_argument("run_ids", nargs="+", metavar="RUN_ID", help=RUN_ID_HELP + "; two or more")
+    compare.add_argument("--json", action="store_true", help="the comparison as JSON")
+    compare.add_argument(
+        "--gpu-hour", type=float, metavar="PRICE", help="price of a GPU-hour (default: each run's costs.gpu_hour)"
+    )
+
+    for trusting in (check, probe, run):
+        trusting.add_argument(
+            "--trust",
+            action="store_true",
+            help="trust the interpreter, environment and files this preset names (remembered; see `presets trust`)",
+        )
+
+    presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME, schema")
+    presets.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "show", "delete", "trust", "schema"],
+        default="list",
+        help="list (default) | show NAME: the file | delete NAME: one of yours | trust NAME: let it run the "
+        "interpreter, environment and files it names | schema: the JSON Schema",
+    )
+    presets.add_argument("name", nargs="?", metavar="NAME", help="the preset to show, delete or trust")
+    return parser
