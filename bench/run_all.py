@@ -18,6 +18,7 @@ import flood
 import hang
 import history
 import ingest
+import listing
 import overhead
 import probe
 import runstart
@@ -33,6 +34,7 @@ SECTIONS = {
     "hang": hang.run,
     "scaling": scaling.run,
     "history": history.run,
+    "listing": listing.run,
     "biglog": biglog.run,
     "flood": flood.run,
     "slurm": slurm.run,

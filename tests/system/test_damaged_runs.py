@@ -386,15 +386,15 @@ async def test_the_runs_screen_lists_damaged_runs_with_their_reason(data_with_go
 async def test_the_runs_screen_says_when_the_history_cannot_be_read(data_with_good_run, monkeypatch):
     """Whatever fails while the history is read is said on the screen, not left as an empty table."""
     from gpuwizard.core.errors import UserError, problem
-    from gpuwizard.runs import rundir
+    from gpuwizard.runs import listing
     from gpuwizard.tui.app import GpuWizardApp
     from gpuwizard.tui.runs import RunsScreen
     from support.tui import wait_until
 
-    def unreadable(preset_name: str | None = None) -> list:
+    def unreadable(*args: object, **kwargs: object) -> list:
         raise UserError(problem(None, "the runs folder /x cannot be read: Permission denied", "make it yours"))
 
-    monkeypatch.setattr(rundir, "list_runs", unreadable)
+    monkeypatch.setattr(listing, "listed_runs", unreadable)
     app = GpuWizardApp()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("ctrl+l")

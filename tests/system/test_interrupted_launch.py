@@ -1,5 +1,5 @@
 """A launch cut short at any point leaves either a whole run folder (stoppable, with a true state) or nothing: kill -9
-of `run` (nothing of it can undo the start), ctrl+q in the wizard while it is "Checking and launching", and a
+of `run` (nothing of it can undo the start), ctrl+q in the wizard while it is "launching: checking the plan, the disks...", and a
 supervisor that cannot be started at all. Real `gpuwizard` processes, a real pseudo-terminal, real demo runs."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def read_screen(master: int, shown: bytearray) -> None:
 
 
 QUIT_POINTS = {
-    "checking": lambda data, shown: drawn(shown, "Checking and launching"),
+    "checking": lambda data, shown: drawn(shown, "checking the plan, the disks"),
     "folder-reserved": lambda data, shown: bool(run_dirs(data)),
 }
 

@@ -121,7 +121,7 @@ def test_cpu_estimates_and_advice_count_processes_not_gpus(gw, write_preset):
     assert "published time (200 steps at 8 per process on 2 CPU processes), 85% scaling efficiency assumed" in table
     words = " ".join(text.split())
     assert "Published single-GPU time" not in words and "reference on 1 process: 8" in words
-    assert "Published time: ~0.01 h (200 steps at 8 per process on 2 CPU processes), for those steps and that" in words
+    assert "Published time: ~1 min (200 steps at 8 per process on 2 CPU processes), for those steps and that" in words
     plan, _ = make_plan(load_preset_file(path))
     wizard = estimates_text(plan)
     assert "GPU" not in wizard, wizard

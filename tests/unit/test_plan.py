@@ -673,10 +673,10 @@ def test_each_trainer_resumes_in_its_own_form(gw, write_preset, tmp_path):
     assert tail == [f"--config_path={config}", "--resume=true"]
     assert not any(a.startswith(("--policy.type", "--policy.path")) for a in argv)
     fresh = gw("preview", write_preset(lerobot))
-    assert fresh.code == 2 and "holds checkpoints written by a run gpuwizard has no record of" in fresh.err
-    (tmp_path / "empty").mkdir()
-    fresh = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM + f"output_dir: {tmp_path / 'empty'}\n"))
-    assert any("continue it with `gpuwizard run act-4x-accum --resume`" in w for w in fresh["warnings"])
+    assert fresh.code == 2 and "already exists; lerobot-train refuses to start in an existing output dir" in fresh.err
+    (tmp_path / "empty").mkdir()  # lerobot/configs/train.py:259 (0.6.1): any existing folder, empty or not
+    fresh = gw("preview", write_preset(LEROBOT_MAIN_ACCUM + f"output_dir: {tmp_path / 'empty'}\n"))
+    assert fresh.code == 2 and fresh.err.count("Fix: continue it with `gpuwizard run act-4x-accum --resume`") == 1
 
     groot = GROOT_8 + f"output_dir: {out}\n"
     fresh_argv = preview_json(gw, write_preset(groot))["argv"]

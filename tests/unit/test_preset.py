@@ -211,7 +211,7 @@ def test_a_preset_with_five_mistakes_names_all_five(gw, write_preset):
         "batch.size = 0: must be 1 or more. Fix: use a positive number.",
         "optim.lr = inf: must be a finite number.",
         "optim.steps = 'ten': must be a whole number.",
-        "scaling.rule = 'linear': must be one of none, linear_lr, sqrt_lr, divide_steps.",
+        "scaling.rule = 'linear': must be one of none, linear_lr, sqrt_lr, divide_steps; did you mean linear_lr?",
         "trainer_options.nmu_workers: unknown key; did you mean num_workers?",
     ]
     for paragraph, wanted in zip(paragraphs, expected):

@@ -10,7 +10,7 @@ from gpuwizard.core.errors import UserError, problem
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from gpuwizard.model.preset_files import delete_user_preset, listed_presets, load_preset_file, preset_text
+    from gpuwizard.model.preset_files import delete_user_preset, preset_listing, preset_text
 
     if args.action in ("show", "delete", "trust") and not args.name:
         raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))
@@ -30,13 +30,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
         path = delete_user_preset(args.name)
         print(f"deleted {path}")
         return ExitCode.OK
-    rows = []
-    for name, source, path in listed_presets():
-        try:
-            preset = load_preset_file(path)
-            rows.append((name, source, preset.trainer, preset.policy, str(preset.world_size), preset.description))
-        except UserError as exc:
-            rows.append((name, source, "-", "-", "-", f"INVALID: {exc.paragraph()}"))
+    rows = [listed.columns() for listed in preset_listing()]
     width = max((len(r[0]) for r in rows), default=4)
     print(f"{'name':<{width}}  source   trainer  policy    gpus  description")
     for r in rows:

@@ -13,6 +13,7 @@ from gpuwizard.core.errors import UserError, problem
 from gpuwizard.runner.follow import marked_runs, request_stop, run_leftovers, stop_all
 from gpuwizard.runner.procs import marker_value
 from gpuwizard.runner.staging import clear_interrupted_launches
+from gpuwizard.runs.listing import listed_runs
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import (
     RunDir,
@@ -114,7 +115,7 @@ def tidy_interrupted_launches() -> None:
 
 def runs_command(args: argparse.Namespace) -> int:
     tidy_interrupted_launches()
-    entries = list_runs()
+    entries = listed_runs()
     green = green_baselines(entries)
     now = time.time()
     shown, hidden = history_entries(entries, args.probes)
@@ -129,7 +130,7 @@ def runs_command(args: argparse.Namespace) -> int:
             else "no runs yet: `gpuwizard run demo-cpu --headless` starts one"
         )
         return ExitCode.OK
-    print(f"{'run id':<36} {'state':<9} {'exit':>4} {'gpus':>4} {'step':>12} {'time':>8}  baseline")
+    print(f"{'run id':<36} {'state':<9} {'exit':>4} {'workers':>7} {'step':>12} {'time':>8}  baseline")
     for r in rows:
         if r["state"] == "corrupt":
             running = running_marked(Path(r["path"]))
@@ -140,8 +141,9 @@ def runs_command(args: argparse.Namespace) -> int:
         mark = "green" if r["baseline_green"] else "never"
         exit_code = r["exit_code"] if r["exit_code"] is not None else "-"
         minutes, seconds = divmod(int(r["duration_s"]), 60)
+        workers = f"{r['world_size']} {'GPU' if r['device'] == 'cuda' else 'CPU'}"  # a CPU run counts processes
         print(
-            f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {r['world_size']:>4} {step:>12} "
+            f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {workers:>7} {step:>12} "
             f"{minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
             + (" (probe)" if r.get("probe") else "")
             + (f"  <- resumes {r['resumed_from']}" if r["resumed_from"] else "")

@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuwizard.core import paths, yamlio
 from gpuwizard.core.errors import UserError, problem
-from gpuwizard.model.preset import Preset, parse_preset, preset_schema
+from gpuwizard.core.statcache import StatCache, stamp
+from gpuwizard.core.units import counted
 from gpuwizard.model.trust import note_source
+
+if TYPE_CHECKING:
+    from gpuwizard.model.preset import Preset
 
 
 def load_preset_file(path: Path) -> Preset:
     """A preset file, validated; one of the user's or the shipped folder may run its own code (model/trust.py)."""
+    from gpuwizard.model.preset import parse_preset  # not for a listing its cache answers (preset_listing)
+
     return note_source(parse_preset(yamlio.load_file(path), str(path)), path)
 
 
 def _preset_files(folder: Path) -> dict[str, Path]:
     if not folder.is_dir():
         return {}
-    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"), key=lambda p: p.name)}  # names: 10,000 sort at once
 
 
 def user_preset_files() -> dict[str, Path]:
@@ -34,6 +43,77 @@ def listed_presets() -> list[tuple[str, str, Path]]:
     user = user_preset_files()
     shipped = [(name, "shipped", path) for name, path in shipped_preset_files().items() if name not in user]
     return [(name, "user", path) for name, path in user.items()] + shipped
+
+
+class ListedPreset(BaseModel):
+    """A preset as a listing shows it: what it runs, on what, or (problem) the paragraphs saying why it is invalid."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    source: Literal["user", "shipped"]
+    path: str
+    trainer: str = "-"
+    policy: str = "-"
+    world_size: int = 0
+    device: str = "cuda"
+    description: str = ""
+    problem: str | None = None
+
+    def workers(self) -> str:
+        """'2 GPUs', '2 processes' (a device left to `auto` uses the GPUs there are)."""
+        return counted(self.world_size, "cpu" if self.device == "cpu" else "cuda")
+
+    def columns(self) -> tuple[str, str, str, str, str, str]:
+        """name, source, trainer, policy, gpus and description, as `gpuwizard presets list` prints them."""
+        if self.problem is not None:
+            return (self.name, self.source, "-", "-", "-", f"INVALID: {self.problem}")
+        return (self.name, self.source, self.trainer, self.policy, str(self.world_size), self.description)
+
+
+def preset_listing() -> list[ListedPreset]:
+    """listed_presets with what each one runs, a file read and validated only when it (or the user's policies.yaml,
+    which decides what is valid) changed since the last listing: 10,000 presets list in well under a second."""
+    caches = {
+        "user": StatCache("presets", paths.user_presets_dir()),
+        "shipped": StatCache("presets", paths.shipped_presets_dir()),
+    }
+    policies = stamp(paths.config_dir() / "policies.yaml")
+    listed = []
+    for name, source, path in listed_presets():
+        where: dict[str, Any] = {"name": name, "source": source, "path": str(path)}
+        cache, own = caches[source], stamp(path)
+        key = own + policies if own is not None and policies is not None else None
+        remembered = remembered_preset(cache.get(path.name, key), where)
+        if remembered is not None:
+            listed.append(remembered)
+            continue
+        try:
+            preset = load_preset_file(path)
+            summary: dict[str, Any] = {
+                "trainer": preset.trainer,
+                "policy": preset.policy,
+                "world_size": preset.world_size,
+                "device": preset.hardware.device,
+                "description": preset.description,
+            }
+        except UserError as exc:
+            summary = {"problem": exc.paragraph()}
+        cache.put(path.name, key, summary)
+        listed.append(ListedPreset.model_validate({**summary, **where}))
+    for cache in caches.values():
+        cache.save()
+    return listed
+
+
+def remembered_preset(summary: Any, where: dict[str, Any]) -> ListedPreset | None:
+    """A listing's remembered summary, validated as it is taken back; None for none or one that does not validate."""
+    if not isinstance(summary, dict):
+        return None
+    try:
+        return ListedPreset.model_validate(summary | where)
+    except ValidationError:
+        return None
 
 
 def find_preset(name_or_file: str) -> Path:
@@ -98,6 +178,8 @@ def save_user_preset(preset: Preset, overwrite: bool = True) -> Path:
 def write_schema_beside(folder: Path) -> None:
     """Keep `preset.schema.json` current in a preset folder: the YAML language server completes and checks presets."""
     import json
+
+    from gpuwizard.model.preset import preset_schema
 
     text = json.dumps(preset_schema(), indent=2) + "\n"
     schema = folder / SCHEMA_FILE

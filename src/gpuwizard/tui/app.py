@@ -117,7 +117,8 @@ class GpuWizardApp(AppHost):
                 self.exit()
 
         name = edited.preset.name
-        self.push_screen(Confirm(f"Quit and lose your unsaved edits to {name}? (n, then ctrl+s, saves them)"), answer)
+        question = f"Quit and lose your unsaved edits to {name}? (n goes back; ctrl+s there saves them)"
+        self.push_screen(Confirm(question), answer)
 
     def action_help(self) -> None:
         """The keys of the screen in front; pressed again (or escape), it closes."""

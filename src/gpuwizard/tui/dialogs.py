@@ -8,16 +8,19 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.css.styles import RulesMap
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpuwizard.core.errors import UserError
+from gpuwizard.core.safetext import safe_line
 from gpuwizard.model.preset import Preset, with_field
 from gpuwizard.model.preset_files import (
     delete_user_preset,
-    listed_presets,
     load_preset_file,
+    preset_listing,
     save_user_preset,
     shipped_preset_files,
     user_preset_files,
@@ -62,6 +65,14 @@ class Confirm(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+class OneLine(Content):
+    """An option drawn on one line at any width (#presets is cut with an ellipsis, never wrapped), so 10,000 of
+    them are laid out without wrapping each one at every width the dialog passes through."""
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return 1
+
+
 class PresetPicker(ModalScreen[Preset | None]):
     """Your presets and the shipped ones: open, duplicate, delete."""
 
@@ -91,14 +102,16 @@ class PresetPicker(ModalScreen[Preset | None]):
         """One line per preset; the wizard's preset (else the first) is highlighted, so the first Down moves on."""
         options = self.query_one("#presets", OptionList)
         options.clear_options()
-        for name, source, path in listed_presets():
-            source = "yours" if source == "user" else source
-            try:
-                preset = load_preset_file(path)
-                text = f"{name:<22} {source:<8} {preset.trainer:<8} {preset.world_size} GPU  {preset.description}"
-            except UserError:
-                text = f"{name:<22} {source:<8} (invalid: enter shows why)"
-            options.add_option(Option(text, id=f"{source}:{name}"))
+        listed = []
+        for preset in preset_listing():
+            source = "yours" if preset.source == "user" else preset.source
+            text = (
+                f"{preset.name:<22} {source:<8} (invalid: enter shows why)"
+                if preset.problem is not None
+                else f"{preset.name:<22} {source:<8} {preset.trainer:<8} {preset.workers():<11}  {preset.description}"
+            )
+            listed.append(Option(OneLine(safe_line(text)), id=f"{source}:{preset.name}"))  # text, never markup
+        options.add_options(listed)  # at once: one layout for 10,000 presets, not one each
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         current = next(
             (i for i, option_id in enumerate(ids) if option_id is not None and option_id.endswith(f":{self.current}")),

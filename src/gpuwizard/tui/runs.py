@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpuwizard.core.errors import UserError
 from gpuwizard.core.safetext import safe_line, safe_text
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
     from gpuwizard.runs.rundir import RunDir
     from gpuwizard.tui.apphost import AppHost
 
-COLUMNS = ("*", "state", "GPUs", "step", "time", "smp/s", "run")
+COLUMNS = ("*", "state", "workers", "step", "time", "smp/s", "run")
 """The run id is last and whole (it names the preset): short columns first, so none is pushed off at 80 columns."""
+REFRESH_S = 2.0
+"""How often the open screen reads the history again (an ended run's files are not read again: runs/listing.py)."""
 
 
 def column_widths(rows: list[list[str]]) -> list[int]:
@@ -67,6 +70,10 @@ class RunsScreen(Screen[None]):
         self.show_probes = False
         self.hidden_probes = 0
         self.marked: set[str] = set()
+        self.shown: tuple[list[str], list[int], list[list[str]]] = ([], [], [])
+        """The run ids, column widths and cells the table holds."""
+        self.closed = threading.Event()
+        """Set when the screen goes: the refreshing worker ends."""
 
     def compose(self) -> ComposeResult:
         yield Static("Runs · newest first · space marks runs to compare · ? lists every key", id="runs-title")
@@ -81,13 +88,22 @@ class RunsScreen(Screen[None]):
         table.focus()
         self.load()
 
+    def on_unmount(self) -> None:
+        self.closed.set()
+
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def load(self) -> None:
-        from gpuwizard.runs.rundir import green_baselines, history_row, list_runs
+        """The history now and every REFRESH_S while the screen is open, so new and ended runs show by themselves."""
+        from gpuwizard.runs.listing import listed_runs
+        from gpuwizard.runs.rundir import green_baselines, history_row
 
-        entries = list_runs()
-        green, now = green_baselines(entries), time.time()
-        self.post_message(RunsLoaded([history_row(entry, green, now) for entry in entries]))
+        worker = get_current_worker()
+        while not worker.is_cancelled:
+            entries = listed_runs()
+            green, now = green_baselines(entries), time.time()
+            self.post_message(RunsLoaded([history_row(entry, green, now) for entry in entries]))
+            if self.closed.wait(REFRESH_S):
+                return
 
     @on(Worker.StateChanged)
     def _load_failed(self, event: Worker.StateChanged) -> None:
@@ -99,28 +115,42 @@ class RunsScreen(Screen[None]):
 
     @on(RunsLoaded)
     def _loaded(self, message: RunsLoaded) -> None:
-        self.history = message.rows
-        self.fill()
+        if message.rows != self.history:
+            self.history = message.rows
+            self.fill()
 
     def fill(self) -> None:
-        """The table from the history, probe runs only when asked (p); the marks of hidden runs are dropped."""
+        """The table from the history, probe runs only when asked (p); the marks of hidden runs are dropped, and the
+        highlighted run stays highlighted."""
+        was = self.selected()
         self.rows = [row for row in self.history if self.show_probes or not row.get("probe")]
         self.hidden_probes = len(self.history) - len(self.rows)
         self.marked &= {row["run_id"] for row in self.rows}
         table = self.query_one("#runs-table", DataTable)
         cells = [[safe_line(cell) for cell in self.cells(row)] for row in self.rows]
-        table.clear(columns=True)
-        for label, width in zip(COLUMNS, column_widths(cells), strict=True):
-            table.add_column(label, key=label, width=width)
-        for row, row_cells in zip(self.rows, cells, strict=True):
-            table.add_row(*(Text(cell) for cell in row_cells), key=row["run_id"])  # plain text: no markup
+        ids, widths = [row["run_id"] for row in self.rows], column_widths(cells)
+        if (ids, widths) == self.shown[:2]:  # the same runs, the same widths (a refresh): only what changed is drawn
+            for run_id, new, old in zip(ids, cells, self.shown[2], strict=True):
+                for label, cell, before in zip(COLUMNS, new, old, strict=True):
+                    if cell != before:
+                        table.update_cell(run_id, label, Text(cell))
+        else:
+            table.clear(columns=True)
+            for label, width in zip(COLUMNS, widths, strict=True):
+                table.add_column(label, key=label, width=width)
+            for run_id, row_cells in zip(ids, cells, strict=True):
+                table.add_row(*(Text(cell) for cell in row_cells), key=run_id)  # plain text: no markup
+            if was is not None and was["run_id"] in ids:
+                table.move_cursor(row=ids.index(was["run_id"]), animate=False)
+        self.shown = (ids, widths, cells)
         self.describe()
 
     def cells(self, row: dict[str, Any]) -> list[str]:
         mark = "*" if row["run_id"] in self.marked else ""
         if row["state"] == "corrupt":
             return [mark, "corrupt", "", "", "", "", f"{row['run_id']}: {row.get('problem') or 'cannot be read'}"]
-        gpus = f"{row['world_size']}" + (f"/{row['nodes']}n" if row["nodes"] > 1 else "")
+        unit = "GPU" if row["device"] == "cuda" else "CPU"  # "8 GPU" workers, "2 CPU" processes
+        gpus = f"{row['world_size']} {unit}" + (f"/{row['nodes']}n" if row["nodes"] > 1 else "")
         step = f"{row['step'] if row['step'] is not None else '-'}/{row['steps']}"
         rate = f"{row['samples_per_s']:.0f}" if row["samples_per_s"] else "-"
         tags = [

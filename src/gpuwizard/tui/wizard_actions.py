@@ -174,8 +174,7 @@ class WizardActions:
 
         def go() -> None:
             if self.preset is not None:
-                self.notify("Checking and launching...")
-                self.launch(self.preset, smoke)
+                self.launch(self.preset, smoke)  # the summary line says what it is doing, with its elapsed time
 
         self.ask_trust("Running it", go)
 

@@ -93,7 +93,7 @@ class WizardLines:
         show their number only."""
         crumbs = self.query_one("#steps", Static)
         label = self.preset_label()
-        full = sum(len(title) + 4 for _, title in STEPS) + len(label)
+        full = sum(len(title) + 4 for _, title in STEPS) + len(STEPS) - 1 + len(label)  # names, '>'s, preset
         fits = full <= (crumbs.size.width or 80) - 2
         parts: list[tuple[str, str]] = []
         for i, (_, title) in enumerate(STEPS):
