@@ -28,7 +28,7 @@ LOCAL_SLURM := $(wildcard /tmp/gpuwizard-slurm/slurm.conf)
 # the `slurm` tests run when a cluster answers: $SLURM_CONF, or the local one `make slurm-up` starts
 test: $(STAMP)
 	$(PY) -m mypy
-	$(if $(SLURM_CONF),,$(if $(LOCAL_SLURM),SLURM_CONF=$(LOCAL_SLURM))) $(PY) -m pytest -n 2 -q
+	$(if $(SLURM_CONF),,$(if $(LOCAL_SLURM),SLURM_CONF=$(LOCAL_SLURM))) $(PY) -m pytest -n 2 -q --durations=15
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -1,5 +1,5 @@
 """A launch cut short at any point leaves either a whole run folder (stoppable, with a true state) or nothing: kill -9
-of `run` (nothing of it can undo the start), ctrl+q in the wizard while it is "launching: checking the plan, the disks...", and a
+of `run` (nothing of it can undo the start), ctrl+q in the wizard while it says "launching: checking the plan...", and a
 supervisor that cannot be started at all. Real `gpuwizard` processes, a real pseudo-terminal, real demo runs."""
 
 from __future__ import annotations

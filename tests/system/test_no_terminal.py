@@ -73,7 +73,9 @@ def run_with_stdout_piped(argv: list[str], terminal: bool) -> tuple[int | None, 
 def test_run_without_a_terminal_runs_headless_and_says_so_in_one_line(tmp_path, terminal):
     data = tmp_path / "data"
     try:
-        code, out, err = run_with_stdout_piped(["run", str(demo_run_preset(tmp_path, "piped", steps=20))], terminal)
+        code, out, err = run_with_stdout_piped(
+            ["run", "--trust", str(demo_run_preset(tmp_path, "piped", steps=20))], terminal
+        )
         assert ESC not in out and ESC not in err, "no escape sequences reach the pipe or the terminal"
         said = [line for line in err.splitlines() if "terminal" in line]
         assert said == ["gpuwizard run: no terminal here (stdin, stdout or stderr is not one): running headless"], err

@@ -249,7 +249,20 @@ def test_probe_on_slurm_submits_each_configuration_and_measures_it(tmp_path):
     ensure_dataset(tmp_path / "dataset", 4)  # the nodes share this disk: written once, up front
     path = preset(tmp_path, name="probe-slurm")
     done = subprocess.run(
-        [sys.executable, "-m", "gpuwizard", "probe", "--trust", str(path), "--slurm", "--gpus", "1", "--batch", "4,8", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "gpuwizard",
+            "probe",
+            "--trust",
+            str(path),
+            "--slurm",
+            "--gpus",
+            "1",
+            "--batch",
+            "4,8",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=900,

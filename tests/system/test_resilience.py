@@ -284,7 +284,9 @@ def test_two_data_folders_cannot_start_two_runs_on_one_output_folder(tmp_path):
             lambda: any(RunDir(p).status().state == "running" for p in runs.glob("2*") if (p / "status.json").exists()),
             timeout=120,
         )
-        second = gw_subprocess("run", "--trust", preset, "--headless", env={"GPUWIZARD_DATA_DIR": str(tmp_path / "second")})
+        second = gw_subprocess(
+            "run", "--trust", preset, "--headless", env={"GPUWIZARD_DATA_DIR": str(tmp_path / "second")}
+        )
         assert second.returncode == 2, second.stdout + second.stderr
         assert "is still writing to this folder" in second.stderr
         assert not (tmp_path / "second" / "runs").exists() or not any((tmp_path / "second" / "runs").iterdir())

@@ -70,7 +70,7 @@ def test_each_fresh_run_owns_its_folder_and_a_resume_continues_its_own_weights(t
     assert (folders[finished.run_id] / "checkpoints" / "000030" / "model.pt").is_file()
 
     resumed = gw_subprocess(
-        "run", fixed, "--headless", "--resume", crashed.run_id, "--gpus", "1", cwd=work, timeout=240
+        "run", "--trust", fixed, "--headless", "--resume", crashed.run_id, "--gpus", "1", cwd=work, timeout=240
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     own = folders[crashed.run_id]
@@ -117,7 +117,9 @@ def test_a_resume_takes_no_checkpoint_another_run_wrote_over_its_folder(tmp_path
     fixed = write(tmp_path, "taken", steps=20, output=f"output_dir: {out}")
     assert gw_subprocess("run", "--trust", early, "--headless", timeout=240).returncode != 0
     crashed = newest()
-    assert gw_subprocess("run", "--trust", fixed, "--headless", timeout=240).returncode == 0, "no checkpoint was in the way"
+    assert gw_subprocess("run", "--trust", fixed, "--headless", timeout=240).returncode == 0, (
+        "no checkpoint was in the way"
+    )
     other = newest()
     refused = gw_subprocess("run", "--trust", fixed, "--headless", "--resume", crashed.run_id)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr

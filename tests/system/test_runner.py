@@ -190,7 +190,9 @@ def test_lr_mismatch_is_reported(demo_preset):
 
 
 def test_smoke_run_is_short_and_small(demo_preset):
-    result = gw_subprocess("run", "--trust", demo_preset(name="demo-smoke", steps=5000), "--headless", "--smoke", timeout=180)
+    result = gw_subprocess(
+        "run", "--trust", demo_preset(name="demo-smoke", steps=5000), "--headless", "--smoke", timeout=180
+    )
     assert result.returncode == 0
     run = only_run()
     assert run.status().smoke is True and run.progress().step == 50
@@ -229,7 +231,7 @@ def test_the_rendezvous_store_is_the_jobs_own_and_a_taken_port_does_not_matter(d
 
 def test_missing_interpreter_and_launcher_are_clear_errors(demo_preset, tmp_path):
     result = gw_subprocess(
-        "run", demo_preset(name="demo-py", extra="launch: {python: /nonexistent/bin/python}\n"), "--headless"
+        "run", "--trust", demo_preset(name="demo-py", extra="launch: {python: /nonexistent/bin/python}\n"), "--headless"
     )
     assert result.returncode == 2 and "launch.python = '/nonexistent/bin/python'" in result.stderr
     problems = launcher_problems(["uv", "run", "torchrun"], {"PATH": str(tmp_path)})
@@ -241,7 +243,7 @@ def test_unwritable_run_folder_is_a_clear_error(demo_preset, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     result = gw_subprocess(
-        "run", demo_preset(name="demo-dir"), "--headless", env={"GPUWIZARD_DATA_DIR": str(blocker / "data")}
+        "run", "--trust", demo_preset(name="demo-dir"), "--headless", env={"GPUWIZARD_DATA_DIR": str(blocker / "data")}
     )
     assert result.returncode == 2 and "run folder" in result.stderr and "GPUWIZARD_DATA_DIR" in result.stderr
 
@@ -432,6 +434,7 @@ def test_a_second_run_on_the_same_output_dir_is_refused(demo_preset):
 def test_the_loss_turning_nan_is_an_event_and_a_failed_run(demo_preset):
     result = gw_subprocess(
         "run",
+        "--trust",
         demo_preset(name="demo-nan", steps=2000, options="  step_time_s: 0.02\n  inject_nan: 20"),
         "--headless",
         timeout=180,

@@ -70,7 +70,7 @@ def raw(*args: str, timeout: float = 180):
 
 
 def test_a_hostile_job_reaches_the_cli_without_its_sequences(hostile_job):
-    run = raw("run", str(hostile_job), "--headless", "--log")
+    run = raw("run", "--trust", str(hostile_job), "--headless", "--log")
     assert run.returncode == 1, run.stdout.decode(errors="replace") + run.stderr.decode(errors="replace")
     out = run.stdout.decode()
     assert "rank 0 failed (exit code 1): RuntimeError: boom" in out and "done" in out, out

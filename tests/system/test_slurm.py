@@ -148,6 +148,7 @@ def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_pat
             "-m",
             "gpuwizard",
             "run",
+            "--trust",
             str(demo_on_slurm("demo-long", steps=20000)),
             "--slurm",
             "--headless",
@@ -174,7 +175,16 @@ def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_pat
 @pytest.mark.slurm
 def test_a_job_that_cannot_start_shows_its_pending_reason_and_is_cancelled(demo_on_slurm):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(demo_on_slurm("demo-three", nodes=3)), "--slurm", "--headless"],
+        [
+            sys.executable,
+            "-m",
+            "gpuwizard",
+            "run",
+            "--trust",
+            str(demo_on_slurm("demo-three", nodes=3)),
+            "--slurm",
+            "--headless",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -200,7 +210,9 @@ def test_sbatch_refusals_and_a_silent_cluster_are_one_paragraph(demo_on_slurm, t
     assert "slurm.partition: sbatch refused the job: invalid partition specified: no-such-partition" in refused.stderr
     assert list_runs() == [], "the refused run leaves no folder"
     conf = tmp_path / "missing" / "slurm.conf"
-    silent = gw_subprocess("run", "--trust", demo_on_slurm("demo-silent"), "--slurm", "--headless", env={"SLURM_CONF": str(conf)})
+    silent = gw_subprocess(
+        "run", "--trust", demo_on_slurm("demo-silent"), "--slurm", "--headless", env={"SLURM_CONF": str(conf)}
+    )
     assert silent.returncode == 2 and f"the configuration used is {conf}" in silent.stderr
 
 

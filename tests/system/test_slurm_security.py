@@ -167,7 +167,9 @@ def test_injection_through_every_field_runs_nothing_on_the_cluster(cluster, tmp_
 def test_a_line_break_in_a_slurm_field_never_reaches_the_cluster(cluster, tmp_path, field):
     marker = tmp_path / "INJECTED"
     preset = echo_job(tmp_path, tmp_path / "work", slurm={field: f"debug\ntouch {marker}"})
-    result = gw_subprocess("run", "--trust", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path)  # sbatch's default out
+    result = gw_subprocess(
+        "run", "--trust", preset, "--slurm", "--headless", timeout=600, cwd=tmp_path
+    )  # sbatch's default out
     assert result.returncode == 2 and f"slurm.{field} = 'debug\\ntouch" in result.stderr, result.stdout + result.stderr
     assert not marker.exists() and list_runs() == [], "nothing was submitted, nothing ran"
 
@@ -206,6 +208,6 @@ def test_an_export_that_would_drop_the_secret_is_refused_at_submit(cluster, tmp_
     assert "slurm.sbatch_args.0 = 'NONE': --export=NONE keeps HF_TOKEN from the job" in result.stderr
     assert list_runs() == [], "nothing was submitted"
     overridden = gw_subprocess(
-        "run", preset, "--slurm", "--headless", "--env", f"HF_TOKEN={SECRET}", env={"SBATCH_EXPORT": "ALL"}
+        "run", "--trust", preset, "--slurm", "--headless", "--env", f"HF_TOKEN={SECRET}", env={"SBATCH_EXPORT": "ALL"}
     )
     assert overridden.returncode == 0, "SBATCH_EXPORT beats the #SBATCH line, as in sbatch itself"

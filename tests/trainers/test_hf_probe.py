@@ -40,13 +40,14 @@ def test_a_probe_of_an_hf_trainer_script_measures_samples_per_s(gw, tmp_path):
             }
         )
     )
-    result = gw("probe", "--trust", preset, "--gpus", "1", "--batch", "4", "--trust", "--json")
+    result = gw("probe", "--trust", preset, "--gpus", "1,2", "--batch", "4", "--json")
     assert result.code == 0, result.err
     probe = result.json()
-    [row] = probe["rows"]
-    assert row["outcome"] == "measured", row["detail"]
-    assert row["samples_per_s"] > 0 and row["window"].startswith("steps ")
-    run = next(e.run for e in list_runs("hf-probe"))
+    assert sorted(row["gpus"] for row in probe["rows"]) == [1, 2], "1 and 2 CPU processes (issue 28, done when)"
+    for row in probe["rows"]:
+        assert row["outcome"] == "measured", row["detail"]
+        assert row["samples_per_s"] > 0 and row["window"].startswith("steps ")
+    run = next(e.run for e in list_runs("hf-probe") if e.status is not None and e.status.world_size == 1)
     timed = [m for m in run.metrics() if m.samples_per_s is not None]
     assert len(timed) >= 8, "a loss dict every few steps, each with the bar's rate x the batch"
     log = (run.path / "log.txt").read_text()

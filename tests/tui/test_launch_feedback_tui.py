@@ -70,6 +70,9 @@ async def test_a_refusal_the_plan_already_knows_is_not_ready(tmp_path):
     for name, said in (("taken", "1 error(s)"), ("nodata", "cannot start here")):
         app = GpuWizardApp(preset=name)
         async with app.run_test(size=SIZE) as pilot:
-            summary = lambda: text_of(app.screen.query_one("#summary"))  # noqa: E731
-            assert await wait_until(pilot, lambda: said in summary(), 120), summary()
+
+            def summary(app: GpuWizardApp = app) -> str:
+                return text_of(app.screen.query_one("#summary"))
+
+            assert await wait_until(pilot, lambda said=said: said in summary(), 120), summary()
             assert " ready " not in summary()

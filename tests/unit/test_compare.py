@@ -130,3 +130,20 @@ def test_the_curve_legend_counts_processes_for_cpu_runs(isolated_dirs):
     one, two = compare(recorded(isolated_dirs / "data", ONE_PROCESS_RUN, "20261201-005700-demo-cmp")).runs
     assert (curve_label(one, "A"), curve_label(two, "B")) == ("A: 1 process", "B: 2 processes")
     assert curve_label(RunFacts(**{**vars(two), "device": "cuda"}), "B") == "B: 2 GPUs"
+
+
+def test_a_run_that_trained_no_step_is_not_called_noise(isolated_dirs):
+    """A run stopped before its first step beside a finished one (a new user's walk): its time is start-up, so the
+    comparison says it trained nothing instead of "they differ in nothing ... so the gap is noise"."""
+    data = isolated_dirs / "data"
+    empty = data / "runs" / "20261201-010000-demo-cmp"
+    shutil.copytree(DATA / "runs" / ONE_PROCESS_RUN, empty)
+    status = json.loads((empty / "status.json").read_text())
+    (empty / "status.json").write_text(json.dumps(status | {"run_id": empty.name, "state": "stopped"}))
+    (empty / "metrics.jsonl").write_text("")
+    (empty / "progress.json").unlink(missing_ok=True)
+    (one,) = recorded(data, ONE_PROCESS_RUN)
+    result = compare([RunDir(empty), one])
+    [paragraph] = result.verdicts
+    assert f"{empty.name} trained no step, so there is nothing to compare" in paragraph, paragraph
+    assert "noise" not in paragraph

@@ -13,9 +13,12 @@ from support.data import REPO
 SRC = REPO / "src" / "gpuwizard"
 
 LAYERS = ["core", "model", "runs", "gpus", "trainers", "analysis", "planning", "runner", "tui", "cli"]
-"""Bottom first: a module may import its own layer and the layers before it. `demo` (the torchrun target) imports
-nothing of gpuwizard; the package's own `__init__` (its version) imports nothing and may be imported by any layer;
-`__main__` sits on top."""
+"""Bottom first: a module may import its own layer and the layers before it. `demo` (the torchrun target) and
+`gauge` (loaded inside the training interpreter) import nothing of gpuwizard; the package's own `__init__` (its
+version) imports nothing and may be imported by any layer; `__main__` sits on top."""
+
+SEALED = ("demo", "gauge")
+"""Folders that run where gpuwizard is not installed: they import only themselves."""
 
 
 def module_name(path: Path) -> str:
@@ -46,7 +49,8 @@ def layer_of(module: str) -> str:
 
 
 def rank(layer: str) -> int:
-    return LAYERS.index(layer) if layer in LAYERS else {"gpuwizard": -2, "demo": -1, "__main__": len(LAYERS)}[layer]
+    below = {"gpuwizard": -2, **dict.fromkeys(SEALED, -1), "__main__": len(LAYERS)}
+    return LAYERS.index(layer) if layer in LAYERS else below[layer]
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -55,7 +59,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
         here = layer_of(module)
         for other in sorted(imported):
             there = layer_of(other)
-            if (here == "demo" and there != "demo") or module == "gpuwizard":
+            if (here in SEALED and there != here) or module == "gpuwizard":
                 wrong.append(f"{module} -> {other} ({module} imports nothing of gpuwizard)")
             elif there == "gpuwizard":
                 continue
@@ -99,7 +103,7 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def test_every_folder_is_a_declared_layer():
     folders = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(LAYERS) | {"demo"}
+    assert folders == set(LAYERS) | set(SEALED)
 
 
 def test_no_layer_imports_a_layer_above_it():

@@ -13,7 +13,7 @@ from gpuwizard.core.units import fmt_hours
 from gpuwizard.runs.rundir import RunDir
 from support.runs import CMP_RUNS, copy_runs
 
-COMMANDS = ["", "gpus", "plan", "preview", "run", "attach", "runs", "stop", "compare", "presets"]
+COMMANDS = ["", "gpus", "plan", "preview", "run", "attach", "runs", "stop", "compare", "presets", "sweep"]
 
 
 def test_version(gw):

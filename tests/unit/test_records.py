@@ -152,7 +152,7 @@ def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
     from gpuwizard.runner.prepare import prepare_run
 
     prepared = prepare_run(load_preset("demo-cpu"))
-    assert any("never finished green on one GPU" in w.paragraph() for w in prepared.warnings)
+    assert any("never finished green on 1 process" in w.paragraph() for w in prepared.warnings)
 
 
 def test_runs_of_many_folders_reads_each_status_once(gw, monkeypatch):

@@ -250,6 +250,9 @@ def run_to_run(reference: RunFacts, other: RunFacts, target: float | None) -> st
         f"{other.run_id} and {reference.run_id} both ran on {counted(other.gpus, other.device)}, so they say nothing "
         "about scaling"
     )
+    untrained = [r.run_id for r in (other, reference) if not r.curve and not r.samples_seen and r.final_loss is None]
+    if untrained:  # a run stopped or failed before its first step: its time is start-up, not training
+        return f"{head}; {join_and(untrained)} trained no step, so there is nothing to compare."
     named = other.differences[:NAMED_DIFFERENCES]
     if named:
         more = len(other.differences) - len(named)

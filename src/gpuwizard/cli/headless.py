@@ -15,6 +15,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from gpuwizard.analysis.noise_scale import summary as noise_summary
 from gpuwizard.cli.runs import chosen_run, final_summary, readable_status, stop_recorded
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
@@ -208,6 +209,8 @@ def follow_until_end(run: RunDir, stream_log: bool, signals: RunSignals | None, 
             if status.final:
                 out.write(line + "\n")
                 out.write(final_summary(run, status) + "\n")
+                if (noise := noise_summary(run.path)) is not None:  # a run with monitor.gauge on
+                    out.write(noise + "\n")
                 out.flush()
                 if not ended_before:  # an end seen happening, not a run that had ended before
                     tell_terminal(final_notice(status, str(run.path)), notify)

@@ -76,6 +76,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "stop": cmd_stop,
         "compare": cmd_compare,
         "presets": cmd_presets,
+        "sweep": cmd_sweep,
     }[args.command]
     return handler(args)
 
@@ -130,3 +131,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from gpuwizard.cli.runs import compare_command
 
     return compare_command(args)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from gpuwizard.cli.sweep import sweep_command
+
+    return sweep_command(args)

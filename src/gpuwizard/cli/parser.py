@@ -193,7 +193,30 @@ def build_parser() -> Parser:
         "--gpu-hour", type=float, metavar="PRICE", help="price of a GPU-hour (default: each run's costs.gpu_hour)"
     )
 
-    for trusting in (check, probe, run):
+    sweep = sub.add_parser(
+        "sweep",
+        help="several runs of a preset at once over a grid, each on free devices: sweep PRESET --set FIELD=V1,V2 "
+        "[--seeds N] | sweep status|stop|resume [ID] | sweep schema",
+    )
+    sweep.add_argument(
+        "words",
+        nargs="*",
+        metavar="PRESET|ACTION",
+        help="the preset to sweep; or status, stop or resume and a sweep id (default: the newest); or schema",
+    )
+    sweep.add_argument(
+        "--set", action="append", default=[], dest="sets", metavar="FIELD=V1,V2", help="a preset field and its values"
+    )
+    sweep.add_argument("--seeds", type=positive_int, metavar="N", help="N runs per combination, seeded 0..N-1")
+    sweep.add_argument("--file", metavar="SWEEP.yaml", help="the grid from a sweep file (`sweep schema`)")
+    sweep.add_argument(
+        "--metric",
+        choices=["final_loss", "loss_at_equal_samples", "duration_s"],
+        help="what names the best run, lowest first (default final_loss)",
+    )
+    sweep.add_argument("--json", action="store_true", help="with status: the sweep as JSON")
+
+    for trusting in (check, probe, run, sweep):
         trusting.add_argument(
             "--trust",
             action="store_true",

@@ -18,8 +18,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from gpuwizard.demo.dataset import CAMERA, ensure_dataset, load_arrays
 from gpuwizard.demo.model import CHUNK, DemoPolicy
+from gpuwizard.demo.noise import NoiseRegression, closed_form
 
 DEFAULT_LR = 1e-3
+SEED_STRIDE = 1_000_003
+"""Apart per --seed, so the ranks of two seeds never share a sampling stream."""
 ACTIVATION_MB_PER_SAMPLE = 2.0
 """Memory the demo holds per sample of its per-process batch, so peak memory grows with the batch like a model's."""
 
@@ -42,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--save-every", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0, help="the initial weights and each rank's sampling stream")
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -62,6 +66,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=None,
         help="the device holds this much: a batch needing more fails with the allocator's own out-of-memory error",
+    )
+    parser.add_argument(
+        "--task",
+        choices=["policy", "noise"],
+        default="policy",
+        help="policy: the demo policy on its dataset; noise: linear regression whose noise scale is known",
+    )
+    parser.add_argument("--noise-dim", type=int, default=4)
+    parser.add_argument("--noise-sigma", type=float, default=1.0)
+    parser.add_argument("--noise-offset", type=float, default=0.25, help="|w - w*| where the noise task starts")
+    parser.add_argument(
+        "--noise-hold", action="store_true", help="put the weights back after every step (a fixed point)"
     )
     parser.add_argument(
         "--ignore-lr-flag",
@@ -195,6 +211,14 @@ def resume_state(
     return int(state["step"])
 
 
+def policy_data(root: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The dataset's images, states and each frame's action chunk."""
+    data = load_arrays(root)
+    images = torch.from_numpy(data["image"]).permute(0, 3, 1, 2).contiguous()
+    targets = torch.from_numpy(action_chunks(data["action"], data["episode_index"]))
+    return images, torch.from_numpy(data["state"]), targets
+
+
 def hold_activations(batch_size: int, device_memory_mb: float | None, device: torch.device) -> torch.Tensor:
     """Memory for the batch's activations (ACTIVATION_MB_PER_SAMPLE each), touched so it is resident. Past a
     `device_memory_mb` device the request is one such a device cannot grant, so the allocator itself raises its
@@ -223,21 +247,25 @@ def main(argv: list[str] | None = None) -> int:
             "nccl" if args.device == "cuda" else "gloo", device_id=device if args.device == "cuda" else None
         )
 
+    noise = NoiseRegression(args.noise_dim, args.noise_offset) if args.task == "noise" else None
     root = Path(args.dataset_root)
-    if local_rank == 0:
+    if local_rank == 0 and noise is None:
         ensure_dataset(root, args.episodes)
     if distributed:
         dist.barrier()
-    data = load_arrays(root)
-    images = torch.from_numpy(data["image"]).permute(0, 3, 1, 2).contiguous()
-    states = torch.from_numpy(data["state"])
-    targets = torch.from_numpy(action_chunks(data["action"], data["episode_index"]))
-    frames = len(states)
+    frames = 0
+    if noise is None:
+        images, states, targets = policy_data(root)
+        frames = len(states)
 
-    torch.manual_seed(1000)
-    model = DemoPolicy(dof=states.shape[1]).to(device)
+    torch.manual_seed(1000 + args.seed)
+    model: torch.nn.Module = noise.to(device) if noise is not None else DemoPolicy(dof=states.shape[1]).to(device)
     lr = DEFAULT_LR if args.ignore_lr_flag else args.lr
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    optimizer = (
+        torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+        if noise is None
+        else torch.optim.SGD(model.parameters(), lr=lr)  # the noise scale's theory is for plain SGD
+    )
     warmup = args.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     ddp = (
@@ -246,12 +274,17 @@ def main(argv: list[str] | None = None) -> int:
         else None
     )
     forward = ddp if ddp is not None else model
-    generator = torch.Generator().manual_seed(rank)
+    generator = torch.Generator().manual_seed(rank + SEED_STRIDE * args.seed)
     effective = args.batch_size * world * args.grad_accum
     out = Path(args.output_dir)
     start = resume_state(out, rank, model, optimizer, scheduler, generator) if args.resume else 0
     params = sum(p.numel() for p in model.parameters())
-    if rank == 0:
+    if rank == 0 and noise is not None:
+        log(
+            f"noise task: d={args.noise_dim} sigma={args.noise_sigma:g} |w - w*|={args.noise_offset:g}: "
+            f"B_simple = {closed_form(args.noise_dim, args.noise_sigma, args.noise_offset):.4g} in closed form"
+        )
+    elif rank == 0:
         log(f"dataset {root}: {frames} frames, camera {CAMERA}")
         log(
             f"policy: {params} parameters on {device} "
@@ -268,11 +301,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.inject_hang and args.inject_hang == (rank, step):
             _injected_hang(rank, step, Path(args.output_dir))
         for micro in range(args.grad_accum):
-            idx = torch.randint(0, frames, (args.batch_size,), generator=generator)
-            image = images[idx].to(device, non_blocking=True).float().div_(255.0)
-            state = states[idx].to(device)
-            target = targets[idx].to(device)
-            loss = F.mse_loss(forward(image, state), target) / args.grad_accum
+            if noise is not None:
+                x, y = noise.batch(args.batch_size, args.noise_sigma, generator)
+                loss = 0.5 * (forward(x.to(device)) - y.to(device)).square().mean() / args.grad_accum
+            else:
+                idx = torch.randint(0, frames, (args.batch_size,), generator=generator)
+                image = images[idx].to(device, non_blocking=True).float().div_(255.0)
+                state = states[idx].to(device)
+                target = targets[idx].to(device)
+                loss = F.mse_loss(forward(image, state), target) / args.grad_accum
             if args.inject_nan is not None and step >= args.inject_nan:
                 loss = loss * float("nan")  # a diverged run: every later step logs nan
             if ddp is not None and micro < args.grad_accum - 1:
@@ -284,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        if noise is not None and args.noise_hold:
+            noise.hold()
         if args.step_time:
             time.sleep(args.step_time)
         window_steps += 1

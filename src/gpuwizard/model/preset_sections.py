@@ -319,3 +319,9 @@ class Monitor(Strict):
         le=7 * 86400,
         description="Allowance before the first step (model download, compilation); null: a longer default.",
     )
+    gauge: bool = Field(
+        False,
+        description="Experimental: a gauge inside the trainer writes gauge.jsonl in the run folder: each step's time, "
+        "peak memory and, under DDP of several ranks or with accumulation, the gradient norms the noise scale "
+        "(B_simple) is estimated from. It reads, never changes, what the trainer computes.",
+    )

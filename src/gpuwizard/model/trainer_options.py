@@ -126,7 +126,25 @@ class DemoOptions(TrainerOptions):
     log_every: int = Field(10, gt=0, description="Steps between log lines.")
     save_every: int | None = Field(None, gt=0, description="Steps between checkpoints; null: only at the end.")
     episodes: int = Field(20, gt=0, le=100_000, description="Episodes in the synthetic dataset.")
+    seed: int = Field(
+        0, ge=0, le=2**31 - 1, description="--seed: the initial weights and each rank's sampling (a sweep's seeds)."
+    )
     ignore_lr_flag: bool = Field(False, description="Train at a fixed lr whatever --lr says (to test the lr check).")
+    task: Literal["policy", "noise"] = Field(
+        "policy",
+        description="policy: the demo policy on its dataset; noise: linear regression with Gaussian inputs and label "
+        "noise, whose gradient noise scale is known in closed form: (d + 1) + sigma^2 d / offset^2.",
+    )
+    noise_dim: int = Field(4, gt=0, le=4096, description="The noise task's input dimension d.")
+    noise_sigma: float = Field(1.0, gt=0, le=1000, description="The noise task's label noise (standard deviation).")
+    noise_offset: float = Field(
+        0.25, gt=0, le=1000, description="The noise task starts at this distance |w - w*| from the best weights."
+    )
+    noise_hold: bool = Field(
+        True,
+        description="The noise task puts its weights back after every step, so each step measures the gradient at "
+        "the same point and the noise scale stays at its closed form; false: it trains (SGD).",
+    )
     device_memory_mb: float | None = Field(
         None,
         gt=0,

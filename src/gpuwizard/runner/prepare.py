@@ -14,6 +14,7 @@ from gpuwizard.core.errors import Problem, UserError, problem
 from gpuwizard.core.safetext import control_characters
 from gpuwizard.core.schema import updated
 from gpuwizard.core.secrets import REDACTED, split_secrets
+from gpuwizard.core.units import counted
 from gpuwizard.model import trust
 from gpuwizard.model.job import BuildContext, Plan
 from gpuwizard.model.preset import Preset
@@ -289,8 +290,8 @@ def prepare_run(
         warnings.append(
             problem(
                 None,
-                f"preset {preset.name} has never finished green on one GPU; a multi-GPU failure is much harder to read "
-                "than a single-GPU one",
+                f"preset {preset.name} has never finished green on {counted(1, plan.device)}; a failure on "
+                f"{counted(plan.world_size, plan.device)} is much harder to read than one on {counted(1, plan.device)}",
                 f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)",
                 level="warning",
             )

@@ -115,6 +115,8 @@ class DemoTrainer(Trainer):
         ]
         if opts.save_every:
             args.append(f"--save-every={opts.save_every}")
+        if opts.seed:
+            args.append(f"--seed={opts.seed}")
         if ctx.resume:
             args.append("--resume")
         if opts.step_time_s:
@@ -127,6 +129,9 @@ class DemoTrainer(Trainer):
             args.append(f"--inject-nan={opts.inject_nan}")
         if opts.inject_crash:
             args.append(f"--inject-crash={opts.inject_crash.rank}:{opts.inject_crash.step}")
+        if opts.task == "noise":
+            args += ["--task=noise", f"--noise-dim={opts.noise_dim}", f"--noise-sigma={opts.noise_sigma!r}"]
+            args += [f"--noise-offset={opts.noise_offset!r}"] + (["--noise-hold"] if opts.noise_hold else [])
         if opts.ignore_lr_flag:
             args.append("--ignore-lr-flag")
         if opts.device_memory_mb:

@@ -136,6 +136,8 @@ def banner(
         why = f": {safe_line(status.error)}" if status.error else ""
         if status.state == RunState.FINISHED:
             then = " r continues it to more steps." if can_continue and not status.smoke else ""
+        elif progress is None or progress.step is None:  # stopped before its first step: nothing was saved
+            then = "" if status.smoke else " It trained no step, so there is no checkpoint: w starts it again."
         else:
             then = "" if status.smoke else " r resumes it from its last checkpoint."
         text = f"Run {status.state} (exit code {status.exit_code}){why}. Folder: {folder}.{then}"

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
 
 from gpuwizard.core.safetext import safe_text
 from gpuwizard.core.secrets import redacted
+from gpuwizard.core.units import counted
 from gpuwizard.model.catalog import load_catalog
 from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
 from gpuwizard.model.preset import Preset
@@ -197,7 +198,7 @@ class ScalingStep(Step):
         trainer, policy = get_trainer(preset.trainer), load_catalog()[preset.policy]
         self.query_one("#rules", RadioSet).border_title = (
             f"k = {k:g}: effective batch {plan.effective_batch} vs {plan.reference_effective_batch} "
-            f"on {plan.reference_gpus} GPU(s)"
+            f"on {counted(plan.reference_gpus, plan.device)}"
         )
         for rule in RULES:
             lr, steps, warmup, _, _ = scale(

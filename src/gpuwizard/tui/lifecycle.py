@@ -183,6 +183,10 @@ class RunLifecycle:
             self.notify("A smoke run cannot be resumed; start the full run from the wizard.", severity="warning")
         elif s.state == RunState.FINISHED:
             self.offer_continue(s)
+        elif self.progress is None or self.progress.step is None:
+            self.notify(
+                "It trained no step, so there is no checkpoint to resume: w starts it again.", severity="warning"
+            )
         else:
             self.restart(smoke=False, env=[], resume=True)
 

@@ -19,6 +19,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from gpuwizard.core.errors import UserError
 from gpuwizard.core.safetext import safe_line, safe_text
+from gpuwizard.core.units import counted
 from gpuwizard.runner.follow import clock
 from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from gpuwizard.runs.rundir import RunDir
     from gpuwizard.tui.apphost import AppHost
 
-COLUMNS = ("*", "state", "workers", "step", "time", "smp/s", "run")
+COLUMNS = ("*", "state", "on", "step", "time", "smp/s", "run")
 """The run id is last and whole (it names the preset): short columns first, so none is pushed off at 80 columns."""
 REFRESH_S = 2.0
 """How often the open screen reads the history again (an ended run's files are not read again: runs/listing.py)."""
@@ -70,6 +71,8 @@ class RunsScreen(Screen[None]):
         self.show_probes = False
         self.hidden_probes = 0
         self.marked: set[str] = set()
+        self.mixed = False
+        """Runs on GPUs and on the CPU in one table: each cell names its unit."""
         self.shown: tuple[list[str], list[int], list[list[str]]] = ([], [], [])
         """The run ids, column widths and cells the table holds."""
         self.closed = threading.Event()
@@ -127,6 +130,8 @@ class RunsScreen(Screen[None]):
         self.hidden_probes = len(self.history) - len(self.rows)
         self.marked &= {row["run_id"] for row in self.rows}
         table = self.query_one("#runs-table", DataTable)
+        devices = {row["device"] for row in self.rows if row["state"] != "corrupt"}
+        self.mixed = len(devices) > 1  # one kind of device: the header says it, the cells count
         cells = [[safe_line(cell) for cell in self.cells(row)] for row in self.rows]
         ids, widths = [row["run_id"] for row in self.rows], column_widths(cells)
         if (ids, widths) == self.shown[:2]:  # the same runs, the same widths (a refresh): only what changed is drawn
@@ -136,8 +141,9 @@ class RunsScreen(Screen[None]):
                         table.update_cell(run_id, label, Text(cell))
         else:
             table.clear(columns=True)
+            unit = "on" if self.mixed else "GPUs" if devices == {"cuda"} else "CPUs"
             for label, width in zip(COLUMNS, widths, strict=True):
-                table.add_column(label, key=label, width=width)
+                table.add_column(unit if label == "on" else label, key=label, width=max(width, len(unit)))
             for run_id, row_cells in zip(ids, cells, strict=True):
                 table.add_row(*(Text(cell) for cell in row_cells), key=run_id)  # plain text: no markup
             if was is not None and was["run_id"] in ids:
@@ -149,8 +155,8 @@ class RunsScreen(Screen[None]):
         mark = "*" if row["run_id"] in self.marked else ""
         if row["state"] == "corrupt":
             return [mark, "corrupt", "", "", "", "", f"{row['run_id']}: {row.get('problem') or 'cannot be read'}"]
-        unit = "GPU" if row["device"] == "cuda" else "CPU"  # "8 GPU" workers, "2 CPU" processes
-        gpus = f"{row['world_size']} {unit}" + (f"/{row['nodes']}n" if row["nodes"] > 1 else "")
+        unit = (" GPU" if row["device"] == "cuda" else " CPU") if self.mixed else ""  # else the header names it
+        gpus = f"{row['world_size']}{unit}" + (f"/{row['nodes']}n" if row["nodes"] > 1 else "")
         step = f"{row['step'] if row['step'] is not None else '-'}/{row['steps']}"
         rate = f"{row['samples_per_s']:.0f}" if row["samples_per_s"] else "-"
         tags = [
@@ -193,7 +199,8 @@ class RunsScreen(Screen[None]):
             facts.append(f"a measurement of probe {row['probe']}")
         if row["resumed_from"]:
             facts.append(f"resumed from {row['resumed_from']}")
-        facts.append("a green 1-GPU baseline exists" if row["baseline_green"] else "never green on 1 GPU")
+        one = counted(1, row.get("device") or "cuda")
+        facts.append(f"a green baseline on {one} exists" if row["baseline_green"] else f"never green on {one}")
         marked = f" · {len(self.marked)} marked: c compares them" if self.marked else ""
         hidden = f" · {self.hidden_probes} probe runs hidden: p shows them" if self.hidden_probes else ""
         hint.update(

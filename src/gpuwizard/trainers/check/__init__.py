@@ -49,6 +49,7 @@ LABELS: dict[str, str] = {
     "resume": "resume {}",
     "overwrite": "overwrite {}",
     "checkpoint_dir": "checkpoints in {}",
+    "group_lrs": "lr of each optimizer group {}",
 }
 """The shared value keys, in summary order; a trainer may report others, shown as `key value`."""
 

@@ -1,0 +1,228 @@
+"""The sweep's scheduler: a detached process that starts each run of a sweep on free devices (GPUs nobody holds, or
+processes within the cores), queues the rest and starts them as devices free. Only it starts runs of its sweep; each
+run lives under its own supervisor, so killing the scheduler leaves them going and `sweep resume` picks up the rest.
+
+`python -m gpuwizard.runner.sweep_scheduler SWEEP_DIR`
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from gpuwizard.core.errors import UserError, problem
+from gpuwizard.gpus.inventory import Inventory, read_inventory
+from gpuwizard.runs.records import ProcessRef, RecordError
+from gpuwizard.runs.rundir import RunDir, supervisor_lost
+from gpuwizard.runs.sweeps import Sweep, SweepRun, SweepState, changing, read_sweep
+
+POLL_S = 0.5
+FINAL: dict[str, SweepState] = {"finished": "finished", "failed": "failed", "stopped": "stopped", "hung": "hung"}
+"""A run's final state (core.codes.RunState) as the sweep records it."""
+
+
+def free_gpus(inventory: Inventory, held: set[int]) -> list[int]:
+    """The visible GPUs (CUDA indices) no run of the sweep holds and no process uses, in order."""
+    return [
+        g.cuda_index
+        for g in inventory.visible()
+        if g.cuda_index is not None and g.cuda_index not in held and not g.processes and g.error is None
+    ]
+
+
+def place(inventory: Inventory, wanted: int, held: set[int]) -> list[int] | None:
+    """The GPUs a run that asks for `wanted` of them starts on now, or None: it waits for devices to free."""
+    free = free_gpus(inventory, held)
+    return free[:wanted] if len(free) >= wanted else None
+
+
+def cpu_fits(processes: int, used: int, cores: int) -> bool:
+    """A CPU run starts while its processes fit in the cores left (one alone always starts: the plan checked it)."""
+    return used == 0 or used + processes <= cores
+
+
+def held_by(sweep: Sweep) -> tuple[int, set[int]]:
+    """CPU processes and GPUs the sweep's started runs hold."""
+    active = [r for r in sweep.runs if r.state in ("starting", "running")]
+    return sum(r.processes for r in active if r.device == "cpu"), {d for r in active for d in r.devices}
+
+
+def refresh(sweep: Sweep) -> None:
+    """Each started run's state from its own folder."""
+    for run in sweep.runs:
+        if run.state not in ("starting", "running") or run.run_path is None:
+            continue
+        try:
+            status = RunDir(Path(run.run_path)).status()
+        except RecordError as exc:
+            run.state, run.error = "failed", f"its run folder cannot be read: {exc}"
+            continue
+        if status.final:
+            run.state = FINAL[str(status.state)]
+            run.error = status.error
+        elif supervisor_lost(status):
+            run.state, run.error = "failed", "its supervisor is gone"
+        else:
+            run.state = "running"
+
+
+def link_text(sweep_id: str, index: int, count: int) -> str:
+    """The start of the description of a sweep's run preset: how its run folder names the sweep it belongs to."""
+    return f"sweep {sweep_id} run {index + 1}/{count}:"
+
+
+def adopt_unrecorded(sweep: Sweep) -> None:
+    """A run a killed scheduler was starting: its run folder if the start got that far (found by the link in its
+    preset's description), else queued again."""
+    from gpuwizard.analysis.compare import run_preset
+    from gpuwizard.runs.rundir import list_runs
+
+    waiting = {r.index: r for r in sweep.runs if r.state == "starting" and r.run_id is None}
+    if not waiting:
+        return
+    for entry in list_runs(sweep.preset):
+        preset = run_preset(entry.run)
+        for index, run in list(waiting.items()):
+            if preset is not None and preset.description.startswith(link_text(sweep.sweep_id, index, len(sweep.runs))):
+                run.state, run.run_id, run.run_path = "running", entry.run.run_id, str(entry.run.path)
+                del waiting[index]
+    for run in waiting.values():
+        run.state, run.devices = "queued", []
+
+
+def next_start(sweep: Sweep, inventory: Inventory | None, cores: int) -> tuple[SweepRun, list[int]] | None:
+    """The first queued run that fits now, and its GPUs."""
+    used, held = held_by(sweep)
+    for run in sweep.runs:
+        if run.state != "queued":
+            continue
+        if run.device == "cpu":
+            return (run, []) if cpu_fits(run.processes, used, cores) else None
+        devices = place(inventory, run.processes, held) if inventory is not None else None
+        return (run, devices) if devices is not None else None
+    return None
+
+
+def start_one(folder: Path, run: SweepRun, devices: list[int], inventory: Inventory | None) -> None:
+    """Plan, check and start one run of the sweep (its own prepare_run, its trainer check); a refusal fails it alone."""
+    from gpuwizard.model.preset import with_field
+    from gpuwizard.model.preset_files import load_preset_file
+    from gpuwizard.runner.launch import start_run
+    from gpuwizard.runner.prepare import prepare_run
+
+    started: RunDir | None = None
+    note = None
+    try:
+        preset = load_preset_file(folder / run.preset_file)
+        if devices:
+            preset = with_field(preset, "hardware.devices", devices)
+        try:
+            prepared = prepare_run(
+                preset, inventory=inventory, resume=run.resume_from is not None, resume_run=run.resume_from
+            )
+        except UserError as exc:
+            if run.resume_from is None or not all(
+                p.field == "--resume" and "checkpoint" in p.message for p in exc.problems
+            ):
+                raise
+            note = f"run {run.resume_from} left no checkpoint; started afresh"
+            prepared = prepare_run(preset, inventory=inventory)
+        started = start_run(prepared, on_hang="stop")
+    except UserError as exc:
+        error = exc.paragraph()
+    except Exception as exc:  # one run's failure to start is that run's, the sweep goes on
+        error = f"it could not be started: {type(exc).__name__}: {exc}"
+    with changing(folder) as sweep:
+        mine = sweep.runs[run.index]
+        if started is None:
+            mine.state, mine.error = "failed", error
+        else:
+            mine.state, mine.run_id, mine.run_path, mine.error = "running", started.run_id, str(started.path), note
+
+
+class Scheduler:
+    """The loop: look at the runs, start what fits, until every run has ended or the sweep is stopped."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.stopping = False
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True  # a start under way completes and is recorded; nothing more starts
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        cores = len(os.sched_getaffinity(0))  # the cores it (and the runs it starts) may use
+        with changing(self.folder) as sweep:
+            sweep.scheduler = ProcessRef.of(os.getpid())
+            adopt_unrecorded(sweep)  # a scheduler before it was killed while starting one
+        while not self.stopping:
+            with changing(self.folder) as sweep:
+                refresh(sweep)
+                if sweep.stopped or sweep.ended:
+                    break
+                gpus_wanted = any(r.state == "queued" and r.device == "cuda" for r in sweep.runs)
+                inventory = read_inventory() if gpus_wanted else None
+                chosen = next_start(sweep, inventory, cores)
+                if chosen is not None:
+                    run, devices = chosen
+                    run.state, run.devices = "starting", devices
+            if chosen is None:
+                time.sleep(POLL_S)
+                continue
+            start_one(self.folder, run, devices, inventory)
+        return 0
+
+
+def spawn_scheduler(folder: Path, workdir: str) -> None:
+    """The scheduler in its own session (it survives the command, the terminal and an SSH drop), logging to
+    scheduler.log; one that cannot start is one paragraph."""
+    from gpuwizard.runner.procs import MARKER
+
+    env = {k: v for k, v in os.environ.items() if k != MARKER}  # each run gets its own marker from its supervisor
+    log_fd = os.open(folder / "scheduler.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "gpuwizard.runner.sweep_scheduler", str(folder)],
+            env=env,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        raise UserError(
+            problem(
+                None,
+                f"the sweep's scheduler could not be started ({sys.executable}: {exc})",
+                "check the interpreter, then `gpuwizard sweep resume`",
+            )
+        ) from None
+    finally:
+        os.close(log_fd)
+    with changing(folder) as sweep:  # known before it runs, so a `sweep stop` at once finds it
+        sweep.scheduler = ProcessRef.of(child.pid)
+
+
+def scheduler_alive(sweep: Sweep) -> bool:
+    return sweep.scheduler is not None and sweep.scheduler.alive()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0])
+    read_sweep(folder)  # a folder that is no sweep ends it here, in its log
+    return Scheduler(folder).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

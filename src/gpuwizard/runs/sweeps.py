@@ -1,0 +1,116 @@
+"""The sweep folder as a file format: <data>/sweeps/<id>/sweep.json (the grid, its runs and their states) and each
+run's preset beside it. The scheduler and the commands that stop or resume a sweep change it under one lock."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from gpuwizard.core import paths
+from gpuwizard.core.yamlio import atomic_write
+from gpuwizard.runs.records import ProcessRef, Record, read_record
+
+SweepState = Literal["queued", "starting", "running", "finished", "failed", "stopped", "hung"]
+ENDED = ("finished", "failed", "stopped", "hung")
+SWEEP_FILE = "sweep.json"
+
+
+class SweepRun(Record):
+    """One combination: the values it sets, where it runs and how far it got."""
+
+    index: int = Field(ge=0)
+    values: dict[str, Any]
+    preset_file: str
+    """Its full preset, in the sweep folder (runs/NN.yaml)."""
+    processes: int = Field(ge=1)
+    """Processes (CPU) or GPUs it takes on this machine."""
+    device: Literal["cpu", "cuda"]
+    state: SweepState = "queued"
+    run_id: str | None = None
+    run_path: str | None = None
+    devices: list[int] = []
+    """The GPUs it was placed on (CUDA_VISIBLE_DEVICES); empty on the CPU."""
+    resume_from: str | None = None
+    """The run a resumed sweep continues this one from (its checkpoint)."""
+    error: str | None = None
+
+
+class Sweep(Record):
+    """A sweep of one preset: its grid, the metric that names the best run, its runs and its scheduler."""
+
+    sweep_id: str
+    preset: str
+    source: str
+    created: float
+    grid: dict[str, list[Any]]
+    seeds: int | None = None
+    metric: str = "final_loss"
+    workdir: str
+    """The folder the sweep was started from: relative output folders are relative to it."""
+    runs: list[SweepRun]
+    scheduler: ProcessRef | None = None
+    stopped: bool = False
+    """`sweep stop` ended it: the scheduler starts nothing more."""
+
+    @property
+    def ended(self) -> bool:
+        return all(r.state in ENDED for r in self.runs)
+
+
+def sweeps_dir() -> Path:
+    return paths.data_dir() / "sweeps"
+
+
+def new_sweep_id(preset: str) -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + f"{preset[:40]}-{secrets.token_hex(2)}"
+
+
+def read_sweep(folder: Path) -> Sweep:
+    return read_record(folder / SWEEP_FILE, Sweep)
+
+
+def write_sweep(folder: Path, sweep: Sweep) -> None:
+    atomic_write(folder / SWEEP_FILE, sweep.to_json_text() + "\n")
+
+
+@contextlib.contextmanager
+def changing(folder: Path) -> Iterator[Sweep]:
+    """Read, change and write sweep.json under its lock, so the scheduler and `sweep stop` never lose a change."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        sweep = read_sweep(folder)
+        yield sweep
+        write_sweep(folder, sweep)
+    finally:
+        os.close(fd)
+
+
+def find_sweep(sweep_id: str) -> Path | None:
+    """The sweep folder an id names, or its unique start; None when none or several match."""
+    base = sweeps_dir()
+    if not sweep_id or "/" in sweep_id or sweep_id.startswith("."):
+        return None
+    if (base / sweep_id / SWEEP_FILE).is_file():
+        return base / sweep_id
+    try:
+        found = [p for p in base.iterdir() if p.name.startswith(sweep_id) and (p / SWEEP_FILE).is_file()]
+    except OSError:
+        return None
+    return found[0] if len(found) == 1 else None
+
+
+def listed_sweeps() -> list[str]:
+    """Sweep ids, newest first."""
+    try:
+        return sorted((p.name for p in sweeps_dir().iterdir() if (p / SWEEP_FILE).is_file()), reverse=True)
+    except OSError:
+        return []

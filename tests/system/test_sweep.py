@@ -1,0 +1,150 @@
+"""Issue 27, done when: a 4-run demo sweep (2 learning rates x 2 seeds, 1 process each, on the CPU) runs at most 2 at
+a time on 2 cores, each run in its own output folder, and ends with the comparison; a scheduler killed with -9 and
+`sweep resume` finish the runs left, one from its checkpoint; `sweep stop` leaves no process of any run. Real
+scheduler, supervisors, torchrun jobs and `gpuwizard` processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuwizard.runs.rundir import RunDir
+from gpuwizard.runs.sweeps import Sweep, read_sweep, sweeps_dir
+from support.cli import wait_for
+from support.launches import marked_under
+from support.presets import user_preset
+
+pytestmark = pytest.mark.slow
+
+SWEPT = """\
+version: 1
+name: swept
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: 1, device: cpu}}
+batch: {{size: 4}}
+optim: {{lr: 1.0e-3, steps: {steps}}}
+mixed_precision: "no"
+trainer_options: {{log_every: 5, save_every: 10, step_time_s: {step_time}}}
+monitor: {{hang_timeout_s: 120}}
+"""
+GRID = ("--set", "optim.lr=1e-4,2e-4", "--seeds", "2")
+WAIT_S = 420
+
+
+def on_two_cores() -> None:
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+
+
+def gw(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """The real command in a child pinned to 2 cores, from the test's folder (relative output folders land there)."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuwizard", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        preexec_fn=on_two_cores,
+    )
+
+
+def started(tmp_path: Path, steps: int, step_time: float) -> Path:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 cores")
+    user_preset("swept", SWEPT.format(root=tmp_path, steps=steps, step_time=step_time))
+    result = gw(tmp_path, "sweep", "swept", *GRID)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (folder,) = sweeps_dir().iterdir()
+    assert folder.name in result.stdout
+    return folder
+
+
+def sweep(folder: Path) -> Sweep:
+    return read_sweep(folder)
+
+
+def runs_of(folder: Path) -> list[RunDir]:
+    return [RunDir(Path(r.run_path)) for r in sweep(folder).runs if r.run_path]
+
+
+def with_checkpoint(run: RunDir) -> bool:
+    progress = run.progress()
+    return progress is not None and progress.checkpoints >= 1
+
+
+def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
+    folder = started(tmp_path, steps=40, step_time=0.25)
+    most = 0
+
+    def ended() -> bool:
+        nonlocal most
+        record = sweep(folder)
+        most = max(most, sum(r.state in ("starting", "running") for r in record.runs))
+        return record.ended
+
+    assert wait_for(ended, timeout=WAIT_S), sweep(folder).model_dump_json(indent=1)
+    record = sweep(folder)
+    assert [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]
+    assert most <= 2, f"{most} runs at once on 2 cores"
+    statuses = [run.status() for run in runs_of(folder)]
+    spans = [(s.started or s.created, s.ended or 0.0) for s in statuses]
+    overlap = max(sum(a <= t < b for a, b in spans) for t, _ in spans)
+    assert overlap == 2, f"2 cores hold 2 one-process runs at once: {spans}"
+    outputs = {run.job().output_dir for run in runs_of(folder)}
+    assert len(outputs) == 4 and all(o and Path(o, "checkpoints", "last").exists() for o in outputs), outputs
+    commands = sorted(s.command for s in statuses)
+    assert sum("--seed=1" in c for c in commands) == 2 and sum("--lr=0.0002" in c for c in commands) == 2
+
+    shown = gw(tmp_path, "sweep", "status", folder.name)
+    assert shown.returncode == 0, shown.stderr
+    assert "loss@eq" in shown.stdout and "best by final loss: run " in shown.stdout, shown.stdout
+    assert all(run.run_id in shown.stdout for run in runs_of(folder))
+    assert marked_under(tmp_path / "data") == []
+
+
+def test_a_killed_scheduler_and_resume_finish_the_runs_left(tmp_path):
+    folder = started(tmp_path, steps=80, step_time=0.15)
+    assert wait_for(lambda: len(runs_of(folder)) == 2 and all(map(with_checkpoint, runs_of(folder))), WAIT_S)
+    scheduler = sweep(folder).scheduler
+    assert scheduler is not None
+    os.kill(scheduler.pid, signal.SIGKILL)
+    assert wait_for(lambda: not scheduler.alive(), 30)
+    first = runs_of(folder)[0]
+    stopped = gw(tmp_path, "stop", first.run_id)  # one run ends half way, with a checkpoint to continue from
+    assert stopped.returncode == 0 and first.status().state == "stopped", stopped.stdout + stopped.stderr
+    assert [r.state for r in sweep(folder).runs][2:] == ["queued", "queued"], "nothing started without its scheduler"
+    assert "not running" in gw(tmp_path, "sweep", "status", folder.name).stdout
+
+    resumed = gw(tmp_path, "sweep", "resume", folder.name)
+    assert resumed.returncode == 0 and "1 continue from their checkpoints" in resumed.stdout, resumed.stdout
+    assert wait_for(lambda: sweep(folder).ended, WAIT_S), sweep(folder).model_dump_json(indent=1)
+    record = sweep(folder)
+    assert [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]
+    again = record.runs[0]
+    assert again.resume_from == first.run_id and again.run_id != first.run_id
+    continued = RunDir(Path(again.run_path or ""))
+    assert continued.status().resumed_from == first.run_id
+    assert "Resuming from step" in continued.log.read_text()
+    assert record.runs[1].run_id == runs_of(folder)[1].run_id, "the run that went on under its supervisor is kept"
+    assert marked_under(tmp_path / "data") == []
+
+
+def test_stop_ends_the_scheduler_and_every_run(tmp_path):
+    folder = started(tmp_path, steps=2000, step_time=0.05)
+    assert wait_for(lambda: len(runs_of(folder)) == 2 and all(r.progress() for r in runs_of(folder)), WAIT_S)
+    scheduler = sweep(folder).scheduler
+    assert scheduler is not None and scheduler.alive(), "it outlived the `sweep` command that started it"
+    assert os.getsid(scheduler.pid) == scheduler.pid, "a session of its own: no terminal, no SIGHUP on an SSH drop"
+    stopped = gw(tmp_path, "sweep", "stop", folder.name)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "nothing of it is left" in stopped.stdout
+    assert marked_under(tmp_path / "data") == [], "no process of any run of the sweep"
+    assert not scheduler.alive()
+    assert [r.state for r in sweep(folder).runs] == ["stopped"] * 4
+    assert all(run.status().state == "stopped" for run in runs_of(folder))
