@@ -87,3 +87,24 @@ async def test_unsaved_edits_are_named_and_asked_about_before_open_and_quit():
         await pilot.press("ctrl+q")
         await pilot.press("y")
         assert await wait_until(pilot, lambda: not app.is_running, 30)
+
+
+async def test_save_as_takes_a_description_and_leaves_the_originals_output_folder(tmp_path):
+    """Save-as (issue 25, item 1): the copy gets the description typed beside its name and, under a new name, no
+    fixed output_dir of the original's, so its runs never write where the original's do; the step line names it."""
+    from gpuwizard.model.preset_files import load_preset_file, user_preset_files
+    from gpuwizard.tui.dialogs import SaveAs
+
+    demo_preset("fixed", f"optim: {{steps: 40}}\noutput_dir: {tmp_path / 'fixed-out'}")
+    app = GpuWizardApp(preset="fixed")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("ctrl+s")
+        assert await wait_until(pilot, lambda: isinstance(app.screen, SaveAs), 10)
+        await pilot.press("ctrl+a", "ctrl+k", *"copy", "tab", "ctrl+a", "ctrl+k", *"my copy", "enter")
+        assert await wait_until(pilot, lambda: "copy" in user_preset_files(), 10)
+        saved = load_preset_file(user_preset_files()["copy"])
+        assert (saved.description, saved.output_dir) == ("my copy", None)
+        assert load_preset_file(user_preset_files()["fixed"]).output_dir == str(tmp_path / "fixed-out")
+        assert await wait_until(pilot, lambda: "copy" in text_of(app.screen.query_one("#steps")), 10)
+        assert "edited" not in text_of(app.screen.query_one("#steps"))

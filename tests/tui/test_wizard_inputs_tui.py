@@ -10,7 +10,7 @@ from textual.widgets import Select
 from gpuwizard.model.preset_files import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import AskText
+from gpuwizard.tui.dialogs import SaveAs
 from gpuwizard.tui.problems import ProblemsScreen
 from support.data import replay
 from support.tui import SIZES, goto, recorded, settle, text_of, type_into, wait_until
@@ -66,7 +66,7 @@ async def test_no_action_uses_other_values_than_the_screen_while_a_field_is_inva
         await type_into(pilot, "#f-optim-lr", "5e-3")
         assert "invalid" not in summary_text(app)
         await pilot.press("ctrl+s")
-        assert await wait_until(pilot, lambda: isinstance(app.screen, AskText), 10)
+        assert await wait_until(pilot, lambda: isinstance(app.screen, SaveAs), 10)
         await pilot.press("ctrl+a", "ctrl+k", *"walked", "enter")
         assert await wait_until(pilot, lambda: "walked" in user_preset_files(), 10)
         saved = load_preset_file(user_preset_files()["walked"])

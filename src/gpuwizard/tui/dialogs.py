@@ -49,6 +49,31 @@ class AskText(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+class SaveAs(ModalScreen[tuple[str, str] | None]):
+    """The name and the one-line description of a saved preset; enter in either field saves, tab moves between."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, name: str, description: str):
+        super().__init__()
+        self.name_value, self.description = name, description
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Save preset as", classes="dialog-title")
+            yield Input(self.name_value, placeholder="name", id="answer")
+            yield Input(self.description, placeholder="one line saying what this job is", id="description")
+            yield Label("enter: save · tab: the description · esc: cancel", classes="dialog-hint")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        name = self.query_one("#answer", Input).value.strip()
+        self.dismiss((name, self.query_one("#description", Input).value.strip()) if name else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class Confirm(ModalScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 

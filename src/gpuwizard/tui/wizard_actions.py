@@ -135,36 +135,42 @@ class WizardActions:
         self.app.push_screen(AskText("Export as a shell script", "file", f"./{self.preset.name}.sh"), write)
 
     def action_save(self) -> None:
+        """Save as a user preset with its name and description; a copy under a new name gets no fixed output_dir of
+        the original's (each of its runs writes a folder of its own), so it never writes where the original does."""
         from gpuwizard.core.errors import UserError
         from gpuwizard.model.preset import with_field
         from gpuwizard.model.preset_files import save_user_preset
-        from gpuwizard.tui.dialogs import AskText, Confirm
+        from gpuwizard.tui.dialogs import Confirm, SaveAs
 
         if self.preset is None or self.refused("Not saved"):
             return
 
-        def save(name: str | None, overwrite: bool = False) -> None:
+        def save(answer: tuple[str, str] | None, overwrite: bool = False) -> None:
             current = self.preset
-            if not name or current is None:
+            if not answer or current is None:
                 return
+            name, description = answer
             try:
-                preset = with_field(current, "name", name)
+                preset = with_field(with_field(current, "name", name), "description", description)
+                if name != current.name and current.output_dir is not None:
+                    preset = with_field(preset, "output_dir", None)
                 path = save_user_preset(preset, overwrite=overwrite)
             except UserError as exc:
                 if "already exists" in exc.paragraph() and not overwrite:
                     self.app.push_screen(
-                        Confirm(f"Replace your preset '{name}'?"), lambda yes: save(name, True) if yes else None
+                        Confirm(f"Replace your preset '{name}'?"), lambda yes: save(answer, True) if yes else None
                     )
                     return
                 self.notify(exc.paragraph(), severity="error", timeout=8)
                 return
+            moved = " (its runs write folders of their own)" if preset.output_dir != current.output_dir else ""
             self.preset = self.saved = preset
             self.source_file = str(path)
             self.draw_crumbs()
             self.replan()  # the name is in the default output folder
-            self.notify(f"Saved preset {name} to {path}")
+            self.notify(f"Saved preset {name} to {path}{moved}")
 
-        self.app.push_screen(AskText("Save preset as", "name", self.preset.name), save)
+        self.app.push_screen(SaveAs(self.preset.name, self.preset.description), save)
 
     def action_run(self, smoke: bool = False) -> None:
         """Refusals known here (invalid fields, the plan's errors, this machine) are listed at once; the checks that
