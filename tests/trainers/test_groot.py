@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.core.errors import UserError
+from gpuwizard.model import trust
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, make_plan, with_gpus
@@ -51,6 +52,7 @@ def in_env(groot: Path, preset_name: str, checkout: Path | None = None, **fields
     } | fields
     for dotted, value in fields.items():
         preset = with_field(preset, dotted, value)
+    trust.grant_for_session(preset)  # the test's own edit of a shipped preset: the user's, as a wizard edit is
     return preset
 
 
@@ -175,9 +177,9 @@ def test_resume_is_the_same_command_and_a_fresh_start_needs_an_empty_folder(groo
 
     path = tmp_path / "groot.yaml"
     path.write_text(preset.to_yaml())
-    warning = " ".join(gw("plan", path, "--json").json()["warnings"])
+    warning = " ".join(gw("plan", "--trust", path, "--json").json()["warnings"])
     assert "this run would resume, not start fresh" in warning and "--resume` (the same command)" in warning
-    preview = gw("preview", path, "--resume", "--format", "json")
+    preview = gw("preview", "--trust", path, "--resume", "--format", "json")
     assert preview.code == 0, preview.err
     preview = preview.json()
     assert "--resume-from-checkpoint" not in preview["argv"]

@@ -325,7 +325,7 @@ def test_a_real_hf_run_logs_the_batch_steps_and_lr_the_plan_says(hf_python, tmp_
     processes as DDP, as the plan warns."""
     data = preset_data(hf_python, tmp_path / "out", **{"hardware.gpus": gpus, **changes})
     preset = write(tmp_path, data)
-    plan = json.loads(gw_subprocess("plan", preset, "--json").stdout)
+    plan = json.loads(gw_subprocess("plan", "--trust", preset, "--json").stdout)
     result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     run = newest_run()

@@ -38,14 +38,14 @@ def test_probe_tells_release_from_main_without_importing_lerobot(tmp_path, versi
     assert detect(str(python), True) == {"version": version, "parallelism": parallelism}
     preset = tmp_path / "p.yaml"
     preset.write_text(PRESET.format(python=python, accum=1))
-    spec = json.loads(gw_subprocess("preview", preset, "--format", "json").stdout)
+    spec = json.loads(gw_subprocess("preview", "--trust", preset, "--format", "json").stdout)
     assert spec["argv"][spec["argv"].index("--max-restarts=0") + 1] == str(python.parent / "lerobot-train"), (
         "the resolved path, never $(which ...)"
     )
     has_accum_flag = any(a.startswith("--accelerator.gradient_accumulation.steps") for a in spec["argv"])
     assert has_accum_flag == (api == "main")
     preset.write_text(PRESET.format(python=python, accum=2))
-    result = gw_subprocess("plan", preset)
+    result = gw_subprocess("plan", "--trust", preset)
     assert (result.returncode == 0) == (api == "main"), result.stderr
 
 
@@ -80,8 +80,8 @@ def test_probe_is_remembered_until_the_environment_changes(tmp_path, monkeypatch
 def test_version_can_be_stated_where_it_cannot_be_probed(gw, write_preset, tmp_path):
     detect.cache_clear()
     text = PRESET.format(python=sys.executable, accum=2)
-    assert gw("plan", write_preset(text)).code == 2
-    plan = gw("plan", write_preset(text + "trainer_options: {api: main}\n"), "--json")
+    assert gw("plan", "--trust", write_preset(text)).code == 2
+    plan = gw("plan", "--trust", write_preset(text + "trainer_options: {api: main}\n"), "--json")
     assert plan.code == 0 and plan.json()["effective_batch"] == 32
 
 
@@ -141,7 +141,7 @@ def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, vari
     --use_policy_training_preset=false). Main with accumulation 2 counts loop steps: the plan's 8 updates are 16 of
     its steps and 8 x (2 x 2 x 2) = 64 samples (shared/vendor/README.md; lerobot_train.py at 7427f31)."""
     preset = real_preset(tmp_path, variable, accum, steps=8, save_freq=8)
-    plan = json.loads(gw_subprocess("plan", preset, "--json").stdout)
+    plan = json.loads(gw_subprocess("plan", "--trust", preset, "--json").stdout)
     assert (plan["steps"], plan["trainer_steps"], plan["samples_seen"]) == (8, 8 * accum, 8 * 2 * 2 * accum)
     result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -247,7 +247,7 @@ def test_diffusion_without_its_extra_is_refused_before_the_launch(tmp_path, vari
     installed = shipped(tmp_path, "so100-act-1gpu", python, env={"PYTHONPATH": extras()}, **fields)
     code, record, err = check(installed)
     assert code == 0 and record["values"]["warmup_steps"] == 500, err
-    plan = json.loads(gw_subprocess("plan", installed, "--json", cwd=tmp_path).stdout)
+    plan = json.loads(gw_subprocess("plan", "--trust", installed, "--json", cwd=tmp_path).stdout)
     assert any("never reaches lr 0.0001 and ends at 6e-05" in w for w in plan["warnings"])
 
 
@@ -280,13 +280,13 @@ def test_fp16_is_refused_on_0_6_1_and_sent_to_accelerate_alone_on_main(gw, write
     float32 only (lerobot/policies/*/configuration_*.py, 0.6.1 and main at 7427f31; the real parsers' answers are in
     the lerobot-marked tests). 0.6.1 (lerobot_train.py) has no other precision path for them; main autocasts through
     --accelerator.mixed_precision (lerobot/configs/accelerator.py), --policy.dtype only casting parameters."""
-    old = gw("plan", lerobot_preset(write_preset, tmp_path, name="old", policy=policy, precision="fp16"))
+    old = gw("plan", "--trust", lerobot_preset(write_preset, tmp_path, name="old", policy=policy, precision="fp16"))
     assert old.code == 2 and old.err.count("mixed_precision = 'fp16'") == 1 and "Invalid dtype: float16" in old.err
     main = lerobot_preset(write_preset, tmp_path, name="new", policy=policy, precision="fp16", api="main")
-    argv = json.loads(gw("preview", main, "--format", "json").out)["argv"]
+    argv = json.loads(gw("preview", "--trust", main, "--format", "json").out)["argv"]
     assert "--accelerator.mixed_precision=fp16" in argv and not any(a.startswith("--policy.dtype") for a in argv)
     bf16 = lerobot_preset(write_preset, tmp_path, name="bf16", policy=policy, api="main")
-    assert "--policy.dtype=bfloat16" in json.loads(gw("preview", bf16, "--format", "json").out)["argv"]
+    assert "--policy.dtype=bfloat16" in json.loads(gw("preview", "--trust", bf16, "--format", "json").out)["argv"]
 
 
 def log_line(step: int, lr: float) -> str:
@@ -326,7 +326,7 @@ def test_xvla_plans_the_vlm_at_a_tenth_and_the_lr_check_reads_the_logged_group(
     the mean lr of the last 200 steps from XVLA's own optimizer and scheduler presets (its warmup shrunk to the run),
     passes the lr check; the same line at the full lr does not."""
     preset = lerobot_preset(write_preset, tmp_path, policy="xvla", device="cpu", precision='"no"', steps=4000)
-    plan = gw("plan", preset, "--json").json()
+    plan = gw("plan", "--trust", preset, "--json").json()
     assert any(
         "X-VLA trains the VLM (Florence-2) at 0.1x the lr (1e-05; the rest at 0.0001)" in n for n in plan["notes"]
     )
@@ -398,7 +398,7 @@ def test_groot_through_lerobot_gets_a_warmup_ratio_that_rounds_to_the_planned_wa
     502 for a planned 501 at 10,001 steps (the same as Isaac-GR00T's own, issue 18 item 2)."""
     preset = lerobot_preset(write_preset, tmp_path, policy="groot", steps=steps)
     text = preset.read_text().replace("optim: {", "optim: {warmup_ratio: 0.05, ")
-    argv = json.loads(gw("preview", write_preset(text), "--format", "json").out)["argv"]
+    argv = json.loads(gw("preview", "--trust", write_preset(text), "--format", "json").out)["argv"]
     flags = dict(a.removeprefix("--").split("=", 1) for a in argv if a.startswith("--policy."))
     assert int(flags["policy.max_steps"]) == steps
     assert math.ceil(steps * float(flags["policy.warmup_ratio"])) == math.ceil(0.05 * steps)

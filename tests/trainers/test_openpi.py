@@ -69,7 +69,7 @@ def preset_text(
 
 
 def argv_of(gw, path: Path, *args: str) -> tuple[list[str], dict]:
-    result = gw("preview", path, "--format", "json", *args)
+    result = gw("preview", "--trust", path, "--format", "json", *args)
     assert result.code == 0, result.err
     spec = json.loads(result.out)
     return spec["argv"], spec["env"]
@@ -81,7 +81,7 @@ def flag(argv: list[str], name: str) -> str | None:
 
 
 def plan_of(gw, path: Path) -> tuple[int, dict, str]:
-    result = gw("plan", path, "--json")
+    result = gw("plan", "--trust", path, "--json")
     return result.code, json.loads(result.out), result.err
 
 
@@ -111,7 +111,7 @@ def test_the_dataset_is_passed_and_a_local_root_is_found_by_repo_id(gw, write_pr
     )
     assert flag(argv, "--data.repo-id") == "me/droid" and env["HF_LEROBOT_HOME"] == str(tmp_path / "lerobot")
     elsewhere = write_preset(preset_text("pi05_droid_finetune", dataset=f"{{repo_id: other/name, root: {local}}}"))
-    result = gw("preview", elsewhere)
+    result = gw("preview", "--trust", elsewhere)
     assert result.code == 2 and "dataset.root" in result.err and "must end with the repo id other/name" in result.err
 
 
@@ -146,7 +146,7 @@ def test_pi0_fast_on_pytorch_is_refused_by_the_configs_model_not_the_policy(gw, 
     model config to a Pi0Config, so policy pi0 with that config would train a pi0 silently (README: PyTorch does not
     support pi0-FAST)."""
     text = preset_text("pi0_fast_libero", policy="pi0", backend="pytorch")
-    result = gw("plan", write_preset(text))
+    result = gw("plan", "--trust", write_preset(text))
     assert result.code == 2 and "does not support pi0_fast, which pi0_fast_libero trains" in result.err
     fine = gw(
         "plan",
@@ -159,7 +159,7 @@ def test_pytorch_runs_get_their_weights_or_are_told_why_not(gw, write_preset, tm
     """src/openpi/training/config.py: pi05_libero's pytorch_weight_path is "/path/to/your/pytorch_weight_path"; every
     other config has None, and scripts/train_pytorch.py then trains from random weights (it loads only
     <pytorch_weight_path>/model.safetensors, never the JAX weight loader)."""
-    placeholder = gw("plan", write_preset(preset_text("pi05_libero", backend="pytorch")))
+    placeholder = gw("plan", "--trust", write_preset(preset_text("pi05_libero", backend="pytorch")))
     assert placeholder.code == 2 and "openpi's placeholder /path/to/your/pytorch_weight_path" in placeholder.err
     weights = tmp_path / "pi05_pytorch"
     given = write_preset(preset_text("pi05_libero", backend="pytorch", options=f", torch_weights: {weights}"))
@@ -185,9 +185,11 @@ def test_a_warmup_not_shorter_than_the_cosine_is_refused_for_jax(gw, write_prese
     """optax.warmup_cosine_decay_schedule (optax 0.2.4, openpi's lock) raises "requires positive decay_steps" only
     when decay_steps <= warmup_steps; openpi keeps the config's decay_steps (30,000 for pi05_droid_finetune) whatever
     the run's length, so a short run plans and a warmup of 30,000 or more is refused."""
-    short = gw("plan", write_preset(preset_text("pi05_droid_finetune", optim="{steps: 500}")))
+    short = gw("plan", "--trust", write_preset(preset_text("pi05_droid_finetune", optim="{steps: 500}")))
     assert short.code == 0, short.err
-    long = gw("plan", write_preset(preset_text("pi05_droid_finetune", optim="{steps: 40000, warmup_ratio: 0.75}")))
+    long = gw(
+        "plan", "--trust", write_preset(preset_text("pi05_droid_finetune", optim="{steps: 40000, warmup_ratio: 0.75}"))
+    )
     assert long.code == 2 and "optim.warmup_ratio" in long.err, long.err
 
 
@@ -433,7 +435,7 @@ def test_real_pytorch_debug_logs_the_planned_batch_and_schedule(tmp_path):
     plan's global batch, per-GPU batch and the whole schedule; then upstream's fake-data path fails (known)."""
     root = openpi_root()
     preset = debug_preset(root, tmp_path, "pytorch")
-    plan = json.loads(gw_subprocess("plan", preset, "--json").stdout)
+    plan = json.loads(gw_subprocess("plan", "--trust", preset, "--json").stdout)
     result = run_headless(preset, timeout=1100)
     run = newest_run()
     log = run.log.read_text(errors="replace")

@@ -60,8 +60,8 @@ async def test_the_runs_screen_names_its_workers_and_picks_up_runs_while_open():
         screen = app.screen
         assert isinstance(screen, RunsScreen)
         table = screen.query_one("#runs-table", DataTable)
-        assert [str(c.label) for c in table.ordered_columns][2] == "on"
-        assert str(table.get_row(first.run_id)[2]) == "1 CPU", "a CPU run's workers are processes, not GPUs"
+        assert [str(c.label) for c in table.ordered_columns][2] == "CPUs", "CPU runs count processes, not GPUs"
+        assert str(table.get_row(first.run_id)[2]) == "1"
 
         second = copied("20261201-020000-demo-cmp")  # a run started from another terminal
         second.update_status(state=RunState.RUNNING, ended=None, exit_code=None)

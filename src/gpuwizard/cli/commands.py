@@ -17,13 +17,14 @@ if TYPE_CHECKING:
 
 def load_given(preset_arg: str, action: str | None = None, trust_given: bool = False) -> Preset:
     """The preset named on the command line; for `action` (check, run, probe) one whose code the user has not
-    trusted is refused, unless --trust says yes to it now."""
+    trusted is refused, unless --trust says yes to it now (plan and preview take --trust too: then the interpreter
+    it names may be asked which trainer it has)."""
     from gpuwizard.model import trust
     from gpuwizard.model.preset_files import find_preset, load_preset_file
 
     path = find_preset(preset_arg)
     preset = load_preset_file(path)
-    if action and trust_given:
+    if trust_given:
         trust.trust(preset, str(path))
     elif action and not trust.is_trusted(preset):
         raise UserError(trust.untrusted_problem(preset, preset_arg, action))
@@ -55,7 +56,7 @@ def report_problems(plan: Plan, source: str) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from gpuwizard.planning.report import plan_text
 
-    preset, plan, _ = resolve(load_given(args.preset), args.gpus)
+    preset, plan, _ = resolve(load_given(args.preset, trust_given=args.trust), args.gpus)
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -68,7 +69,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     from gpuwizard.planning.plan import build_command
     from gpuwizard.trainers.registry import get_trainer
 
-    given = load_given(args.preset)
+    given = load_given(args.preset, trust_given=args.trust)
     preset, plan, ctx = resolve(given, args.gpus, resume=args.resume, slurm=args.format == "sbatch")
     if plan.errors:
         return report_problems(plan, preset.name)

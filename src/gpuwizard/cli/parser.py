@@ -81,6 +81,11 @@ def build_parser() -> Parser:
         p = sub.add_parser(name, help=text)
         p.add_argument("preset", metavar="PRESET", help=PRESET_HELP)
         p.add_argument("--gpus", type=positive_int, metavar="N", help="see the same preset on N GPUs")
+        p.add_argument(
+            "--trust",
+            action="store_true",
+            help="trust what this preset names, so its interpreter may be asked which trainer it has (remembered)",
+        )
         if name == "plan":
             p.add_argument("--json", action="store_true", help="the plan as JSON (every key of the plan)")
         else:

@@ -27,6 +27,9 @@ SCHEDULER_HINTS = {"local": "torchrun on this machine", "slurm": "submitted with
 
 
 class GpusStep(Step):
+    implied: list[int] | None = None
+    """The devices the preset means without naming any (the first hardware.gpus visible ones)."""
+
     def compose(self) -> ComposeResult:
         preset = self.preset
         yield Static("Detecting GPUs...", id="gpu-info")
@@ -146,6 +149,7 @@ class GpusStep(Step):
                         g.cuda_index in chosen,
                     )
                 )
+        self.implied = sorted(c for c in chosen if c is not None) if preset.hardware.devices is None else None
         picked = [g for g in visible if g.cuda_index in chosen]
         lines = []
         for i, a in enumerate(picked):
@@ -161,7 +165,7 @@ class GpusStep(Step):
     @on(SelectionList.SelectedChanged)
     def _picked(self, event: SelectionList.SelectedChanged) -> None:
         chosen = sorted(event.selection_list.selected)
-        if chosen:
+        if chosen and chosen != self.implied:  # the list filled with the preset's own default is no edit
             self.post_message(Edit("hardware", {"gpus": len(chosen), "devices": chosen}))
 
 
