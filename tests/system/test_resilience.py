@@ -156,14 +156,8 @@ def test_a_disk_filled_at_the_end_of_a_job_still_gets_a_final_status(small_disk,
     assert "lost" not in listed.stdout and "failed" in listed.stdout
 
 
-def test_a_job_that_says_its_disk_is_full_is_recorded_as_disk_full_on_a_roomy_disk(tmp_path):
-    """The checkpoint disk is another one (or freed since): the job's own ENOSPC traceback names the cause."""
-    script = tmp_path / "says.py"
-    script.write_text(
-        "import sys\nprint('[demo] step 1/3 loss=0.5 lr=1.000e-03 samples/s=10.0', flush=True)\n"
-        'sys.exit("Traceback (most recent call last):\\nOSError: [Errno 28] No space left on device")\n'
-    )
-    run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-says", [sys.executable, str(script)])
+def supervise(run) -> None:
+    """The real supervisor over a hand-made run folder, to its end, as a launch starts it (with the run marker)."""
     from gpuwizard.runner.procs import MARKER, marker_value
 
     subprocess.run(
@@ -172,6 +166,17 @@ def test_a_job_that_says_its_disk_is_full_is_recorded_as_disk_full_on_a_roomy_di
         capture_output=True,
         timeout=120,
     )
+
+
+def test_a_job_that_says_its_disk_is_full_is_recorded_as_disk_full_on_a_roomy_disk(tmp_path):
+    """The checkpoint disk is another one (or freed since): the job's own ENOSPC traceback names the cause."""
+    script = tmp_path / "says.py"
+    script.write_text(
+        "import sys\nprint('[demo] step 1/3 loss=0.5 lr=1.000e-03 samples/s=10.0', flush=True)\n"
+        'sys.exit("Traceback (most recent call last):\\nOSError: [Errno 28] No space left on device")\n'
+    )
+    run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-says", [sys.executable, str(script)])
+    supervise(run)
     status = run.status()
     assert status.state == "failed" and status.error == "disk full: OSError: [Errno 28] No space left on device"
     assert [e.kind for e in events_of(run)].count("disk_full") == 1
@@ -185,14 +190,7 @@ def test_a_green_job_that_printed_enospc_about_another_disk_stays_green(tmp_path
         "print('[demo] step 1/1 loss=0.5 lr=1.000e-03 samples/s=10.0', flush=True)\n"
     )
     run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-green", [sys.executable, str(script)])
-    from gpuwizard.runner.procs import MARKER, marker_value
-
-    subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
-        env={**os.environ, MARKER: marker_value(run.path)},
-        capture_output=True,
-        timeout=120,
-    )
+    supervise(run)
     status = run.status()
     assert status.state == "finished" and status.exit_code == 0 and status.error is None, status
 

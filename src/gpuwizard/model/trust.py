@@ -182,7 +182,8 @@ def trust(preset: Preset, source: str) -> None:
 def remember_launched(preset: Preset) -> None:
     """A trusted preset being launched is remembered, so its resumes and relaunches (read back from the run folder,
     in another process) run the same code without a question; where it cannot be written, the launch goes on."""
-    if fingerprint(preset) is None or fingerprint(preset) in _stored():
+    mark = fingerprint(preset)
+    if mark is None or mark in _stored():
         return
     try:
         trust(preset, preset.name)
