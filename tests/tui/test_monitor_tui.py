@@ -238,3 +238,23 @@ async def test_r_on_a_finished_run_offers_to_continue_it_and_does(tmp_path):
         assert await wait_until(pilot, lambda: second.final, 120) and second.status.state == "finished"
     log = second.run.log.read_text()
     assert "Resuming from step 20" in log and "step 40/40" in log and second.status.resumed_from == run.run_id
+
+
+async def test_a_poll_that_arrives_while_the_monitor_is_torn_down_is_dropped(tmp_path):
+    """ctrl+q detaches the monitor's widgets while the follower's last poll may still be queued: it must not mount
+    a telemetry row into a detached panel (CI: MountError on `attach`, then a traceback at exit)."""
+    from gpuwizard.runner.follow import RunUpdate
+    from gpuwizard.runs.records import GpuSample
+    from gpuwizard.tui.messages import RunPolled
+    from gpuwizard.tui.telemetry import Telemetry, TelemetryRow
+
+    run = copied_run(tmp_path, state="running")
+    app = GpuWizardApp(run=run)
+    async with app.run_test(size=SIZE) as pilot:
+        monitor = await monitor_on(pilot, app)
+        telemetry = monitor.query_one("#telemetry", Telemetry)
+        await telemetry.remove()  # what the teardown does to the panel before the queued poll is handled
+        monitor.post_message(RunPolled(RunUpdate(gpu=[GpuSample(t=1.0, index=7, utilization=50.0)]), 0))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.is_running and not list(telemetry.query(TelemetryRow)), "the poll was dropped, nothing raised"

@@ -140,7 +140,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
     @on(RunPolled)
     def _polled(self, message: RunPolled) -> None:
         try:
-            self.apply(message.update, message.line_count)
+            if any(panel.is_attached for panel in self.query(Telemetry)):  # not while the screen is torn down
+                self.apply(message.update, message.line_count)
         finally:
             self.ack.set()
 
