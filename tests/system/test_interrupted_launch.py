@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.runner.staging import LAUNCHER
+from gpuwizard.runner.launches import LAUNCHER
 from support.callers import drawn, gw_call
 from support.cli import gw_subprocess, wait_for
 from support.launches import (

@@ -255,3 +255,63 @@ def test_the_node_sampler_writes_one_file_per_node(cluster, tmp_path):
         samples, bad = parse_lines((tmp_path / f"gpu-{node}.jsonl").read_text(), GpuSample)
         assert bad == 0 and {s.node for s in samples} == {node} and {s.index for s in samples} == {0, 1}
         assert len(samples) == 4, "2 rounds x 2 GPUs"
+
+
+def slurm_sweep(demo_on_slurm, tmp_path: Path, steps: int, lrs: str) -> Path:
+    """A demo sweep whose runs are SLURM jobs (one node, one process each; each run its own output folder)."""
+    from gpuwizard.runs.sweeps import sweeps_dir
+
+    preset = demo_on_slurm("demo-sweep", nodes=1, steps=steps)
+    text = preset.read_text().replace(f"output_dir: {tmp_path}/out-demo-sweep\n", "launch: {scheduler: slurm}\n")
+    preset.write_text(text)
+    started = gw_subprocess("sweep", "--trust", preset, "--set", f"optim.lr={lrs}", cwd=tmp_path, timeout=300)
+    assert started.returncode == 0, started.stdout + started.stderr
+    (folder,) = sweeps_dir().iterdir()
+    return folder
+
+
+def sweep_statuses(folder: Path) -> list:
+    from gpuwizard.runs.sweeps import read_sweep
+
+    return [RunDir(Path(r.run_path)).status() for r in read_sweep(folder).runs if r.run_path]
+
+
+@pytest.mark.slurm
+def test_a_sweep_on_slurm_submits_each_run_as_a_job_of_its_own_and_ends_compared(demo_on_slurm, tmp_path):
+    """Issue 27 on SLURM: each run of the sweep is a job of its own (not an array: each keeps its own checks,
+    script, supervisor and `stop`), followed like a run, and the finished runs are compared."""
+    from gpuwizard.runs.sweeps import read_sweep
+
+    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=40, lrs="1e-4,2e-4")
+    assert wait_for(lambda: read_sweep(folder).ended, 600), read_sweep(folder).model_dump_json(indent=1)
+    record = read_sweep(folder)
+    assert record.slurm and [r.state for r in record.runs] == ["finished"] * 2, [r.error for r in record.runs]
+    statuses = sweep_statuses(folder)
+    jobs = {s.slurm_job_id for s in statuses}
+    assert len(jobs) == 2 and None not in jobs, "two jobs, one per run"
+    assert all(s.slurm_state == "COMPLETED" and s.sweep == folder.name for s in statuses)
+    assert all((RunDir(Path(r.run_path or "")).path / "job.sbatch").is_file() for r in record.runs)
+    shown = gw_subprocess("sweep", "status", folder.name, cwd=tmp_path)
+    assert shown.returncode == 0 and "best by final loss: run " in shown.stdout, shown.stdout + shown.stderr
+    assert not any(queued(job) for job in jobs if job)
+
+
+@pytest.mark.slurm
+def test_stopping_a_slurm_sweep_cancels_every_job_it_submitted(demo_on_slurm, tmp_path):
+    """Three runs on two one-CPU nodes: two train, one waits in SLURM's queue; `sweep stop` cancels all three."""
+    from gpuwizard.runs.sweeps import read_sweep
+
+    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20000, lrs="1e-4,2e-4,3e-4")
+
+    def submitted() -> bool:
+        statuses = sweep_statuses(folder)
+        return len(statuses) == 3 and all(s.slurm_job_id for s in statuses)
+
+    assert wait_for(submitted, 300), read_sweep(folder).model_dump_json(indent=1)
+    jobs = [s.slurm_job_id for s in sweep_statuses(folder)]
+    assert all(queued(job) for job in jobs if job), "all three submitted at once: the cluster queues them"
+    stopped = gw_subprocess("sweep", "stop", folder.name, cwd=tmp_path, timeout=300)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert wait_for(lambda: not any(queued(job) for job in jobs if job), 60), "scancel left nothing in the queue"
+    assert [r.state for r in read_sweep(folder).runs] == ["stopped"] * 3
+    assert all(s.state == "stopped" for s in sweep_statuses(folder))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.sweeps import Sweep, read_sweep, sweeps_dir
 from support.cli import wait_for
@@ -106,6 +107,26 @@ def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
     assert "loss@eq" in shown.stdout and "best by final loss: run " in shown.stdout, shown.stdout
     assert all(run.run_id in shown.stdout for run in runs_of(folder))
     assert marked_under(tmp_path / "data") == []
+
+    listed = gw(tmp_path, "runs", "--sweep", folder.name)
+    assert listed.returncode == 0, listed.stderr
+    ids = {r.run_id for r in record.runs}
+    lines = [line for line in listed.stdout.splitlines() if line.split()[:1] and line.split()[0] in ids]
+    assert len(lines) == 4 and all(s.sweep == folder.name for s in statuses), listed.stdout
+    for index, r in enumerate(record.runs):
+        (line,) = [line for line in lines if line.startswith(r.run_id or "?")]
+        assert f"#{index + 1} lr={r.values['optim.lr']}, seed={r.values['trainer_options.seed']}" in line, line
+
+    best_id = next(line.split("run ")[1].split()[0] for line in shown.stdout.splitlines() if "best by" in line)
+    best = next(r for r in record.runs if r.run_id == best_id)
+    saved = gw(tmp_path, "sweep", "status", folder.name, "--save-best", "swept-best")
+    assert saved.returncode == 0 and "saved the best run's preset as swept-best" in saved.stdout, saved.stderr
+    kept = load_preset("swept-best")
+    assert kept.optim.lr == best.values["optim.lr"] and kept.output_dir is None
+    assert kept.options.seed == best.values["trainer_options.seed"] and folder.name in kept.description
+    again = gw(tmp_path, "sweep", "status", folder.name, "--save-best", "swept-best")
+    assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr
+    assert load_preset("swept-best") == kept, "the saved preset is never replaced"
 
 
 def test_a_killed_scheduler_and_resume_finish_the_runs_left(tmp_path):

@@ -80,9 +80,11 @@ def test_a_damaged_or_foreign_cache_costs_only_the_reads(remembered):
     (cache,) = (paths.data_dir() / "cache").glob("runs-*.json")
     data = json.loads(cache.read_text())
     (key,) = data["entries"]
-    data["entries"][key][1]["status"]["world_size"] = "two"  # not what a status holds: read the file instead
+    summary = data["entries"][key][1]
+    summary["status"] = summary["status"].replace('"world_size":1', '"world_size":"two"')  # not what a status holds
+    assert '"two"' in summary["status"], "the cache keeps each record as JSON text"
     cache.write_text(json.dumps(data))
-    assert [e.status.world_size for e in listed_runs()] == [1]
+    assert [e.status.world_size for e in listed_runs()] == [1], "read from the file instead"
     for garbage in ("{", "[]", json.dumps({"version": "0.0.0", "folder": "x", "entries": {}})):
         cache.write_text(garbage)
         assert [e.run.run_id for e in listed_runs()] == [runs["finished"].run_id]

@@ -100,3 +100,39 @@ def test_a_fixed_output_folder_is_refused(gw, tmp_path):
     demo_preset("sw-fixed", extra=f"output_dir: {tmp_path}/out", hardware="{gpus: 1, device: cpu}")
     err = refused(gw("sweep", "sw-fixed", "--set", "optim.lr=1e-4,2e-4"))
     assert "output_dir" in err and "null" in err
+
+
+def test_save_best_is_refused_until_the_sweep_has_a_best_run(gw):
+    """A sweep record whose runs are still queued (no scheduler): --save-best says why in one paragraph, saves
+    nothing; on another action it says where it belongs; runs --sweep of an unknown id names it."""
+    import time
+
+    from gpuwizard.runs.sweeps import Sweep, SweepRun, write_sweep
+
+    folder = sweeps_dir() / "20261202-000000-demo-cpu-abcd"
+    folder.mkdir(parents=True)
+    runs = [
+        SweepRun(index=i, values={"optim.lr": lr}, preset_file=f"runs/{i:03d}.yaml", processes=1, device="cpu")
+        for i, lr in enumerate((1e-4, 2e-4))
+    ]
+    write_sweep(
+        folder,
+        Sweep(
+            sweep_id=folder.name,
+            preset="demo-cpu",
+            source="demo-cpu",
+            created=time.time(),
+            grid={"optim.lr": [1e-4, 2e-4]},
+            workdir=str(folder),
+            runs=runs,
+        ),
+    )
+    early = gw("sweep", "status", folder.name, "--save-best", "kept")
+    assert early.code == 2 and "--save-best" in early.err and "has not ended" in early.err, early.err
+    assert "Traceback" not in early.err and not (paths.user_presets_dir() / "kept.yaml").exists()
+    misplaced = gw("sweep", "resume", folder.name, "--save-best", "kept")
+    assert misplaced.code == 2 and "sweep status" in misplaced.err
+    listed = gw("runs", "--sweep", folder.name)
+    assert listed.code == 0 and "no run of it has started yet" in listed.out, listed.out + listed.err
+    unknown = gw("runs", "--sweep", "nope")
+    assert unknown.code == 2 and "SWEEP_ID" in unknown.err and "nope" in unknown.err

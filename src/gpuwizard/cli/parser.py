@@ -181,6 +181,7 @@ def build_parser() -> Parser:
     runs = sub.add_parser("runs", help="run history")
     runs.add_argument("--json", action="store_true", help="the history as JSON rows, newest first")
     runs.add_argument("--probes", action="store_true", help="also list the short measurement runs of gpuwizard probe")
+    runs.add_argument("--sweep", metavar="SWEEP_ID", help="only the runs of this sweep, with the values each ran")
     envs = sub.add_parser("envs", help="the training environments on this machine and the trainers each one has")
     envs.add_argument("--trainer", choices=["lerobot", "groot", "openpi", "hf", "demo"], help="only those that have it")
     envs.add_argument("--workdir", action="append", metavar="DIR", help="also look beside this checkout")
@@ -201,7 +202,7 @@ def build_parser() -> Parser:
     sweep = sub.add_parser(
         "sweep",
         help="several runs of a preset at once over a grid, each on free devices: sweep PRESET --set FIELD=V1,V2 "
-        "[--seeds N] | sweep status|stop|resume [ID] | sweep schema",
+        "[--seeds N] | sweep status|stop|resume [ID] [--save-best NAME] | sweep schema",
     )
     sweep.add_argument(
         "words",
@@ -220,6 +221,9 @@ def build_parser() -> Parser:
         help="what names the best run, lowest first (default final_loss)",
     )
     sweep.add_argument("--json", action="store_true", help="with status: the sweep as JSON")
+    sweep.add_argument(
+        "--save-best", metavar="NAME", help="with status: save the best run's preset as your preset NAME"
+    )
 
     for trusting in (check, probe, run, sweep):
         trusting.add_argument(

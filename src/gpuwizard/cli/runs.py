@@ -11,12 +11,13 @@ from pathlib import Path
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.runner.follow import marked_runs, request_stop, run_leftovers, stop_all
+from gpuwizard.runner.launches import clear_interrupted_launches
 from gpuwizard.runner.procs import marker_value
-from gpuwizard.runner.staging import clear_interrupted_launches
 from gpuwizard.runs.listing import listed_runs
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import (
     RunDir,
+    RunEntry,
     alive_processes,
     find_run,
     green_baselines,
@@ -113,19 +114,36 @@ def tidy_interrupted_launches() -> None:
         sys.stderr.write(line + "\n")
 
 
+def sweep_entries(entries: list[RunEntry], sweep_id: str) -> tuple[list[RunEntry], dict[str, str]]:
+    """The runs of one sweep (by its record and by their own status), each with its combination's label."""
+    from gpuwizard.runner.sweep import sweep_run_labels
+    from gpuwizard.runs.sweeps import chosen_sweep
+
+    folder = chosen_sweep(sweep_id)
+    labels = sweep_run_labels(folder)
+    mine = [e for e in entries if e.run.run_id in labels or (e.status is not None and e.status.sweep == folder.name)]
+    return mine, labels
+
+
 def runs_command(args: argparse.Namespace) -> int:
     tidy_interrupted_launches()
     entries = listed_runs()
     green = green_baselines(entries)
     now = time.time()
     shown, hidden = history_entries(entries, args.probes)
-    rows = [history_row(entry, green, now) for entry in shown]
+    labels: dict[str, str] = {}
+    if args.sweep is not None:
+        shown, labels = sweep_entries(entries, args.sweep)
+        hidden = 0  # a sweep's runs are never probe runs
+    rows = [history_row(entry, green, now) | {"sweep_run": labels.get(entry.run.run_id)} for entry in shown]
     if args.json:
         print(json.dumps(rows, indent=2))
         return ExitCode.OK
     if not rows:
         print(
-            f"{hidden} probe runs, hidden: --probes lists them"
+            f"sweep {args.sweep}: no run of it has started yet"
+            if args.sweep is not None
+            else f"{hidden} probe runs, hidden: --probes lists them"
             if hidden
             else "no runs yet: `gpuwizard run demo-cpu --headless` starts one"
         )
@@ -146,6 +164,7 @@ def runs_command(args: argparse.Namespace) -> int:
             f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {workers:>7} {step:>12} "
             f"{minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
             + (" (probe)" if r.get("probe") else "")
+            + (f"  {r['sweep_run']}" if r["sweep_run"] else " (sweep)" if r.get("sweep") else "")
             + (f"  <- resumes {r['resumed_from']}" if r["resumed_from"] else "")
         )
     for preset in sorted({r["preset"] for r in rows if r["state"] != "corrupt"}):

@@ -188,6 +188,13 @@ def with_field(preset: Preset, dotted: str, value: Any) -> Preset:
         raise UserError(problems_from(exc, Preset)) from None
 
 
+def saved_as(preset: Preset, name: str, description: str) -> Preset:
+    """A copy under a name and description; under a new name without the original's fixed output_dir, so its runs
+    (each then in a folder of its own) never write where the original's do."""
+    copy = with_field(with_field(preset, "name", name), "description", description)
+    return with_field(copy, "output_dir", None) if name != preset.name and preset.output_dir is not None else copy
+
+
 def preset_schema() -> dict[str, Any]:
     """The JSON Schema of the preset format, trainer_options typed per trainer (for editors' YAML language servers)."""
     from gpuwizard.core.schema import schema_with_trainers

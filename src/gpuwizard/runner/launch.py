@@ -18,14 +18,9 @@ from typing import Literal
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.runner.interrupt import StartCancelled
+from gpuwizard.runner.launches import announce_launch, clear_interrupted_launches, withdraw_launch
 from gpuwizard.runner.prepare import PreparedRun, prepare_run, restore_secrets
-from gpuwizard.runner.staging import (
-    SBATCH_SCRIPT,
-    announce_launch,
-    clear_interrupted_launches,
-    withdraw_launch,
-    write_run_folder,
-)
+from gpuwizard.runner.staging import SBATCH_SCRIPT, write_run_folder
 from gpuwizard.runs.records import RecordError
 from gpuwizard.runs.rundir import RunDir, new_run_dir, publish
 

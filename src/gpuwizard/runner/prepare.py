@@ -56,6 +56,8 @@ class PreparedRun:
     """The installed trainer's own reading of the command (None: skipped with --no-check)."""
     probe: str | None = None
     """The `gpuwizard probe` this run measures one configuration for."""
+    sweep: str | None = None
+    """The `gpuwizard sweep` this run is one of."""
     resume_chain: str | None = None
     """The first run of the resume chain a resumed run joins (None: a fresh run starts its own)."""
 

@@ -25,28 +25,18 @@ SCHEDULER_STOP_S = 60.0
 SIGKILL."""
 
 
-def local_problems(preset: Preset) -> list[Problem]:
-    """What this slice of sweeps cannot run: SLURM jobs and jobs over several machines."""
-    found = []
-    if preset.launch.scheduler == "slurm":
-        found.append(
-            problem(
-                "launch.scheduler",
-                "a sweep runs on this machine; SLURM job arrays are not supported yet",
-                "sweep a copy of the preset with launch.scheduler: local",
-                value="slurm",
-            )
-        )
-    if preset.hardware.nodes > 1:
-        found.append(
+def placement_problems(preset: Preset) -> list[Problem]:
+    """What a sweep cannot place: a run over several machines without SLURM to find them."""
+    if preset.hardware.nodes > 1 and preset.launch.scheduler != "slurm":
+        return [
             problem(
                 "hardware.nodes",
-                "a sweep places each run on this machine's devices",
-                "sweep a one-node copy of the preset",
+                "a sweep places each run on this machine's devices, and this run needs several machines",
+                "sweep a one-node copy of the preset, or submit the runs to SLURM (launch.scheduler: slurm)",
                 value=preset.hardware.nodes,
             )
-        )
-    return found
+        ]
+    return []
 
 
 def planned(combos: list[Combination]) -> list[tuple[Combination, str, int]]:
@@ -75,7 +65,7 @@ def create_sweep(
     from gpuwizard.model.preset import with_field
     from gpuwizard.planning.plan import fixed_output
 
-    if found := local_problems(base):
+    if found := placement_problems(base):
         raise UserError(found, base.name)
     combos = expand(base, grid, seeds)
     if fixed_output(base) and "output_dir" not in grid and len(combos) > 1:
@@ -119,6 +109,7 @@ def create_sweep(
         metric=metric,
         workdir=workdir,
         runs=records,
+        slurm=base.launch.scheduler == "slurm",
     )
     write_sweep(folder, sweep)
     spawn_scheduler(folder, workdir)
@@ -215,6 +206,45 @@ def run_rows(sweep: Sweep) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def best_preset(folder: Path, name: str) -> Preset:
+    """The preset of the sweep's best run under a name of the user's (its own output folder per run, the sweep's
+    values in its description); one paragraph while there is no best yet."""
+    from gpuwizard.model.preset import saved_as
+    from gpuwizard.model.preset_files import load_preset_file
+
+    sweep = read_sweep(folder)
+    refresh(sweep)
+    compared = sweep_comparison(sweep)
+    if compared is None:
+        finished = sum(1 for r in sweep.runs if r.state == "finished")
+        why = "it has not ended" if not sweep.ended else f"{finished} of its runs finished; a best needs two"
+        raise UserError(
+            problem(
+                "--save-best",
+                f"sweep {sweep.sweep_id} has no best run yet: {why}",
+                f"wait for `gpuwizard sweep status {sweep.sweep_id}` to show its comparison"
+                if not sweep.ended
+                else f"resume it with `gpuwizard sweep resume {sweep.sweep_id}`",
+                value=name,
+            )
+        )
+    best = next(r for r in sweep.runs if r.run_id == compared[1].run_id)
+    preset = load_preset_file(folder / best.preset_file)
+    label = ", ".join(f"{k}={v}" for k, v in best.values.items())
+    return saved_as(preset, name, f"best of sweep {sweep.sweep_id} by {sweep.metric}: {label}")
+
+
+def sweep_run_labels(folder: Path) -> dict[str, str]:
+    """The runs a sweep started (the ones resumed too), each with its combination: "#3 lr=0.0001, seed=1"."""
+    sweep = read_sweep(folder)
+    adopt_unrecorded(sweep)
+    labels = {}
+    for r in sweep.runs:
+        label = f"#{r.index + 1} " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r.values.items())
+        labels.update({run_id: label for run_id in (r.resume_from, r.run_id) if run_id is not None})
+    return labels
 
 
 def sweep_comparison(sweep: Sweep) -> tuple[Comparison, RunFacts] | None:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -22,6 +23,8 @@ from gpuwizard.runs.rundir import RunDir, supervisor_lost
 from gpuwizard.runs.sweeps import Sweep, SweepRun, SweepState, changing, read_sweep
 
 POLL_S = 0.5
+SLURM_IN_FLIGHT = 32
+"""The most runs of one sweep submitted to SLURM at once: each has a supervisor on this machine following it."""
 FINAL: dict[str, SweepState] = {"finished": "finished", "failed": "failed", "stopped": "stopped", "hung": "hung"}
 """A run's final state (core.codes.RunState) as the sweep records it."""
 
@@ -96,11 +99,15 @@ def adopt_unrecorded(sweep: Sweep) -> None:
 
 
 def next_start(sweep: Sweep, inventory: Inventory | None, cores: int) -> tuple[SweepRun, list[int]] | None:
-    """The first queued run that fits now, and its GPUs."""
+    """The first queued run that fits now, and its GPUs (a SLURM run fits while fewer than SLURM_IN_FLIGHT are
+    submitted: the cluster places them)."""
     used, held = held_by(sweep)
     for run in sweep.runs:
         if run.state != "queued":
             continue
+        if sweep.slurm:
+            submitted = sum(r.state in ("starting", "running") for r in sweep.runs)
+            return (run, []) if submitted < SLURM_IN_FLIGHT else None
         if run.device == "cpu":
             return (run, []) if cpu_fits(run.processes, used, cores) else None
         devices = place(inventory, run.processes, held) if inventory is not None else None
@@ -132,7 +139,7 @@ def start_one(folder: Path, run: SweepRun, devices: list[int], inventory: Invent
                 raise
             note = f"run {run.resume_from} left no checkpoint; started afresh"
             prepared = prepare_run(preset, inventory=inventory)
-        started = start_run(prepared, on_hang="stop")
+        started = start_run(replace(prepared, sweep=folder.name), on_hang="stop")
     except UserError as exc:
         error = exc.paragraph()
     except Exception as exc:  # one run's failure to start is that run's, the sweep goes on

@@ -180,6 +180,8 @@ class Status(Record):
     smoke: bool = False
     probe: str | None = None
     """Set for a short measurement run of `gpuwizard probe`: the probe's id."""
+    sweep: str | None = None
+    """Set for a run of `gpuwizard sweep`: the sweep's id (its sweep.json names the values it ran with)."""
     steps: int = Field(ge=0)
     """In the trainer's own steps, the unit its log counts (plan.trainer_steps)."""
     resumed_from: str | None = None

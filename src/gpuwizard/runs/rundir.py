@@ -313,6 +313,7 @@ def history_row(entry: RunEntry, green: set[str], now: float) -> dict[str, Any]:
         "device": s.device,
         "smoke": s.smoke,
         "probe": s.probe,
+        "sweep": s.sweep,
         "step": progress.step if progress else None,
         "steps": s.steps,
         "duration_s": round(s.elapsed_s(now), 1),

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gpuwizard.core import paths
+from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.runs.records import ProcessRef, Record, read_record
 
@@ -59,6 +60,8 @@ class Sweep(Record):
     scheduler: ProcessRef | None = None
     stopped: bool = False
     """`sweep stop` ended it: the scheduler starts nothing more."""
+    slurm: bool = False
+    """Each run is a SLURM job of its own: the cluster queues them, not this machine's devices."""
 
     @property
     def ended(self) -> bool:
@@ -106,6 +109,30 @@ def find_sweep(sweep_id: str) -> Path | None:
     except OSError:
         return None
     return found[0] if len(found) == 1 else None
+
+
+def chosen_sweep(sweep_id: str | None) -> Path:
+    """The folder of the sweep an id names (or the newest), one paragraph when there is none."""
+    if sweep_id is None:
+        newest = listed_sweeps()
+        if not newest:
+            raise UserError(
+                problem(
+                    "SWEEP_ID", "there are no sweeps yet", "start one with `gpuwizard sweep PRESET --set FIELD=V1,V2`"
+                )
+            )
+        return sweeps_dir() / newest[0]
+    folder = find_sweep(sweep_id)
+    if folder is None:
+        raise UserError(
+            problem(
+                "SWEEP_ID",
+                "no sweep (or more than one) has this id",
+                f"see the sweeps in {sweeps_dir()}",
+                value=sweep_id,
+            )
+        )
+    return folder
 
 
 def listed_sweeps() -> list[str]:
