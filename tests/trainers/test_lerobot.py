@@ -14,6 +14,7 @@ import pytest
 
 from gpuwizard.trainers.lerobot import install
 from gpuwizard.trainers.lerobot.install import detect
+from gpuwizard.trainers.logparse import parse_lerobot
 from support.cli import gw_subprocess
 from support.trainers import fake_env
 
@@ -150,6 +151,11 @@ def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, vari
     assert (progress.step, progress.total, progress.finished) == (8 * accum, 8 * accum, True)
     assert progress.samples == plan["samples_seen"], "logged smpl: equals steps x effective batch"
     assert progress.lr == pytest.approx(2e-5), "the linearly scaled lr reached LeRobot"
+    last = parse_lerobot([line for line in run.log.read_text().splitlines() if "smp/s:" in line][-1])
+    assert last is not None and last.step_s and last.samples_per_s is not None
+    assert progress.samples_per_s == pytest.approx(2 * 2 / last.step_s), "batch 2 x 2 workers a logged step"
+    slack = 0.5 + progress.samples_per_s * 0.001 / last.step_s  # the two roundings of the logged figures
+    assert abs(progress.samples_per_s - last.samples_per_s) <= slack, "LeRobot's own figure, unrounded"
     events, unreadable = run.events()
     assert ([(e.kind, e.title) for e in events], unreadable) == ([], 0), "banner, lr and batch agree with the plan"
     checkpoint = tmp_path / "out" / "checkpoints" / f"{8 * accum:06d}" / "pretrained_model" / "model.safetensors"

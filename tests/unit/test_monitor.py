@@ -67,6 +67,26 @@ def test_real_lerobot_061_log_is_parsed_end_to_end():
     assert events == [], "planned lr 2e-5 and effective batch 4 match what LeRobot logged"
 
 
+@pytest.mark.parametrize(
+    "log, effective, per_step, last_step_s",
+    [(LEROBOT_LOG, 4, 4, 1.580 + 0.090), (LEROBOT_MAIN_ACCUM_LOG, 8, 4, 0.691)],
+    ids=["0.6.1", "main-7427f31"],
+)
+def test_a_rounded_lerobot_rate_gets_its_digits_back_from_the_logged_step_time(log, effective, per_step, last_step_s):
+    """Real logs: LeRobot prints smp/s:2 and smp/s:6, rounded (AverageMeter("smp/s", ":.0f")), from the samples of one
+    step over its step time (lerobot_train.py: 0.6.1 effective_batch_size / (updt_s + data_s), line 640; main 7427f31
+    samples_per_step / step_s, samples_per_step = batch_size x dp_world_size, lines 599 and 768). Main with
+    accumulation 2 counts micro-batches: 4 samples a logged step of an effective batch of 8."""
+    monitor = JobMonitor(expect(effective_batch=effective, samples_per_step=per_step), get_trainer("lerobot"))
+    feed_file(monitor, log)
+    rate = monitor.progress.samples_per_s
+    assert rate == pytest.approx(per_step / last_step_s) and rate != round(rate)
+    assert abs(rate - round(rate)) < 0.5, "agrees with the figure LeRobot printed"
+    forged = "step:20 smpl:80 ep:2 epch:0.50 loss:8.3 grdn:3.0 lr:2.0e-05 updt_s:1.580 data_s:0.090 smp/s:50"
+    monitor.feed(forged, now=10_000)
+    assert monitor.progress.samples_per_s == 50.0, "a logged figure the formula does not give back is kept as logged"
+
+
 def test_real_lerobot_log_catches_ignored_lr_and_wrong_batch():
     monitor = JobMonitor(expect(steps=20, lr=2e-4, effective_batch=8), get_trainer("lerobot"))
     kinds = {e.kind: e for e in feed_file(monitor, LEROBOT_LOG)}

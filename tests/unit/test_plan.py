@@ -8,6 +8,8 @@ import stat
 
 import pytest
 
+from gpuwizard.model.preset_files import load_preset
+from gpuwizard.model.sweep import expand, parse_sets
 from support.data import DATA
 
 LEROBOT_MAIN_ACCUM = """\
@@ -445,6 +447,13 @@ def test_fit_advice_is_honest_about_a_second_gpu(gw, write_preset):
         "(1) the model does not fit" in a and "(2) the same fine-tune runs many times" in a and "(3)" in a
         for a in plan["advice"]
     )
+    (hint,) = [a.split("`")[1] for a in plan["advice"] if "gpuwizard sweep" in a]
+    assert hint.endswith("--set hardware.gpus=1 --seeds 2"), "two one-GPU runs, where the 2-GPU run would go"
+    args = hint.split()[2:]
+    args[0] = write_preset(text)  # the hint names the preset by name; this one is a file
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    runs = expand(load_preset(str(args[0])), parse_sets(sets), int(args[args.index("--seeds") + 1]))
+    assert [(r.preset.hardware.gpus, r.preset.options.seed) for r in runs] == [(1, 0), (1, 1)], "the hint is a grid"
     big = LEROBOT_MAIN_ACCUM.replace("policy: act", "policy: pi05").replace(
         "hardware: {gpus: 4}", "hardware: {gpus: 2, gpu_memory_gb: 24}"
     )

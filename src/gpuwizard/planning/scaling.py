@@ -110,6 +110,18 @@ def estimate_fit(policy: PolicyEntry, preset: Preset, per_device: int | None, wo
     return Fit(estimate <= device_gb * 0.92, estimate, device_gb, source, sharded)
 
 
+def sweep_hint(preset: Preset, world: int) -> str:
+    """The command that runs `world` one-GPU variants of this preset at once: seeds where the trainer takes one."""
+    from gpuwizard.model.trainer_options import OPTIONS
+
+    if "seed" in OPTIONS[preset.trainer].model_fields:
+        varied = f"--seeds {world}"
+    else:
+        lr = preset.optim.lr
+        varied = "--set optim.lr=" + (",".join(f"{lr * 2**i:g}" for i in range(world)) if lr else "V1,V2")
+    return f"`gpuwizard sweep {preset.name} --set hardware.gpus=1 {varied}`"
+
+
 def advice_lines(
     preset: Preset, policy: PolicyEntry, world: int, strategy: str, fit: Fit, k: float | None
 ) -> list[str]:
@@ -143,7 +155,8 @@ def advice_lines(
         )
         lines.append(
             "More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps "
-            "and seeds: run them side by side, one per GPU), or (3) you pretrain on a large dataset."
+            f"and seeds side by side, one per GPU: {sweep_hint(preset, world)}), or (3) you pretrain on a large "
+            "dataset."
         )
     else:
         lines.append(

@@ -18,6 +18,18 @@ LR_TOLERANCE = 0.25
 FIRST_STEP_MIN_S = 600.0
 
 
+def unrounded_rate(logged: float, step_s: float | None, per_step: int | None) -> float:
+    """LeRobot logs samples/s rounded to a whole number (smp/s:1 on a slow CPU run) but computes it as the samples of
+    one step over its logged step time (lerobot_train.py: 0.6.1 effective_batch_size / (updt_s + data_s), main
+    7427f31 samples_per_step / step_s): the same formula over the 3-decimal step time gives the digits back, used
+    only where it agrees with the logged figure within both roundings."""
+    if not step_s or not per_step or logged != round(logged):
+        return logged
+    derived = per_step / step_s
+    slack = 0.5 + derived * 0.001 / step_s  # smp/s to the unit; 0.6.1's step time is two times to the millisecond
+    return derived if abs(derived - logged) <= slack else logged
+
+
 class JobMonitor:
     """Feed it log lines in batches and a per-rank sample every second; it keeps progress and raises events.
 
@@ -123,6 +135,7 @@ class JobMonitor:
         rate = info.samples_per_s
         if rate is not None and not info.finished:
             self.own_rate = True
+            rate = unrounded_rate(rate, info.step_s, self.expect.samples_per_step)
         elif rate is None and stepped and not self.own_rate and (info.bar or info.steps_per_s):
             rate = self._rate_from_steps(info.steps_per_s)  # LeRobot's bar (bar_total) counts micro-batches on main
         if rate is not None:

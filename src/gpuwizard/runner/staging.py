@@ -39,6 +39,7 @@ def expectations(prepared: PreparedRun) -> Expectations:
         schedule=get_trainer(preset.trainer).lr_schedule(prepared.ctx),
         log_interval=get_trainer(preset.trainer).log_interval(prepared.ctx),
         effective_batch=plan.effective_batch,
+        samples_per_step=plan.effective_batch // plan.trainer_steps_per_update if plan.effective_batch else None,
         world_size=plan.world_size,
         hang_timeout_s=preset.monitor.hang_timeout_s,
         first_step_timeout_s=preset.monitor.first_step_timeout_s,

@@ -122,6 +122,8 @@ class Expectations(Record):
     log_interval: int | None = None
     """Steps between loss lines that do not name their step (HF's logging_steps); None: they name it."""
     effective_batch: Count | None
+    samples_per_step: Count | None = None
+    """Samples one of the trainer's own steps trains on (the effective batch over its steps per update)."""
     world_size: Count
     hang_timeout_s: Seconds
     first_step_timeout_s: Seconds | None = None
