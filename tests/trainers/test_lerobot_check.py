@@ -230,7 +230,9 @@ def test_diffusion_without_its_extra_is_refused_before_the_launch(tmp_path, vari
     """Issue 18 item 14: DiffusionPolicy.__init__ calls require_package("diffusers", extra="diffusion")
     (lerobot/policies/diffusion/modeling_diffusion.py), after the dataset is loaded. The check finds it first and
     `run` stops before starting; with the packages there, the real diffusers cosine schedule keeps its 500-step
-    warmup in a 300-step run (issue 18 item 16)."""
+    warmup in a 300-step run (issue 18 item 16), and on the tiny dataset (160 frames, 4 episodes) an epoch is what
+    lerobot-train's own sampler draws: DiffusionConfig.drop_n_last_frames = 7 frames of each episode left out
+    (lerobot_train.py's EpisodeAwareSampler, 0.6.1 and main at 7427f31; issue 28)."""
     python = lerobot_python(variable)
     fields = dict(name="diffusion-check", policy="diffusion", optim={"lr": 1.0e-4, "steps": 300})
     preset = shipped(tmp_path, "so100-act-1gpu", python, **fields)
@@ -244,9 +246,12 @@ def test_diffusion_without_its_extra_is_refused_before_the_launch(tmp_path, vari
     run = gw_subprocess("run", "--trust", preset, "--headless", cwd=tmp_path, timeout=600)
     assert run.returncode == 2 and "pip install 'lerobot[diffusion]'" in run.stderr
     assert "install the missing package in the training environment" in run.stderr
-    installed = shipped(tmp_path, "so100-act-1gpu", python, env={"PYTHONPATH": extras()}, **fields)
+    tiny = {"repo_id": "local/so100_tiny", "root": str(Path(python).parents[2] / "so100_tiny")}
+    installed = shipped(tmp_path, "so100-act-1gpu", python, env={"PYTHONPATH": extras()}, dataset=tiny, **fields)
     code, record, err = check(installed)
     assert code == 0 and record["values"]["warmup_steps"] == 500, err
+    assert record["values"]["epoch_samples"] == 132, "EpisodeAwareSampler(drop_n_last_frames=7) over 4 episodes"
+    assert "an epoch is 132 samples of 160 frames" in " ".join(record["notes"]), record["notes"]
     plan = json.loads(gw_subprocess("plan", "--trust", installed, "--json", cwd=tmp_path).stdout)
     assert any("never reaches lr 0.0001 and ends at 6e-05" in w for w in plan["warnings"])
 

@@ -50,6 +50,7 @@ LABELS: dict[str, str] = {
     "overwrite": "overwrite {}",
     "checkpoint_dir": "checkpoints in {}",
     "group_lrs": "lr of each optimizer group {}",
+    "epoch_samples": "{} samples an epoch",
 }
 """The shared value keys, in summary order; a trainer may report others, shown as `key value`."""
 

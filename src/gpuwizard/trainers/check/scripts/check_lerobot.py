@@ -184,6 +184,35 @@ def optimizer_values(cfg, notes: list[str]) -> dict:
     return values
 
 
+def epoch_samples(cfg, notes: list[str]) -> int | None:
+    """The samples of one epoch as lerobot-train's EpisodeAwareSampler draws them from a local dataset (its
+    make-dataloader code, 0.6.1 and main at 7427f31: the policy's drop_n_last_frames cut from each episode's end,
+    cfg.dataset.episodes kept); None for a streamed dataset or one that is not on this disk."""
+    root = cfg.dataset.root
+    if cfg.dataset.streaming or not root or not Path(root).is_dir():
+        return None
+    from lerobot.datasets import EpisodeAwareSampler, LeRobotDatasetMetadata
+
+    meta = LeRobotDatasetMetadata(cfg.dataset.repo_id, root=root)
+    policy = getattr(cfg, "trainable_config", None) or cfg.policy  # main trains cfg.trainable_config
+    dropped = getattr(policy, "drop_n_last_frames", 0)
+    sampler = EpisodeAwareSampler(
+        meta.episodes["dataset_from_index"],
+        meta.episodes["dataset_to_index"],
+        episode_indices_to_use=cfg.dataset.episodes,
+        drop_n_last_frames=dropped,
+    )
+    if dropped:
+        froms, tos = meta.episodes["dataset_from_index"], meta.episodes["dataset_to_index"]
+        chosen = cfg.dataset.episodes or range(len(froms))
+        frames = sum(tos[i] - froms[i] for i in chosen)
+        notes.append(
+            f"an epoch is {len(sampler):,} samples of {frames:,} frames: lerobot-train's sampler leaves out the "
+            f"last {dropped} frames of each of the {len(chosen)} episodes ({policy.type}'s drop_n_last_frames)"
+        )
+    return len(sampler)
+
+
 def resumed_step(lerobot_train, cfg) -> int:
     """The checkpoint's step, read as lerobot-train reads it (main: resume_before_prepare, with its topology guard;
     0.6.1: load_training_step)."""
@@ -231,6 +260,8 @@ def parse(argv: list[str]) -> dict:
         values.update(resolve_parallelism(cfg))
     require_policy_packages(lerobot_train, cfg)
     values.update(optimizer_values(cfg, notes))
+    if (samples := epoch_samples(cfg, notes)) is not None:
+        values["epoch_samples"] = samples
     watch = [str(Path(cfg.output_dir).absolute())]
     if cfg.resume:
         notes.append(f"continues from step {resumed_step(lerobot_train, cfg):,} ({cfg.checkpoint_path})")
