@@ -4,6 +4,7 @@ session dropped) detaches. Light on purpose: the handlers are in before the heav
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,18 @@ if TYPE_CHECKING:
     from gpuwizard.runs.rundir import RunDir
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RETRY_S = 0.02
+"""How soon a stop signal that arrived inside an import is delivered again."""
+
+
+def importing(frame: FrameType | None) -> bool:
+    """Whether the interrupted code runs inside an import: an exception raised there can break an extension
+    module's own import of another (pydantic_core's Rust init panics when its `datetime` import fails)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class RunSignals:
@@ -51,6 +64,11 @@ class RunSignals:
         sig = signal.Signals(signum)
         if sig == signal.SIGHUP:
             self.hangup = True
+            return
+        if self.run is None and importing(frame):  # the same signal again in a moment, outside the import
+            timer = threading.Timer(RETRY_S, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
             return
         self.last = sig
         if self.run is None:

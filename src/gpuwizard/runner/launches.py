@@ -136,7 +136,10 @@ def fail_unstarted(run: RunDir) -> str | None:
         status = run.status()
     except RecordError:
         return None
-    if status.state != RunState.STARTING or status.supervisor is not None or not launcher_gone(run.path / LAUNCHER):
+    if status.state != RunState.STARTING or status.supervisor is not None:
+        launch_over(run)  # an older run's: the next listing need not read its status again
+        return None
+    if not launcher_gone(run.path / LAUNCHER):
         return None
     if status.slurm_job_id:
         from gpuwizard.runner.slurm import cancel
@@ -147,6 +150,13 @@ def fail_unstarted(run: RunDir) -> str | None:
         run.update_status(state=RunState.FAILED, exit_code=int(ExitCode.NOT_STARTED), ended=time.time(), error=why)
         return f"run {run.run_id}: {why}; recorded as failed"
     return None
+
+
+def launch_over(run: RunDir) -> None:
+    """The supervisor has the run: its launcher's record goes, so the tidying of every later `runs` and launch passes
+    the folder with one look (5,000 runs: 5,000 status reads fewer)."""
+    with contextlib.suppress(OSError):
+        (run.path / LAUNCHER).unlink(missing_ok=True)
 
 
 def empty(folder: Path) -> bool:

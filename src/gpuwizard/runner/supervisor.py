@@ -23,6 +23,7 @@ from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.model.settings import notify_settings
 from gpuwizard.runner.cgroup import JobCgroup
 from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runner.launches import launch_over
 from gpuwizard.runner.localjob import TICK_S, follow_local, hold_output_dir, mark_output_dir, start_job
 from gpuwizard.runner.locks import OutputLock
 from gpuwizard.runner.notify import Notice, final_notice, hang_notice, start_command, wanted
@@ -268,6 +269,7 @@ class Supervisor:
         st = os.stat(self.run.path)
         self.folder_id = (st.st_dev, st.st_ino)
         self.run.update_status(supervisor=ProcessRef.of(os.getpid()), state=RunState.STARTING)
+        launch_over(self.run)
         self.reserve_space()
         if self.job_cfg.scheduler == "slurm":
             from gpuwizard.runner.slurmjob import follow_slurm
