@@ -67,3 +67,23 @@ def write_settings(text: str) -> None:
     """The user's settings.yaml, written by hand."""
     paths.settings_file().parent.mkdir(parents=True, exist_ok=True)
     paths.settings_file().write_text(text)
+
+
+SWEPT = """\
+version: 1
+name: swept
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: 1, device: cpu}}
+batch: {{size: 4}}
+optim: {{lr: 1.0e-3, steps: {steps}}}
+mixed_precision: "no"
+trainer_options: {{log_every: 5, save_every: 10, step_time_s: {step_time}}}
+monitor: {{hang_timeout_s: 120}}
+"""
+
+
+def swept_preset(root, steps: int, step_time: float) -> None:
+    """The user preset `swept` the sweep tests run: a one-process demo job, its data under `root`."""
+    user_preset("swept", SWEPT.format(root=root, steps=steps, step_time=step_time))

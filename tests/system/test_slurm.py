@@ -292,7 +292,9 @@ def test_a_sweep_on_slurm_submits_each_run_as_a_job_of_its_own_and_ends_compared
     assert all(s.slurm_state == "COMPLETED" and s.sweep == folder.name for s in statuses)
     assert all((RunDir(Path(r.run_path or "")).path / "job.sbatch").is_file() for r in record.runs)
     shown = gw_subprocess("sweep", "status", folder.name, cwd=tmp_path)
-    assert shown.returncode == 0 and "best by final loss: run " in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 0 and "best by final loss: #" in shown.stdout and "best run: " in shown.stdout, (
+        shown.stdout + shown.stderr
+    )
     assert not any(queued(job) for job in jobs if job)
 
 

@@ -18,23 +18,10 @@ from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.sweeps import Sweep, read_sweep, sweeps_dir
 from support.cli import wait_for
 from support.launches import marked_under
-from support.presets import user_preset
+from support.presets import swept_preset
 
 pytestmark = pytest.mark.slow
 
-SWEPT = """\
-version: 1
-name: swept
-trainer: demo
-policy: demo
-dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
-hardware: {{gpus: 1, device: cpu}}
-batch: {{size: 4}}
-optim: {{lr: 1.0e-3, steps: {steps}}}
-mixed_precision: "no"
-trainer_options: {{log_every: 5, save_every: 10, step_time_s: {step_time}}}
-monitor: {{hang_timeout_s: 120}}
-"""
 GRID = ("--set", "optim.lr=1e-4,2e-4", "--seeds", "2")
 WAIT_S = 420
 
@@ -58,7 +45,7 @@ def gw(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.Completed
 def started(tmp_path: Path, steps: int, step_time: float) -> Path:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 cores")
-    user_preset("swept", SWEPT.format(root=tmp_path, steps=steps, step_time=step_time))
+    swept_preset(tmp_path, steps, step_time)
     result = gw(tmp_path, "sweep", "swept", *GRID)
     assert result.returncode == 0, result.stdout + result.stderr
     (folder,) = sweeps_dir().iterdir()
@@ -104,7 +91,9 @@ def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
 
     shown = gw(tmp_path, "sweep", "status", folder.name)
     assert shown.returncode == 0, shown.stderr
-    assert "loss@eq" in shown.stdout and "best by final loss: run " in shown.stdout, shown.stdout
+    assert "loss@eq" in shown.stdout and "best by final loss: #" in shown.stdout and "best run: " in shown.stdout, (
+        shown.stdout
+    )
     assert all(run.run_id in shown.stdout for run in runs_of(folder))
     assert marked_under(tmp_path / "data") == []
 
@@ -117,7 +106,7 @@ def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
         (line,) = [line for line in lines if line.startswith(r.run_id or "?")]
         assert f"#{index + 1} lr={r.values['optim.lr']}, seed={r.values['trainer_options.seed']}" in line, line
 
-    best_id = next(line.split("run ")[1].split()[0] for line in shown.stdout.splitlines() if "best by" in line)
+    best_id = next(line.split()[-1] for line in shown.stdout.splitlines() if line.startswith("best run: "))
     best = next(r for r in record.runs if r.run_id == best_id)
     saved = gw(tmp_path, "sweep", "status", folder.name, "--save-best", "swept-best")
     assert saved.returncode == 0 and "saved the best run's preset as swept-best" in saved.stdout, saved.stderr

@@ -202,13 +202,14 @@ def build_parser() -> Parser:
     sweep = sub.add_parser(
         "sweep",
         help="several runs of a preset at once over a grid, each on free devices: sweep PRESET --set FIELD=V1,V2 "
-        "[--seeds N] | sweep status|stop|resume [ID] [--save-best NAME] | sweep schema",
+        "[--seeds N] [--slurm] | sweep status|stop|resume|watch [ID] [--save-best NAME] | sweep schema",
     )
     sweep.add_argument(
         "words",
         nargs="*",
         metavar="PRESET|ACTION",
-        help="the preset to sweep; or status, stop or resume and a sweep id (default: the newest); or schema",
+        help="the preset to sweep; or status, stop, resume or watch (the live screen) and a sweep id (default: the "
+        "newest); or schema",
     )
     sweep.add_argument(
         "--set", action="append", default=[], dest="sets", metavar="FIELD=V1,V2", help="a preset field and its values"
@@ -221,6 +222,7 @@ def build_parser() -> Parser:
         help="what names the best run, lowest first (default final_loss)",
     )
     sweep.add_argument("--json", action="store_true", help="with status: the sweep as JSON")
+    sweep.add_argument("--slurm", action="store_true", help="submit each run to SLURM as a job of its own")
     sweep.add_argument(
         "--save-best", metavar="NAME", help="with status: save the best run's preset as your preset NAME"
     )

@@ -1,5 +1,5 @@
 """`gpuwizard sweep`: several runs of one preset over a grid, started on this machine's free devices by a detached
-scheduler; `sweep status|stop|resume ID` and `sweep schema`."""
+scheduler; `sweep status|stop|resume|watch ID` and `sweep schema`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,24 @@ from typing import Any
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
 
-ACTIONS = ("status", "stop", "resume")
+ACTIONS = ("status", "stop", "resume", "watch")
 
 
 def sweep_command(args: argparse.Namespace) -> int:
     words = list(args.words)
+    if args.save_best and words[:1] != ["status"]:
+        raise UserError(
+            problem(
+                "--save-best",
+                "saves the best run of an ended sweep",
+                "give it to `gpuwizard sweep status [ID] --save-best NAME`",
+                value=args.save_best,
+            )
+        )
+    if args.slurm and words[:1] and words[0] in (*ACTIONS, "schema"):
+        raise UserError(
+            problem("--slurm", "is for starting a sweep", "give it with the preset: `gpuwizard sweep PRESET --slurm`")
+        )
     if words[:1] == ["schema"] and len(words) == 1:
         from gpuwizard.model.sweep import sweep_schema
 
@@ -32,8 +45,11 @@ def sweep_command(args: argparse.Namespace) -> int:
                     value=" ".join(words[1:]),
                 )
             )
+        from gpuwizard.runs.sweeps import chosen_sweep
+
         folder = chosen_sweep(words[1] if len(words) == 2 else None)
-        return {"status": status_command, "stop": stop_command, "resume": resume_command}[words[0]](folder, args)
+        actions = {"status": status_command, "stop": stop_command, "resume": resume_command, "watch": watch_command}
+        return actions[words[0]](folder, args)
     if len(words) > 1:
         raise UserError(
             problem(
@@ -44,32 +60,6 @@ def sweep_command(args: argparse.Namespace) -> int:
             )
         )
     return start_command(words[0] if words else None, args)
-
-
-def chosen_sweep(sweep_id: str | None) -> Path:
-    """The folder of the sweep an id names (or the newest), one paragraph when there is none."""
-    from gpuwizard.runs.sweeps import find_sweep, listed_sweeps, sweeps_dir
-
-    if sweep_id is None:
-        newest = listed_sweeps()
-        if not newest:
-            raise UserError(
-                problem(
-                    "SWEEP_ID", "there are no sweeps yet", "start one with `gpuwizard sweep PRESET --set FIELD=V1,V2`"
-                )
-            )
-        return sweeps_dir() / newest[0]
-    folder = find_sweep(sweep_id)
-    if folder is None:
-        raise UserError(
-            problem(
-                "SWEEP_ID",
-                "no sweep (or more than one) has this id",
-                f"see the sweeps in {sweeps_dir()}",
-                value=sweep_id,
-            )
-        )
-    return folder
 
 
 def start_command(preset_arg: str | None, args: argparse.Namespace) -> int:
@@ -91,12 +81,27 @@ def start_command(preset_arg: str | None, args: argparse.Namespace) -> int:
     grid = {**spec.grid, **parse_sets(args.sets)}
     seeds = args.seeds if args.seeds is not None else spec.seeds
     base = load_given(preset_arg, "sweep", args.trust)
+    if args.slurm:
+        from gpuwizard.model.preset import with_field
+
+        base = with_field(base, "launch.scheduler", "slurm")
     sweep = create_sweep(base, preset_arg, grid, seeds, args.metric or spec.metric, os.getcwd())
-    print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {sweep.preset}, started on this machine's free devices")
+    where = "submitted to SLURM, a job per run" if sweep.slurm else "started on this machine's free devices"
+    print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {sweep.preset}, {where}")
     print(
         f"`gpuwizard sweep status {sweep.sweep_id}` shows them, `gpuwizard sweep stop {sweep.sweep_id}` stops them all"
     )
+    print(f"`gpuwizard sweep watch {sweep.sweep_id}` follows them live")
     return ExitCode.OK
+
+
+def watch_command(folder: Path, args: argparse.Namespace) -> int:
+    """The app on the sweep's screen, where there is a terminal to draw it on."""
+    from gpuwizard.tui import entry
+
+    if not entry.has_terminal():
+        raise entry.no_terminal("the Sweep screen", f"`gpuwizard sweep status {folder.name}` to see it without one")
+    return entry.run_app(sweep=folder)
 
 
 def cell(value: Any, spec: str = "") -> str:
@@ -105,64 +110,65 @@ def cell(value: Any, spec: str = "") -> str:
 
 def status_command(folder: Path, args: argparse.Namespace) -> int:
     from gpuwizard.analysis.compare import compare_text
-    from gpuwizard.runner.sweep import run_rows, sweep_comparison
+    from gpuwizard.runner.sweep import save_best, sweep_comparison
     from gpuwizard.runner.sweep_scheduler import refresh, scheduler_alive
+    from gpuwizard.runner.sweep_view import ACTIVE, best_text, eta_text, run_rows, sweep_eta, values_label
     from gpuwizard.runs.sweeps import read_sweep
 
     sweep = read_sweep(folder)
     refresh(sweep)  # as the runs' own folders say now, with or without a scheduler to record it
     rows, compared = run_rows(sweep), sweep_comparison(sweep)
+    if args.json and args.save_best:
+        raise UserError(
+            problem("--save-best", "is not taken with --json", "save it in a call of its own", value=args.save_best)
+        )
     if args.json:
         best_id = compared[1].run_id if compared else None
         print(json.dumps({"sweep": sweep.model_dump(mode="json"), "rows": rows, "best": best_id}, indent=2))
         return ExitCode.OK
-    live = "running" if scheduler_alive(sweep) else "ended" if sweep.ended else "not running (`sweep resume` goes on)"
+    alive = scheduler_alive(sweep)
+    live = "running" if alive else "ended" if sweep.ended else "not running (`sweep resume` goes on)"
     print(f"sweep {sweep.sweep_id} of {sweep.preset}: {len(rows)} runs; scheduler {live}")
     print(f"{'#':>3} {'values':<34} {'device':<9} {'state':<9} {'step':>6} {'loss':>9}  run id")
     for r in rows:
-        values = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["values"].items())
         print(
-            f"{r['index'] + 1:>3} {values[:34]:<34} {r['device']:<9} {r['state']:<9} {cell(r['step']):>6} "
-            f"{cell(r['loss'], '.4f'):>9}  {r['run_id'] or '-'}"
+            f"{r['index'] + 1:>3} {values_label(r['values'])[:34]:<34} {r['device']:<9} {r['state']:<9} "
+            f"{cell(r['step']):>6} {cell(r['loss'], '.4f'):>9}  {r['run_id'] or '-'}"
         )
-        if r["error"]:
-            print(f"      {r['error']}")
+        if r["error"] or r["unreadable"]:
+            print(f"      {r['error'] or r['unreadable']}")
+    if not sweep.ended and alive:
+        slots = max(1, sum(r["state"] in ACTIVE for r in rows))
+        print(eta_text(sweep_eta(rows, slots), slots))
     if compared is not None:
         result, best = compared
         print()
         print(compare_text(result))
         print()
-        shown = {"final_loss": "final loss", "loss_at_equal_samples": "loss at equal samples", "duration_s": "time"}
-        chosen = next(r for r in rows if r["run_id"] == best.run_id)
-        value = getattr(best, sweep.metric)
-        label = ", ".join(f"{k}={v}" for k, v in chosen["values"].items())
-        print(f"best by {shown.get(sweep.metric, sweep.metric)}: run {best.run_id} ({label}): {value:.4g}")
+        print(best_text(sweep, best, result.runs))
+        print(f"best run: {best.run_id}")
+    if args.save_best:
+        print(save_best(folder, args.save_best))
+    elif compared is not None:
+        print(f"`gpuwizard sweep status {sweep.sweep_id} --save-best NAME` saves its preset as yours")
     return ExitCode.OK
 
 
 def stop_command(folder: Path, args: argparse.Namespace) -> int:
-    """The scheduler first (nothing more starts), then each run through `gpuwizard stop`'s own machinery."""
-    from gpuwizard.cli.runs import stop_command as stop_run
-    from gpuwizard.runner.sweep import settle, stop_sweep
+    """The scheduler first (nothing more starts), then each run as `gpuwizard stop` ends it."""
+    from gpuwizard.runner.sweep import stop_whole
+    from gpuwizard.runner.sweep_view import stop_text
 
-    code = 0
-    for run_id in stop_sweep(folder):
-        code = max(code, stop_run(argparse.Namespace(run_id=run_id)))
-    settle(folder)
-    print(f"sweep {folder.name} stopped" + ("" if code else "; nothing of it is left"))
-    return code
+    left = stop_whole(folder)
+    print(stop_text(folder.name, left))
+    return ExitCode.FAILED if left else ExitCode.OK
 
 
 def resume_command(folder: Path, args: argparse.Namespace) -> int:
     from gpuwizard.runner.sweep import resume_sweep
+    from gpuwizard.runner.sweep_view import resume_text
 
     again = resume_sweep(folder)
-    if not again:
-        print(f"sweep {folder.name}: every run has finished; nothing to resume")
-        return ExitCode.OK
-    continued = sum(1 for r in again if r.resume_from)
-    print(
-        f"sweep {folder.name}: {len(again)} runs queued again ({continued} continue from their checkpoints); "
-        f"`gpuwizard sweep status {folder.name}` follows them"
-    )
+    follow = f"; `gpuwizard sweep status {folder.name}` follows them" if again else ""
+    print(resume_text(folder.name, again) + follow)
     return ExitCode.OK

@@ -13,6 +13,7 @@ from gpuwizard.model import trust
 from gpuwizard.model.sweep import Combination, expand
 from gpuwizard.runner.procs import Pinned, wait_until
 from gpuwizard.runner.sweep_scheduler import adopt_unrecorded, refresh, scheduler_alive, spawn_scheduler
+from gpuwizard.runner.sweep_view import run_label
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.sweeps import Sweep, SweepRun, changing, new_sweep_id, read_sweep, sweeps_dir, write_sweep
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from gpuwizard.analysis.compare import Comparison, RunFacts
     from gpuwizard.model.preset import Preset
 
+RUN_STOP_S = 60.0
+"""How long one run's supervisor may take to end it before its processes are ended from here."""
 SCHEDULER_STOP_S = 60.0
 """How long a stopped scheduler may take to finish the start under way (a trainer check, a supervisor) before
 SIGKILL."""
@@ -182,32 +185,6 @@ def resume_sweep(folder: Path) -> list[SweepRun]:
     return again
 
 
-def run_rows(sweep: Sweep) -> list[dict[str, Any]]:
-    """One row per run: its values, device, state, step and loss."""
-    rows = []
-    for run in sweep.runs:
-        step = loss = None
-        if run.run_path is not None:
-            progress = RunDir(Path(run.run_path)).progress()
-            if progress is not None:
-                step, loss = progress.step, progress.loss
-        where = "cpu" if run.device == "cpu" else ("GPU " + ",".join(map(str, run.devices)) if run.devices else "-")
-        rows.append(
-            {
-                "index": run.index,
-                "values": run.values,
-                "device": where,
-                "state": run.state,
-                "run_id": run.run_id,
-                "step": step,
-                "loss": loss,
-                "resumed_from": run.resume_from,
-                "error": run.error,
-            }
-        )
-    return rows
-
-
 def best_preset(folder: Path, name: str) -> Preset:
     """The preset of the sweep's best run under a name of the user's (its own output folder per run, the sweep's
     values in its description); one paragraph while there is no best yet."""
@@ -232,19 +209,55 @@ def best_preset(folder: Path, name: str) -> Preset:
         )
     best = next(r for r in sweep.runs if r.run_id == compared[1].run_id)
     preset = load_preset_file(folder / best.preset_file)
-    label = ", ".join(f"{k}={v}" for k, v in best.values.items())
-    return saved_as(preset, name, f"best of sweep {sweep.sweep_id} by {sweep.metric}: {label}")
+    return saved_as(preset, name, f"best of sweep {sweep.sweep_id} by {sweep.metric}: {run_label(best)}")
 
 
 def sweep_run_labels(folder: Path) -> dict[str, str]:
     """The runs a sweep started (the ones resumed too), each with its combination: "#3 lr=0.0001, seed=1"."""
     sweep = read_sweep(folder)
     adopt_unrecorded(sweep)
-    labels = {}
-    for r in sweep.runs:
-        label = f"#{r.index + 1} " + ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r.values.items())
-        labels.update({run_id: label for run_id in (r.resume_from, r.run_id) if run_id is not None})
-    return labels
+    return {run_id: run_label(r) for r in sweep.runs for run_id in (r.resume_from, r.run_id) if run_id is not None}
+
+
+def stopped_run(run_id: str) -> list[int]:
+    """One run of a stopped sweep ended as `gpuwizard stop` ends it: its supervisor asked and waited for (a checkpoint
+    being written is waited for), then what is left of it ended from here. Returns the pids still there."""
+    from gpuwizard.runner.follow import request_stop, run_leftovers, stop_all
+    from gpuwizard.runs.records import RecordError
+    from gpuwizard.runs.rundir import find_run
+
+    run = find_run(run_id)
+    if run is None:
+        return []
+
+    def gone() -> bool:
+        return run.status().final and not run_leftovers(run)
+
+    try:
+        if gone():
+            return []
+        request_stop(run)
+        if wait_until(gone, RUN_STOP_S):
+            return []
+    except (RecordError, OSError):
+        pass  # a folder that cannot speak for its run: its processes, found by their marker, are the truth
+    return stop_all(run.path)
+
+
+def stop_whole(folder: Path) -> list[int]:
+    """The scheduler first (nothing more starts), then every run it started; the sweep then records what its runs'
+    folders say. Returns the pids still there."""
+    left = [pid for run_id in stop_sweep(folder) for pid in stopped_run(run_id)]
+    settle(folder)
+    return left
+
+
+def save_best(folder: Path, name: str) -> str:
+    """The best run's preset saved as the user's (an existing preset of that name is never replaced: a UserError)."""
+    from gpuwizard.model.preset_files import save_user_preset
+
+    path = save_user_preset(best_preset(folder, name), overwrite=False)
+    return f"saved the best run's preset as {name}: {path} (`gpuwizard run {name}` runs it)"
 
 
 def sweep_comparison(sweep: Sweep) -> tuple[Comparison, RunFacts] | None:

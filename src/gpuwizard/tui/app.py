@@ -8,16 +8,19 @@ from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from textual import work
+from textual import on, work
 from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
 from gpuwizard.model.settings import raw_theme
 from gpuwizard.tui.apphost import AppHost
+from gpuwizard.tui.messages import OpenSweep
 from gpuwizard.tui.themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from textual.theme import Theme
 
     from gpuwizard.model.preset import Preset
@@ -39,9 +42,16 @@ class GpuWizardApp(AppHost):
         Binding("f1", "help", "Keys", show=False, priority=True),  # also while a field that takes `?` has focus
     ]
 
-    def __init__(self, preset: Preset | str | None = None, run: RunDir | None = None, exit_on_error: bool = False):
+    def __init__(
+        self,
+        preset: Preset | str | None = None,
+        run: RunDir | None = None,
+        exit_on_error: bool = False,
+        sweep: Path | None = None,
+    ):
         super().__init__()
         self.start_preset, self.start_run, self.exit_on_error = preset, run, exit_on_error
+        self.start_sweep = sweep
         self.exit_error: str | None = None
         self.quit_asked = False
         self.last_run: RunDir | None = run
@@ -62,7 +72,9 @@ class GpuWizardApp(AppHost):
         self.theme_changed_signal.subscribe(self, self.remember_theme)
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", markup=False)
-        if self.start_run is not None:
+        if self.start_sweep is not None:
+            self.open_sweep(OpenSweep(self.start_sweep))
+        elif self.start_run is not None:
             from gpuwizard.tui.monitor import MonitorScreen
 
             self.push_screen(MonitorScreen(self.start_run))
@@ -99,6 +111,13 @@ class GpuWizardApp(AppHost):
             self.switch_screen(MonitorScreen(run))
         else:
             self.push_screen(MonitorScreen(run))
+
+    @on(OpenSweep)
+    def open_sweep(self, message: OpenSweep) -> None:
+        """A sweep's screen, asked for by the Runs screen, the wizard or `gpuwizard sweep watch`."""
+        from gpuwizard.tui.sweep import SweepScreen
+
+        self.push_screen(SweepScreen(message.folder))
 
     async def action_quit(self) -> None:
         """Unsaved edits in a wizard are asked about first (ctrl+q again quits); otherwise quit at once."""
@@ -173,6 +192,7 @@ class GpuWizardApp(AppHost):
             yield SystemCommand(
                 "job: Probe", "Measure samples/s and memory per GPU count and batch (F5)", screen.action_probe
             )
+            yield SystemCommand("job: Sweep", "Runs over a grid of values, on free devices (F6)", screen.action_sweep)
             yield SystemCommand("job: Copy command", "Copy the exact command (OSC 52)", screen.action_copy)
             yield SystemCommand("job: Export shell script", "Write the command as a bash script", screen.action_export)
             yield SystemCommand("preset: Open", "Open, duplicate or delete a preset", screen.action_open)

@@ -90,6 +90,58 @@ class Confirm(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+class AskGrid(ModalScreen[tuple[str, str] | None]):
+    """A sweep's grid in one dialog: the `--set FIELD=V1,V2` words and the seeds; enter in either field starts it."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, preset: str, grid: str):
+        super().__init__()
+        self.preset, self.grid = preset, grid
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide"):
+            yield Label(f"Sweep {self.preset}: one run per combination, each on free devices", classes="dialog-title")
+            yield Label("the grid, as --set takes it: FIELD=V1,V2, a space between fields", classes="dialog-hint")
+            yield Input(self.grid, placeholder="e.g. optim.lr=1e-4,2e-4 batch.size=8,16", id="answer")
+            yield Label("seeds: runs per combination, seeded 0..N-1", classes="dialog-hint")
+            yield Input("", placeholder="empty: one run per combination", id="seeds")
+            yield Label("enter: start the sweep · tab: the seeds · esc: cancel", classes="dialog-hint")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss((self.query_one("#answer", Input).value, self.query_one("#seeds", Input).value))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SweepPicker(ModalScreen[str | None]):
+    """The sweeps, newest first (their ids start with the time they began and name the preset)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, sweep_ids: list[str]):
+        super().__init__()
+        self.sweep_ids = sweep_ids
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide"):
+            yield Label("Sweeps, newest first", classes="dialog-title")
+            yield OptionList(*(Option(OneLine(safe_line(s)), id=s) for s in self.sweep_ids), id="sweep-list")
+            yield Label("enter: open · esc: cancel", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#sweep-list", OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class OneLine(Content):
     """An option drawn on one line at any width (#presets is cut with an ellipsis, never wrapped), so 10,000 of
     them are laid out without wrapping each one at every width the dialog passes through."""

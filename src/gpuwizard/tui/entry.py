@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
@@ -36,7 +37,7 @@ def run_wizard(preset: str | None) -> int:
     return run_app(preset=preset)
 
 
-def run_app(preset: str | None = None, attach: str | None = None) -> int:
+def run_app(preset: str | None = None, attach: str | None = None, sweep: Path | None = None) -> int:
     """The preset is loaded after the first frame; if it is invalid the app exits 2 with its paragraph."""
     run = None
     if attach:
@@ -48,7 +49,7 @@ def run_app(preset: str | None = None, attach: str | None = None) -> int:
     from gpuwizard.tui.app import GpuWizardApp
     from gpuwizard.tui.wizard_actions import LAUNCHES
 
-    app = GpuWizardApp(preset=preset, run=run, exit_on_error=True)
+    app = GpuWizardApp(preset=preset, run=run, sweep=sweep, exit_on_error=True)
     app.run()  # returns once its workers are done: a launch the quit cancelled has been undone by then
     for line in LAUNCHES:
         sys.stdout.write(line + "\n")

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from gpuwizard.analysis.compare import Comparison
+    from gpuwizard.analysis.compare import Comparison, RunFacts
     from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
     from gpuwizard.model.preset import Preset
     from gpuwizard.runner.follow import RunUpdate
+    from gpuwizard.runs.sweeps import Sweep
     from gpuwizard.trainers.check import TrainerCheck
 
 
@@ -101,9 +102,10 @@ class SearchDone(NewState):
 
 @dataclass
 class RunsLoaded(NewState):
-    """The run history as `gpuwizard runs --json` rows, newest first."""
+    """The run history as `gpuwizard runs --json` rows, newest first, and the sweep ids, newest first."""
 
     rows: list[dict]
+    sweeps: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -121,3 +123,39 @@ class EnvsFound(NewState):
 
     fitting: list[tuple[str, str, dict[str, str]]]
     others: list[tuple[str, str, dict[str, str]]]
+
+
+@dataclass
+class SweepPolled(NewState):
+    """A sweep as its record and its runs' folders say now: one row per run (runner.sweep.run_rows and each run's
+    elapsed time, step total, ETA, or why its folder cannot be read), and once it has ended its comparison and best;
+    `error` when sweep.json itself cannot be read."""
+
+    sweep: Sweep | None
+    rows: list[dict]
+    alive: bool
+    compared: tuple[Comparison, RunFacts] | None
+    error: str | None = None
+
+
+@dataclass
+class SweepDone(Message):
+    """A stop, resume or save of a sweep, done in a worker: what to say, and whether it went wrong."""
+
+    text: str
+    failed: bool = False
+
+
+@dataclass
+class SweepStarted(Message):
+    """A sweep from the wizard: its folder, or every problem that refused its grid before anything started."""
+
+    folder: Path | None
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class OpenSweep(Message):
+    """A screen asks the app to show this sweep's screen (the Runs screen and the wizard need not import it)."""
+
+    folder: Path

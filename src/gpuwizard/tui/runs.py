@@ -21,7 +21,7 @@ from gpuwizard.core.errors import UserError
 from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.core.units import counted
 from gpuwizard.runner.follow import clock
-from gpuwizard.tui.messages import CompareReady, RunsLoaded, RunStarted
+from gpuwizard.tui.messages import CompareReady, OpenSweep, RunsLoaded, RunStarted
 from gpuwizard.tui.widgets import KeyBar
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class RunsScreen(Screen[None]):
         Binding("space", "mark", "Mark"),
         Binding("c", "compare", "Compare"),
         Binding("r", "resume", "Resume"),
+        Binding("w", "sweeps", "Sweeps"),
         Binding("y", "copy_id", "Copy id"),
         Binding("p", "probes", "Probes"),
         Binding("escape", "back", "Back"),
@@ -68,6 +69,8 @@ class RunsScreen(Screen[None]):
         self.rows: list[dict[str, Any]] = []
         """The rows shown (probe runs only with show_probes)."""
         self.history: list[dict[str, Any]] = []
+        self.sweeps: list[str] = []
+        """The sweep ids, newest first."""
         self.show_probes = False
         self.hidden_probes = 0
         self.marked: set[str] = set()
@@ -99,12 +102,14 @@ class RunsScreen(Screen[None]):
         """The history now and every REFRESH_S while the screen is open, so new and ended runs show by themselves."""
         from gpuwizard.runs.listing import listed_runs
         from gpuwizard.runs.rundir import green_baselines, history_row
+        from gpuwizard.runs.sweeps import listed_sweeps
 
         worker = get_current_worker()
         while not worker.is_cancelled:
             entries = listed_runs()
             green, now = green_baselines(entries), time.time()
-            self.post_message(RunsLoaded([history_row(entry, green, now) for entry in entries]))
+            rows = [history_row(entry, green, now) for entry in entries]
+            self.post_message(RunsLoaded(rows, listed_sweeps()))
             if self.closed.wait(REFRESH_S):
                 return
 
@@ -118,6 +123,9 @@ class RunsScreen(Screen[None]):
 
     @on(RunsLoaded)
     def _loaded(self, message: RunsLoaded) -> None:
+        had, self.sweeps = bool(self.sweeps), message.sweeps
+        if had != bool(self.sweeps):
+            self.refresh_bindings()
         if message.rows != self.history:
             self.history = message.rows
             self.fill()
@@ -289,6 +297,24 @@ class RunsScreen(Screen[None]):
             self.notify(safe_text(message.error), severity="error", timeout=10, markup=False)
         elif message.run_path is not None:
             self.app.open_monitor(RunDir(message.run_path))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The sweeps key only where there is a sweep."""
+        return bool(self.sweeps) if action == "sweeps" else True
+
+    def action_sweeps(self) -> None:
+        """The newest sweep's screen at once when there is one, else a pick of them, newest first."""
+        from gpuwizard.runs.sweeps import sweeps_dir
+        from gpuwizard.tui.dialogs import SweepPicker
+
+        def chosen(sweep_id: str | None) -> None:
+            if sweep_id:
+                self.post_message(OpenSweep(sweeps_dir() / sweep_id))  # the app opens it (tui/app.py)
+
+        if len(self.sweeps) == 1:
+            chosen(self.sweeps[0])
+        elif self.sweeps:
+            self.app.push_screen(SweepPicker(self.sweeps), chosen)
 
     def action_probes(self) -> None:
         self.show_probes = not self.show_probes

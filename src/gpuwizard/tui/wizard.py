@@ -47,7 +47,8 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         "Five steps over one preset: ctrl+n and escape move between them, Tab between fields. In the policy list "
         "enter chooses a policy (moving the cursor only describes it). The line above the keys is the plan and "
         "whether it will start here; ctrl+r lists the errors that stop it. On the Scaling step F5 probes: short "
-        "real runs measure samples/s and memory per GPU count and batch, and the estimates then use them."
+        "real runs measure samples/s and memory per GPU count and batch, and the estimates then use them. There and "
+        "on the Preview step F6 starts a sweep: one run of the preset per combination of the values you give."
     )
     BINDINGS = [
         Binding("ctrl+n", "next", "Next", priority=True),
@@ -59,6 +60,7 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         Binding("ctrl+e", "export", "Export", priority=True),
         Binding("ctrl+g", "smoke", "Smoke run", show=False, priority=True),
         Binding("f5", "probe", "Probe", priority=True),
+        Binding("f6", "sweep", "Sweep", priority=True),
     ]
     step = reactive(0, bindings=True)
 
@@ -343,6 +345,8 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
             return self.step > 0
         if action == "probe":
             return STEPS[self.step][0] == "scaling"
+        if action == "sweep":
+            return STEPS[self.step][0] in ("scaling", "preview")
         if action in ("copy", "export"):
             return None if self.step == len(STEPS) - 1 and self.spec is None else self.step == len(STEPS) - 1
         return True  # run and smoke always answer: with errors they list them

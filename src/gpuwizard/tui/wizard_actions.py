@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
-from gpuwizard.tui.messages import LaunchPhase, RunStarted
+from gpuwizard.tui.messages import LaunchPhase, OpenSweep, RunStarted, SweepStarted
 
 LAUNCHES: list[str] = []
 """What became of launches the app was quit during, one line each, for the command line to say once the app is gone
@@ -138,7 +138,7 @@ class WizardActions:
         """Save as a user preset with its name and description; a copy under a new name gets no fixed output_dir of
         the original's (each of its runs writes a folder of its own), so it never writes where the original does."""
         from gpuwizard.core.errors import UserError
-        from gpuwizard.model.preset import with_field
+        from gpuwizard.model.preset import saved_as
         from gpuwizard.model.preset_files import save_user_preset
         from gpuwizard.tui.dialogs import Confirm, SaveAs
 
@@ -151,9 +151,7 @@ class WizardActions:
                 return
             name, description = answer
             try:
-                preset = with_field(with_field(current, "name", name), "description", description)
-                if name != current.name and current.output_dir is not None:
-                    preset = with_field(preset, "output_dir", None)
+                preset = saved_as(current, name, description)
                 path = save_user_preset(preset, overwrite=overwrite)
             except UserError as exc:
                 if "already exists" in exc.paragraph() and not overwrite:
@@ -202,6 +200,76 @@ class WizardActions:
                 self.app.push_screen(ProbeScreen(self.preset), probed)
 
         self.ask_trust("Probing it", go)
+
+    def action_sweep(self) -> None:
+        """Several runs of this preset over a grid asked in one dialog (`gpuwizard sweep`'s --set and --seeds), after
+        the trust question; a bad grid is refused in one paragraph per mistake before anything starts."""
+        if self.preset is None or self.refused("No sweep started", plan_errors=True):
+            return
+        from gpuwizard.tui.dialogs import AskGrid
+
+        def asked(answer: tuple[str, str] | None) -> None:
+            if answer is not None:
+                self.start_sweep(*answer)
+
+        def ask() -> None:
+            if self.preset is not None:
+                lr = self.preset.optim.lr or 1e-4  # None: the policy's own
+                self.app.push_screen(AskGrid(self.preset.name, f"optim.lr={lr:g},{2 * lr:g}"), asked)
+
+        self.ask_trust("Sweeping it", ask)
+
+    def start_sweep(self, words: str, seeds_text: str) -> None:
+        """The dialog's text as `gpuwizard sweep` reads --set and --seeds; every mistake in it listed at once."""
+        import shlex
+
+        from gpuwizard.core.errors import UserError, problem
+        from gpuwizard.model.sweep import parse_sets
+
+        problems: list[Problem] = []
+        grid: dict[str, list[object]] = {}
+        try:
+            grid = parse_sets([w for w in shlex.split(words) if w != "--set"])
+        except ValueError:
+            problems.append(problem("--set", "has a quote it does not close", "close the quote", value=words))
+        except UserError as exc:
+            problems += exc.problems
+        seeds = int(seeds_text) if seeds_text.strip().isdigit() else None
+        if seeds_text.strip() and not seeds:
+            fix = "give a whole number such as 2, or leave it empty"
+            problems.append(problem("--seeds", "expects a whole number of 1 or more", fix, value=seeds_text))
+        if problems:
+            self.post_message(SweepStarted(None, problems))
+        elif self.preset is not None:
+            self.sweep(self.preset, grid, seeds)
+
+    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
+    def sweep(self, preset: Preset, grid: dict[str, list[object]], seeds: int | None) -> None:
+        """runner/sweep.create_sweep off the event loop: it plans every run and detaches the scheduler."""
+        import os
+
+        from gpuwizard.core.errors import UserError
+        from gpuwizard.runner.sweep import create_sweep
+        from gpuwizard.runs.sweeps import sweeps_dir
+
+        self.post_message(LaunchPhase("planning every run of the sweep and starting its scheduler"))
+        try:
+            made = create_sweep(preset, self.source_file or preset.name, grid, seeds, "final_loss", os.getcwd())
+        except UserError as exc:
+            self.post_message(SweepStarted(None, exc.problems))
+            return
+        self.post_message(SweepStarted(sweeps_dir() / made.sweep_id))
+
+    def on_sweep_started(self, message: SweepStarted) -> None:
+        self.launch_ended()
+        if message.folder is None:
+            from gpuwizard.tui.problems import ProblemsScreen
+
+            found = len(message.problems)
+            title = f"No sweep started: its grid has {found} problem{'s' if found > 1 else ''}"
+            self.app.push_screen(ProblemsScreen(title, message.problems))
+        else:
+            self.post_message(OpenSweep(message.folder))  # the app opens it (tui/app.py)
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def launch(self, preset: Preset, smoke: bool) -> None:
