@@ -87,3 +87,21 @@ monitor: {{hang_timeout_s: 120}}
 def swept_preset(root, steps: int, step_time: float) -> None:
     """The user preset `swept` the sweep tests run: a one-process demo job, its data under `root`."""
     user_preset("swept", SWEPT.format(root=root, steps=steps, step_time=step_time))
+
+
+NOISE_PRESET = """\
+version: 1
+name: {name}
+trainer: demo
+policy: demo
+dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
+hardware: {{gpus: {gpus}, device: cpu}}
+batch: {{size: {batch}, grad_accum: {accum}}}
+optim: {{lr: 1.0e-3, steps: {steps}}}
+mixed_precision: "no"
+launch: {{workdir: {root}}}
+output_dir: {root}/out-{name}
+trainer_options: {{task: noise, noise_dim: {dim}, noise_sigma: {sigma!r}, noise_offset: {offset!r}, log_every: 500}}
+monitor: {{gauge: true, hang_timeout_s: 300}}
+"""
+"""The demo's noise task (a known noise scale) under the gauge: a preset file's text, `.format` its fields."""

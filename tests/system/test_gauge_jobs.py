@@ -20,23 +20,9 @@ from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_
 from gpuwizard.runner.gauge_env import GAUGE_DIR
 from gpuwizard.runs.rundir import list_runs
 from support.cli import gw_subprocess
+from support.presets import NOISE_PRESET
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
-NOISE_PRESET = """\
-version: 1
-name: {name}
-trainer: demo
-policy: demo
-dataset: {{repo_id: demo/so100_reach, root: {root}/dataset}}
-hardware: {{gpus: {gpus}, device: cpu}}
-batch: {{size: {batch}, grad_accum: {accum}}}
-optim: {{lr: 1.0e-3, steps: {steps}}}
-mixed_precision: "no"
-launch: {{workdir: {root}}}
-output_dir: {root}/out-{name}
-trainer_options: {{task: noise, noise_dim: {dim}, noise_sigma: {sigma!r}, noise_offset: {offset!r}, log_every: 500}}
-monitor: {{gauge: true, hang_timeout_s: 300}}
-"""
 
 
 def gauged_noise_run(tmp_path: Path, name: str, sigma: float, gpus: int = 2, accum: int = 1) -> float:

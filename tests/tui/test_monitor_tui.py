@@ -21,7 +21,7 @@ from gpuwizard.tui.plots import MetricsPlot
 from gpuwizard.tui.widgets import KeyBar
 from support.presets import quick_demo
 from support.runs import CMP_RUNS, copied_run
-from support.tui import SIZE, monitor_on, wait_until
+from support.tui import SIZE, monitor_on, text_of, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -258,3 +258,35 @@ async def test_a_poll_that_arrives_while_the_monitor_is_torn_down_is_dropped(tmp
         await pilot.pause()
         await pilot.pause()
         assert app.is_running and not list(telemetry.query(TelemetryRow)), "the poll was dropped, nothing raised"
+
+
+@pytest.mark.slow
+async def test_a_gauged_run_shows_its_noise_scale_with_its_interval(tmp_path):
+    """Issue 26: the live monitor shows B_noise during a gauged run, from the run's own gauge file (the demo's noise
+    task on 2 gloo processes through torchrun, its weights held so the figure settles)."""
+    from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
+    from gpuwizard.model import trust
+    from support.presets import NOISE_PRESET
+
+    path = tmp_path / "noisy.yaml"
+    path.write_text(
+        NOISE_PRESET.format(
+            name="noisy", root=tmp_path, gpus=2, batch=256, accum=1, steps=400, dim=4, sigma=1.0, offset=0.25
+        )
+    )
+    preset = load_preset(str(path))
+    trust.grant_for_session(preset)
+    run = start_run(prepare_run(preset))
+    app = GpuWizardApp(run=run)
+    async with app.run_test(size=SIZE) as pilot:
+        monitor = await monitor_on(pilot, app)
+        stats = monitor.query_one("#stats")
+        assert await wait_until(pilot, lambda: "B~" in text_of(stats), 300), text_of(stats)
+        shown = text_of(stats)
+        assert re.search(r"B~[\d.e+]+ \([\d.e+]+-[\d.e+]+\)", shown), shown
+        found = estimate(read_gauge(run.path / GAUGE_FILE).steps)
+        assert found is not None and found.low is not None and found.high is not None
+        figure = float(re.search(r"B~([\d.e+]+)", shown)[1])
+        assert found.low / 2 <= figure <= found.high * 2, "the figure of this run's gauge file, a few steps earlier"
+        await pilot.press("s", "y")
+        assert await wait_until(pilot, lambda: monitor.final, 120)

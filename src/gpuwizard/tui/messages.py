@@ -93,6 +93,13 @@ class RunPolled(Message):
 
 
 @dataclass
+class NoiseRead(NewState):
+    """A gauged run's noise scale as its gauge file says now, short enough for the progress line."""
+
+    text: str
+
+
+@dataclass
 class SearchDone(NewState):
     """A search of the whole log ended: the matching line, or None."""
 

@@ -26,7 +26,7 @@ from gpuwizard.tui.banner import banner, important, live_title, open_hang, stall
 from gpuwizard.tui.header import fitted_stats, run_title
 from gpuwizard.tui.lifecycle import RunLifecycle
 from gpuwizard.tui.logview import LogView
-from gpuwizard.tui.messages import RunPolled, SearchDone
+from gpuwizard.tui.messages import NoiseRead, RunPolled, SearchDone
 from gpuwizard.tui.plots import MetricsPlot
 from gpuwizard.tui.telemetry import LOCAL_ONLY_NOTE, Telemetry
 from gpuwizard.tui.widgets import KeyBar
@@ -42,7 +42,24 @@ ACK_TIMEOUT_S = 2.0
 POLL_S = 0.1
 FINAL_POLL_S = 0.5
 FRESH_EVENT_S = 5.0
+NOISE_EVERY_S = 10.0
+"""How often a gauged run's noise scale is estimated again (a bootstrap over its whole gauge file)."""
 """Events this much older than the monitor are history: they show, but ring no bell."""
+
+
+def noise_text(run: RunDir) -> str | None:
+    """B_simple of a gauged run with its interval, "B~70 (58-84)", "?" after it while provisional; None where the
+    run is not gauged or too few steps are in."""
+    from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
+
+    path = run.path / GAUGE_FILE
+    if not path.is_file():
+        return None
+    found = estimate(read_gauge(path).steps)
+    if found is None or found.b_simple is None:
+        return None
+    span = f" ({found.low:.3g}-{found.high:.3g})" if found.low is not None and found.high is not None else ""
+    return f"B~{found.b_simple:.3g}{span}{'?' if found.provisional else ''}"
 
 
 class MonitorScreen(RunLifecycle, Screen[None]):
@@ -80,6 +97,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         self.search_text = ""
         self.search_from = 0
         self.shown_stats = ""
+        self.noise = ""
+        """A gauged run's noise scale (NoiseRead), shown on the progress line."""
         self.shown_banner: tuple[Content, str, bool] | None = None
         self.view = "log"
         self.opened_t = time.time()
@@ -121,9 +140,14 @@ class MonitorScreen(RunLifecycle, Screen[None]):
     def follow(self) -> None:
         worker = get_current_worker()
         follower = RunFollower(self.run, read_log=False)  # the pane reads the log file itself, through the index
+        noise_at = 0.0
         try:
             while not worker.is_cancelled:
                 started = time.monotonic()
+                if started >= noise_at:
+                    noise_at = started + NOISE_EVERY_S
+                    if (text := noise_text(self.run)) is not None:
+                        self.post_message(NoiseRead(text))
                 update = follower.poll()
                 grew = self.index.extend()  # everything new: a flood is caught up in one poll
                 busy = bool(grew or update.events or update.gpu)
@@ -136,6 +160,11 @@ class MonitorScreen(RunLifecycle, Screen[None]):
                 time.sleep(max(0.0, pause - (time.monotonic() - started)))
         finally:
             follower.close()
+
+    @on(NoiseRead)
+    def _noise(self, message: NoiseRead) -> None:
+        self.noise = message.text
+        self.refresh_progress()
 
     @on(RunPolled)
     def _polled(self, message: RunPolled) -> None:
@@ -233,6 +262,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         if hang is not None:  # no rate or ETA while nothing moves: how long it has not
             parts = [part for part in parts if not part.startswith("ETA ") and not part.endswith(" smp/s")]
             parts.append(f"stalled {clock(stalled_for(hang, time.time()))}")
+        if self.noise:
+            parts.append(self.noise)
         head = f"{p.step if p.step is not None else '-'}/{total or '?'}"
         row = self.query_one("#progress-row")
         text, bar.display = fitted_stats(head, parts, self.size.width - row.styles.gutter.width)
