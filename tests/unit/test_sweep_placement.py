@@ -98,3 +98,29 @@ def test_a_run_a_killed_scheduler_was_starting_is_found_by_its_link_or_queued(tm
         r.state = "starting"
     adopt_unrecorded(sweep)
     assert [(r.state, r.run_id) for r in sweep.runs] == [("queued", None), ("running", run.run_id), ("queued", None)]
+
+
+def test_cpu_runs_share_the_cores_with_other_runs_of_this_machine(tmp_path):
+    """Two sweeps (or a sweep beside a run of the user's) on 2 cores: each counts the other's processes."""
+    import os
+
+    from gpuwizard.runner.sweep_scheduler import cpu_processes_elsewhere
+    from gpuwizard.runs.records import ProcessRef
+
+    sweep = Sweep(
+        sweep_id="s",
+        preset="demo-cpu",
+        source="demo-cpu",
+        created=0.0,
+        grid={},
+        workdir="/tmp",
+        runs=[SweepRun(index=0, values={}, preset_file="runs/000.yaml", processes=1, device="cpu")],
+    )
+    assert next_start(sweep, None, cores=2) is not None, "nothing else runs: it starts"
+    assert next_start(sweep, None, cores=2, elsewhere=2) is None, "2 processes of another run hold both cores"
+    assert cpu_processes_elsewhere(sweep) == 0
+    alive = ProcessRef.of(os.getpid())  # a live supervisor: this test's own process
+    copied_run(tmp_path, state="running", ended=None, exit_code=None, supervisor=alive, world_size=2)
+    assert cpu_processes_elsewhere(sweep) == 2
+    sweep.runs[0].run_id = "20261129-120000-demo-cpu"  # the same run as one of the sweep's own: not elsewhere
+    assert cpu_processes_elsewhere(sweep) == 0

@@ -23,6 +23,7 @@ from gpuwizard.runs.rundir import RunDir, supervisor_lost
 from gpuwizard.runs.sweeps import Sweep, SweepRun, SweepState, changing, read_sweep
 
 POLL_S = 0.5
+OTHERS_EVERY_S = 5.0
 SLURM_IN_FLIGHT = 32
 """The most runs of one sweep submitted to SLURM at once: each has a supervisor on this machine following it."""
 FINAL: dict[str, SweepState] = {"finished": "finished", "failed": "failed", "stopped": "stopped", "hung": "hung"}
@@ -53,6 +54,24 @@ def held_by(sweep: Sweep) -> tuple[int, set[int]]:
     """CPU processes and GPUs the sweep's started runs hold."""
     active = [r for r in sweep.runs if r.state in ("starting", "running")]
     return sum(r.processes for r in active if r.device == "cpu"), {d for r in active for d in r.devices}
+
+
+def cpu_processes_elsewhere(sweep: Sweep) -> int:
+    """The processes of this machine's other active CPU runs (another sweep's, a run of the user's): the cores are
+    shared with them."""
+    from gpuwizard.runs.listing import listed_runs
+
+    mine = {r.run_id for r in sweep.runs if r.run_id}
+    return sum(
+        e.status.world_size
+        for e in listed_runs()
+        if e.status is not None
+        and e.run.run_id not in mine
+        and e.status.device == "cpu"
+        and e.status.slurm_job_id is None
+        and not e.status.final
+        and not supervisor_lost(e.status)
+    )
 
 
 def refresh(sweep: Sweep) -> None:
@@ -98,10 +117,13 @@ def adopt_unrecorded(sweep: Sweep) -> None:
         run.state, run.devices = "queued", []
 
 
-def next_start(sweep: Sweep, inventory: Inventory | None, cores: int) -> tuple[SweepRun, list[int]] | None:
+def next_start(
+    sweep: Sweep, inventory: Inventory | None, cores: int, elsewhere: int = 0
+) -> tuple[SweepRun, list[int]] | None:
     """The first queued run that fits now, and its GPUs (a SLURM run fits while fewer than SLURM_IN_FLIGHT are
-    submitted: the cluster places them)."""
+    submitted: the cluster places them); `elsewhere`: CPU processes of other runs on this machine."""
     used, held = held_by(sweep)
+    used += elsewhere
     for run in sweep.runs:
         if run.state != "queued":
             continue
@@ -158,6 +180,15 @@ class Scheduler:
     def __init__(self, folder: Path):
         self.folder = folder
         self.stopping = False
+        self.others: tuple[float, int] = (0.0, 0)
+        """When the other runs' CPU processes were last counted, and how many."""
+
+    def elsewhere(self, sweep: Sweep) -> int:
+        """cpu_processes_elsewhere, counted at most every OTHERS_EVERY_S (it lists the run folders)."""
+        now = time.monotonic()
+        if now - self.others[0] >= OTHERS_EVERY_S:
+            self.others = (now, cpu_processes_elsewhere(sweep))
+        return self.others[1]
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True  # a start under way completes and is recorded; nothing more starts
@@ -177,7 +208,9 @@ class Scheduler:
                     break
                 gpus_wanted = any(r.state == "queued" and r.device == "cuda" for r in sweep.runs)
                 inventory = read_inventory() if gpus_wanted else None
-                chosen = next_start(sweep, inventory, cores)
+                cpu_wanted = not sweep.slurm and any(r.state == "queued" and r.device == "cpu" for r in sweep.runs)
+                elsewhere = self.elsewhere(sweep) if cpu_wanted else 0
+                chosen = next_start(sweep, inventory, cores, elsewhere)
                 if chosen is not None:
                     run, devices = chosen
                     run.state, run.devices = "starting", devices
