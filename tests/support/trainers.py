@@ -73,3 +73,40 @@ def metadata_venv(folder: Path, packages: dict[str, str]) -> Path:
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     return folder / "bin" / "python3"
+
+
+def lerobot_env(variable: str) -> tuple[str, Path] | None:
+    """An interpreter from shared/scripts/lerobot-env.sh and the tiny dataset it builds beside its venv."""
+    python = os.environ.get(variable)
+    if not python:
+        return None
+    dataset = Path(os.environ.get("GPUWIZARD_LEROBOT_DATASET") or Path(python).parents[2] / "so100_tiny")
+    return python, dataset
+
+
+def real_preset(tmp_path: Path, variable: str, accum: int, steps: int, save_freq: int) -> Path:
+    found = lerobot_env(variable)
+    if found is None:
+        pytest.skip(f"set {variable} to a LeRobot interpreter (shared/scripts/lerobot-env.sh; see README)")
+    python, dataset = found
+    preset = tmp_path / "lerobot-real.yaml"
+    preset.write_text(f"""\
+version: 1
+name: lerobot-real
+trainer: lerobot
+policy: act
+dataset: {{repo_id: local/so100_tiny, root: {dataset}}}
+hardware: {{gpus: 2, device: cpu}}
+batch: {{size: 2, grad_accum: {accum}}}
+optim: {{lr: 1.0e-5, steps: {steps}}}
+scaling: {{rule: linear_lr, reference_gpus: 1}}
+mixed_precision: "no"
+launch:
+  python: {python}
+  env: {{HF_HUB_OFFLINE: "1", WANDB_MODE: disabled}}
+  extra_args: ["--policy.pretrained_backbone_weights=null", "--num_workers=0"]
+trainer_options: {{log_freq: 1, save_freq: {save_freq}}}
+output_dir: {tmp_path}/out
+monitor: {{hang_timeout_s: 300}}
+""")
+    return preset

@@ -15,7 +15,7 @@ import sys
 import psutil
 import pytest
 
-from gpuwizard.analysis.probe_results import ProbeResult, probes_dir
+from gpuwizard.analysis.probe_results import NO_SECOND_BATCH, ProbeResult, probes_dir
 from gpuwizard.analysis.probe_verdict import result_text
 from gpuwizard.planning.estimates import measured_runs
 from gpuwizard.runs.rundir import alive_processes, baseline_green, list_runs, scaling_report
@@ -60,6 +60,14 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
     assert all(r["speedup"] is not None and r["efficiency"] == pytest.approx(r["speedup"] / 2) for r in two)
     assert probe["recommended"] is not None
     assert any(line.startswith("2 processes: ") and "x the samples/s of 1" in line for line in probe["verdict"])
+    for row in probe["rows"]:  # the gauge on where two batch sizes meet: DDP of 2 processes, not 1 alone
+        if row["gpus"] == 1:
+            assert row["noise"] is None and row["noise_detail"] == NO_SECOND_BATCH
+        else:
+            assert row["noise"]["b_simple"] > 0 and row["noise"]["b_big"] == 2 * row["noise"]["b_small"], row
+    assert probe["noise"]["source"].startswith("2 processes at batch ")
+    assert [(r["gpus"], r["outcome"]) for r in probe["predicted"]] == [(4, "predicted"), (4, "predicted")]
+    assert probe["throughput"]["rows"] == 4 and probe["goodput"].startswith("Time to the same loss (B_noise ~")
     # the job has 200 steps: the probe never runs more, and says "up to", since a steady rate ends a run sooner
     assert probe["steps"] == 200
     assert all(int(r["window"].split()[1].split("-")[1]) <= 200 for r in probe["rows"])

@@ -1,6 +1,7 @@
 """The probe from the wizard's Scaling step at 80x24, driven with Pilot (issue 21): F5 runs the real default probe
-(1 and 2 gloo processes x two batches of the demo) with a live table and progress, a finished probe fills the
-estimates with "probed", and `c` cancels with nothing left running and nothing kept but probe.json."""
+(1 and 2 gloo processes x two batches of the demo) with a live table and progress, the predicted 4-process rows and
+the time to the same loss, a finished probe fills the estimates with "probed", and `c` cancels with nothing left
+running and nothing kept but probe.json."""
 
 from __future__ import annotations
 
@@ -61,11 +62,15 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
             ("1", "8", "yes"),
             ("2", "4", "yes"),
             ("2", "8", "yes"),
-        ]
+            ("4", "4", "predicted"),
+            ("4", "8", "predicted"),
+        ], "the throughput model's rows after the measured ones, marked as predicted"
         assert all(float(r[2]) > 0 for r in rows), rows
+        assert all(r[-2].endswith("x") for r in rows), "each row's time to the same loss"
         assert probe.query_one("#probe-progress", ProgressBar).percentage == 1
         verdict = text_of(probe.query_one("#probe-verdict"))
         assert "2 processes:" in verdict and "Recommended:" in verdict, verdict
+        assert verdict.startswith("B_noise ~ ") and "Time to the same loss (B_noise ~" in verdict, verdict
         assert "the estimates now use it" in text_of(probe.query_one("#probe-status"))
         keys = key_bar_fits(probe)
         assert "esc Back" in keys and "Cancel" not in keys, "an ended probe offers only what applies"

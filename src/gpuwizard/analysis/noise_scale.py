@@ -17,6 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwizard.runs.records import Record
+
 GAUGE_FILE = "gauge.jsonl"
 """The gauge's file in a run folder (runner/gauge_env.py names it to the job)."""
 WINDOWS = 20
@@ -176,6 +178,59 @@ def summary(run_path: Path) -> str | None:
     if read.unmeasured:
         return "B_simple: not measured: " + "; ".join(read.unmeasured)
     return f"B_simple: not measured: {len(read.steps)} steps with gradient norms in {path.name} (needs 2 or more)"
+
+
+class NoiseFigure(Record):
+    """A configuration's B_simple as probe.json keeps it: the figure, its interval and the batches it came from."""
+
+    b_simple: float
+    low: float | None = None
+    high: float | None = None
+    """The interval's ends; None where the data bound it on no side."""
+    steps: int
+    b_small: float
+    b_big: float
+    provisional: bool
+    source: str = ""
+    """The configuration it was measured in (the probe's own figure)."""
+
+    def text(self) -> str:
+        """ "B_noise ~ 12 (90% interval 8-20)", with the word provisional while the interval is wide."""
+        low = "?" if self.low is None else f"{self.low:.3g}"
+        high = "?" if self.high is None else f"{self.high:.3g}"
+        word = ", provisional" if self.provisional else ""
+        return f"B_noise ~ {self.b_simple:.3g} ({LEVEL:.0%} interval {low}-{high}{word})"
+
+    def plus_minus(self) -> str:
+        """ "12 ± 4": half the interval's width (the larger side where it is lopsided; ? where it is open)."""
+        if self.low is None or self.high is None:
+            return f"{self.b_simple:.3g} ± ?"
+        return f"{self.b_simple:.3g} ± {max(self.high - self.b_simple, self.b_simple - self.low):.2g}"
+
+
+def gauge_figure(path: Path) -> tuple[NoiseFigure | None, str]:
+    """A gauged run's noise figure, or why it has none, in words."""
+    if not path.is_file():
+        return None, f"no {path.name}: the trainer's Python did not load the gauge (not a torch trainer?)"
+    read = read_gauge(path)
+    found = estimate(read.steps)
+    if found is not None and found.b_simple is not None and found.b_simple > 0:
+        first = min(read.steps, key=lambda s: s.step)
+        figure = NoiseFigure(
+            b_simple=found.b_simple,
+            low=found.low,
+            high=found.high,
+            steps=found.steps,
+            b_small=first.b_small,
+            b_big=first.b_big,
+            provisional=found.provisional,
+        )
+        return figure, ""
+    if read.unmeasured:
+        return None, "; ".join(read.unmeasured)
+    if found is not None:
+        return None, f"the gradient's own norm was not above its noise in {found.steps} steps: run more steps"
+    return None, f"{len(read.steps)} steps with gradient norms (needs 2 or more)"
 
 
 def main(argv: list[str]) -> int:

@@ -10,9 +10,14 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from gpuwizard.analysis.memory_model import MemoryFit
+from gpuwizard.analysis.noise_scale import GAUGE_FILE, NoiseFigure, gauge_figure
+from gpuwizard.analysis.throughput_model import ThroughputFit
+from gpuwizard.analysis.time_to_loss import LossTime
 from gpuwizard.core import paths
 from gpuwizard.runs.records import GpuSample, Metric, RanksSample, Record, RecordError, parse_lines, read_small_file
 from gpuwizard.runs.rundir import RunDir
@@ -38,7 +43,9 @@ class ProbeRow(Record):
 
     gpus: int
     per_device_batch: int
-    outcome: Literal["measured", "does not fit", "failed", "skipped", "stopped"]
+    outcome: Literal["measured", "does not fit", "failed", "skipped", "stopped", "predicted"]
+    """predicted: a configuration no run measured, its samples/s from the throughput model (ProbeResult.predicted
+    only, never among the measured rows)."""
     run_id: str | None = None
     samples_per_s: float | None = None
     """The median of the sub-windows' rates (rate_low-rate_high is their spread)."""
@@ -60,6 +67,10 @@ class ProbeRow(Record):
     detail: str = ""
     speedup: float | None = None
     efficiency: float | None = None
+    noise: NoiseFigure | None = None
+    """B_noise measured by the gauge in this configuration's run."""
+    noise_detail: str = ""
+    """Why this configuration has no B_noise (empty where it has one)."""
 
     @property
     def fits(self) -> bool | None:
@@ -98,6 +109,23 @@ class ProbeResult(Record):
     recommended: ProbeRow | None = None
     verdict: list[str] = []
     error: str | None = None
+    gpus: list[int] = []
+    """The GPU counts asked for (some may have been left out as unstartable)."""
+    grad_accum: int = 1
+    """The preset's accumulation: a row's global batch is gpus x per_device_batch x grad_accum."""
+    noise: NoiseFigure | None = None
+    """The probe's B_noise: the configuration that measured it with the narrowest interval."""
+    noise_detail: str = ""
+    """Why no configuration measured B_noise (empty where one did)."""
+    throughput: ThroughputFit | None = None
+    """The step-time model fitted from the measured rows (analysis/throughput_model.py)."""
+    predicted: list[ProbeRow] = []
+    """Configurations no run measured, predicted by `throughput`: kept apart from `rows`."""
+    time_to_loss: list[LossTime] = []
+    goodput: str = ""
+    """The verdict in time to the same loss, one sentence (analysis/time_to_loss.py)."""
+    memory: MemoryFit | None = None
+    """The memory model a batch search fitted (--batch auto), where two rows that fit gave it."""
 
 
 def probes_dir() -> Path:
@@ -217,6 +245,46 @@ def measure(
         detail="" if rate else "the log gave no samples/s",
         **base,
     )
+
+
+NO_SECOND_BATCH = (
+    "one process without accumulation has one batch size, and the noise scale needs two (several processes, or "
+    "batch.grad_accum of 2 or more)"
+)
+
+
+def gauged(gpus: int, grad_accum: int) -> bool:
+    """Whether a configuration's run can measure B_noise: DDP of several ranks, or one process's micro-batches."""
+    return gpus > 1 or grad_accum > 1
+
+
+def with_noise(row: ProbeRow, run: RunDir, grad_accum: int) -> ProbeRow:
+    """The row with the B_noise its gauged run measured, or what was not measured and why."""
+    if row.outcome != "measured":
+        return row
+    if not gauged(row.gpus, grad_accum):
+        return row.model_copy(update={"noise_detail": NO_SECOND_BATCH})
+    figure, why = gauge_figure(run.path / GAUGE_FILE)
+    return row.model_copy(update={"noise": figure, "noise_detail": why})
+
+
+def probe_noise(rows: list[ProbeRow], named: Callable[[int], str]) -> tuple[NoiseFigure | None, str]:
+    """The probe's B_noise: the row whose interval is narrowest (relative; open ones last), or why none has one."""
+    measured = [r for r in rows if r.noise is not None]
+    if not measured:
+        why = list(dict.fromkeys(r.noise_detail for r in rows if r.noise_detail))
+        return None, "; ".join(why) or "no configuration was measured"
+
+    def width(row: ProbeRow) -> tuple[float, int]:
+        n = row.noise
+        if n is None or n.low is None or n.high is None or n.low <= 0:
+            return math.inf, -(n.steps if n else 0)
+        return n.high / n.low, -n.steps
+
+    best = min(measured, key=width)
+    assert best.noise is not None
+    source = f"{named(best.gpus)} at batch {best.per_device_batch} per device, {best.noise.steps} steps"
+    return best.noise.model_copy(update={"source": source}), ""
 
 
 def with_headroom(row: ProbeRow, headroom: float) -> ProbeRow:

@@ -16,8 +16,11 @@ from gpuwizard.analysis.probe_results import (
     ProbeRow,
     best_per_gpu_count,
     grid_rows,
+    probe_noise,
     recommend,
 )
+from gpuwizard.analysis.throughput_model import Point, fit
+from gpuwizard.analysis.time_to_loss import Config, LossTime, sentence, table
 from gpuwizard.core.units import fmt_hours
 
 
@@ -109,6 +112,8 @@ def verdict(result: ProbeResult) -> list[str]:
             + (f", {over} does not" if over else ", the largest tried")
             + f"{kept}."
         )
+    if result.goodput:
+        lines.append(result.goodput)
     choice = recommend(grid_rows(result))
     if choice is not None:
         more = "GPUs" if device == "cuda" else "processes"
@@ -121,6 +126,80 @@ def verdict(result: ProbeResult) -> list[str]:
             f"({choice.samples_per_s:.1f} samples/s{spread_text(choice)}){why}."
         )
     return lines
+
+
+def timed_rows(result: ProbeResult) -> list[ProbeRow]:
+    """The rows a run measured a samples/s for (one over the headroom too: its rate is real)."""
+    return [r for r in result.rows if r.samples_per_s and r.outcome in ("measured", "does not fit")]
+
+
+def step_times(row: ProbeRow, grad_accum: int) -> tuple[float, float, float]:
+    """(median, shortest, longest) seconds per optimizer step of a row, from its samples/s and their spread."""
+    samples = row.gpus * row.per_device_batch * grad_accum
+    rate = row.samples_per_s or 0.0
+    fast, slow = row.rate_high or rate, row.rate_low or rate
+    return samples / rate, samples / max(fast, rate), samples / min(slow, rate)
+
+
+def fill_models(result: ProbeResult) -> None:
+    """The probe's B_noise, the throughput model, its predicted rows and the verdict in time to the same loss, from
+    the rows measured so far."""
+    result.noise, result.noise_detail = probe_noise(result.rows, lambda n: device_word(result.device, n))
+    measured = timed_rows(result)
+    result.throughput = fit([Point(r.gpus, r.per_device_batch, *step_times(r, result.grad_accum)) for r in measured])
+    result.predicted = predictions(result, measured)
+    result.time_to_loss, result.goodput = loss_verdict(result, measured)
+
+
+def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]:
+    """The grid's configurations no run measured, and twice the most GPUs measured, from the throughput model."""
+    model = result.throughput
+    if model is None or not measured:
+        return []
+    counts = sorted({*result.gpus, *(r.gpus for r in result.rows), 2 * max(r.gpus for r in measured)})
+    batches = result.batches or sorted({r.per_device_batch for r in measured})
+    ran = {(r.gpus, r.per_device_batch) for r in result.rows if r.outcome in ("measured", "does not fit")}
+    out = []
+    for gpus in counts:
+        for batch in batches:
+            if (gpus, batch) in ran or model.predicts(gpus, batch) is not None:
+                continue
+            step, shortest, longest = model.step_range(gpus, batch)
+            if step <= 0 or longest <= 0:
+                continue
+            samples = gpus * batch * result.grad_accum
+            out.append(
+                ProbeRow(
+                    gpus=gpus,
+                    per_device_batch=batch,
+                    outcome="predicted",
+                    samples_per_s=samples / step,
+                    rate_low=samples / longest,
+                    rate_high=samples / shortest if shortest > 0 else None,
+                    detail="throughput model; whether it fits is not predicted",
+                )
+            )
+    return out
+
+
+def loss_verdict(result: ProbeResult, measured: list[ProbeRow]) -> tuple[list[LossTime], str]:
+    """Each configuration's time and samples to the same loss, and the sentence; where B_noise was not measured,
+    why not."""
+    noise = result.noise
+    if noise is None:
+        if not result.noise_detail or not measured:
+            return [], ""
+        return [], f"Time to the same loss: not known, B_noise was not measured ({result.noise_detail})."
+    configs = []
+    for row in [*(r for r in measured if r.fits), *result.predicted]:
+        step, shortest, longest = step_times(row, result.grad_accum)
+        samples = row.gpus * row.per_device_batch * result.grad_accum
+        configs.append(
+            Config(row.gpus, row.per_device_batch, samples, step, shortest, longest, row.outcome == "predicted")
+        )
+    rows = table(configs, noise.b_simple, noise.low, noise.high)
+    unit = "GPU" if result.device == "cuda" else "process"
+    return rows, sentence(rows, f"{noise.text()}, {noise.source}", unit, result.job_steps)
 
 
 def interval(row: ProbeRow) -> tuple[float, float] | None:
@@ -205,22 +284,26 @@ def recommendation_line(result: ProbeResult) -> str:
 
 
 def result_text(result: ProbeResult) -> str:
-    """The table (80 columns) and the verdict."""
+    """The table (80 columns), the models and the verdict."""
     lines = [
         f"probe {result.probe_id}: {result.preset} on {result.hardware}",
         *textwrap.wrap(steps_text(result), 80),
         f"{'gpus':>4} {'batch':>5} {'smp/s':>7} {'spread':>11} {'speed':>6} {'eff':>4} {'mem/dev':>9} "
-        f"{'data':>5}  fits",
+        f"{'data':>5} {'t-loss':>6}  fits",
     ]
-    for r in result.rows:
+    to_loss = {(t.gpus, t.per_device_batch, t.predicted): t for t in result.time_to_loss}
+    for r in [*result.rows, *result.predicted]:
         memory = f"{r.memory_mb / 1024:.2f} GB" if r.memory_mb else "-"
         fits = {"measured": "yes", "does not fit": "no"}.get(r.outcome, r.outcome)
+        spread = rate_range(r) if r.outcome != "predicted" else predicted_range(r)
+        found = to_loss.get((r.gpus, r.per_device_batch, r.outcome == "predicted"))
+        loss = found.time_ratio if found else None
         lines.append(
-            f"{r.gpus:>4} {r.per_device_batch:>5} {_f(r.samples_per_s, '.1f'):>7} {rate_range(r):>11} "
+            f"{r.gpus:>4} {r.per_device_batch:>5} {_f(r.samples_per_s, '.1f'):>7} {spread:>11} "
             f"{_f(r.speedup, '.2f', 'x'):>6} "
             f"{_f(r.efficiency and 100 * r.efficiency, '.0f', '%'):>4} {memory:>9} "
-            f"{_f(r.data_share and 100 * r.data_share, '.0f', '%'):>5}  {fits}"
-            + (f" ({r.detail})" if r.detail and r.outcome != "measured" else "")
+            f"{_f(r.data_share and 100 * r.data_share, '.0f', '%'):>5} {_f(loss, '.2f', 'x'):>6}  "
+            f"{fits}" + (f" ({r.detail})" if r.detail and r.outcome not in ("measured", "predicted") else "")
         )
     measured = [r for r in result.rows if r.window]
     notes = []
@@ -232,11 +315,57 @@ def result_text(result: ProbeResult) -> str:
             else ""
         )
         notes.append(f"samples/s: the trainer's own, {first.window}{median}; memory: {first.memory_source}")
+    notes += models_text(result)
     notes += [f"skipped: {s}" for s in result.skipped]
     lines += [part for note in notes for part in textwrap.wrap(note, 80, subsequent_indent="  ")]
     lines.append("")
     lines += [part for line in result.verdict for part in textwrap.wrap(line, 80)]
     return "\n".join(lines)
+
+
+def predicted_range(row: ProbeRow) -> str:
+    """A predicted row's range: the model's fits through the slowest and fastest windows, widened by its residual."""
+    if row.rate_low is None or row.rate_high is None:
+        return "-"
+    spec = ".1f" if row.rate_high < 100 else ".0f"
+    return f"{row.rate_low:{spec}}-{row.rate_high:{spec}}"
+
+
+def models_text(result: ProbeResult) -> list[str]:
+    """The notes under the table: B_noise per configuration and the probe's, the throughput model, t-loss."""
+    notes = []
+    said = [
+        f"{r.gpus}x{r.per_device_batch} {r.noise.text().removeprefix('B_noise ~ ')}"
+        for r in result.rows
+        if r.noise is not None
+    ]
+    unmeasured = list(dict.fromkeys(r.noise_detail for r in result.rows if r.noise is None and r.noise_detail))
+    if said or unmeasured:
+        notes.append(
+            "B_noise (gradient noise scale, McCandlish's B_simple, in samples) per configuration: "
+            + "; ".join(said or ["none measured"])
+            + "".join(f"; not measured where {why}" for why in unmeasured)
+        )
+    if result.noise is not None:
+        notes.append(
+            f"{result.noise.text()} from {result.noise.source}: measured over the probe's first steps, it grows as "
+            "the loss falls; the theory is for plain SGD, and batches drawn from the same episodes are not "
+            "independent, so it is a guide to where a bigger batch stops paying, not a law"
+        )
+    if result.memory is not None:
+        notes.append(result.memory.line())
+    if result.throughput is not None:
+        notes.append(
+            f"throughput model: {result.throughput.line()}; predicted rows are the model's, their spread its fits "
+            "through the slowest and fastest windows"
+        )
+    if result.time_to_loss:
+        notes.append(
+            "t-loss: time to the same loss against the fastest one-"
+            + ("GPU" if result.device == "cuda" else "process")
+            + " configuration, steps from S = S_min (1 + B_noise / B) at global batch B, times the step time"
+        )
+    return notes
 
 
 def steps_text(result: ProbeResult) -> str:

@@ -52,6 +52,10 @@ class Gauge:
         self.reduced = False
         """A DDP module of several ranks is hooked: its all-reduce gives the two batch sizes."""
         self.micro: MicroBatches | None = None
+        self.rounds = 0
+        """All-reduce rounds in this step: more than one where the trainer reduces every micro-batch (its forward
+        ran outside DDP's no_sync), so a later round's bucket holds the earlier rounds' average too."""
+        self.per_micro: PerMicro | None = None
 
     def write(self, record: dict[str, Any]) -> None:
         """One line per write(2) on an O_APPEND file, so the ranks' lines never interleave."""
@@ -62,6 +66,7 @@ class Gauge:
     def bucket_read(self, squared: Any, last: bool) -> None:
         if self.fresh:
             self.local, self.averaged = [], []
+            self.rounds += 1
         self.local.append(squared)
         self.fresh = last
 
@@ -80,7 +85,11 @@ class Gauge:
         rank = env_int("RANK") or 0
         local = averaged = None
         small, big, accum = env_int(RANK_BATCH_VAR), env_int(GLOBAL_BATCH_VAR), env_int(ACCUM_VAR) or 1
-        if self.local and len(self.local) == len(self.averaged):
+        if self.per_micro is not None:
+            local, averaged = self.per_micro.norms()
+        elif self.rounds > 1:  # from the next step on, each round's own share is kept (this step's is lost)
+            self.per_micro = PerMicro()
+        elif self.local and len(self.local) == len(self.averaged):
             local = float(torch.stack(self.local).sum().item())
             averaged = float(torch.stack(self.averaged).sum().item())
         elif self.micro is not None:
@@ -90,8 +99,8 @@ class Gauge:
         elif accum >= 2 and not self.reduced and self.why is None:  # read from the next step on
             params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
             self.micro = MicroBatches(accum, params)
-        self.local, self.averaged, self.fresh = [], [], True
-        if not self.told and (self.why or (local is None and self.micro is None)):
+        self.local, self.averaged, self.fresh, self.rounds = [], [], True, 0
+        if not self.told and (self.why or (local is None and self.micro is None and self.per_micro is None)):
             self.told = True
             why = self.why or (
                 "no DistributedDataParallel module of several ranks took this step's gradient, and no accumulation "
@@ -113,6 +122,31 @@ class Gauge:
             }
         )
         self.last = now
+
+
+class PerMicro:
+    """A trainer that all-reduces every micro-batch under DDP: each bucket's own share of a round is its buffer less
+    the previous round's average, summed over the rounds (two gradient copies of memory)."""
+
+    def __init__(self) -> None:
+        self.local: dict[tuple[int, int], Any] = {}
+        self.average: dict[tuple[int, int], Any] = {}
+
+    def before(self, key: tuple[int, int], buffer: Any) -> None:
+        previous = self.average.get(key)
+        share = buffer.detach().clone() if previous is None else buffer.detach() - previous
+        self.local[key] = share if key not in self.local else self.local[key] + share
+
+    def after(self, key: tuple[int, int], reduced: Any) -> None:
+        self.average[key] = reduced.detach().clone()
+
+    def norms(self) -> tuple[float | None, float | None]:
+        """This step's squared norms of the rank's own gradient and of the averaged one; then afresh."""
+        local, average, self.local, self.average = self.local, self.average, {}, {}
+        if not local or local.keys() != average.keys():
+            return None, None
+        own = sum(squared(t) for t in local.values())
+        return float(own.item()), float(sum(squared(t) for t in average.values()).item())
 
 
 class MicroBatches:
@@ -180,20 +214,27 @@ def gauge_hook(gauge: Gauge, ddp: Any) -> Callable[[Any, Any], Any]:
     import torch
     import torch.distributed as dist
 
-    def reduced(fut: Any) -> Any:
-        value = fut.value()
-        tensor = value[0] if isinstance(value, list | tuple) else value
-        gauge.averaged.append(squared(tensor))
-        return tensor
+    def reduced_for(key: tuple[int, int]) -> Callable[[Any], Any]:
+        def reduced(fut: Any) -> Any:
+            value = fut.value()
+            tensor = value[0] if isinstance(value, list | tuple) else value
+            gauge.averaged.append(squared(tensor))
+            if gauge.per_micro is not None:
+                gauge.per_micro.after(key, tensor)
+            return tensor
+
+        return reduced
 
     def gauge_comm_hook(state: Any, bucket: Any) -> Any:
-        buffer = bucket.buffer()
+        buffer, key = bucket.buffer(), (id(ddp), bucket.index())
+        if gauge.per_micro is not None:
+            gauge.per_micro.before(key, buffer)
         gauge.bucket_read(squared(buffer), bucket.is_last())
         inner = getattr(ddp, "_gw_inner", None)
         if inner is not None:
-            return inner[1](inner[0], bucket).then(reduced)
+            return inner[1](inner[0], bucket).then(reduced_for(key))
         buffer.mul_(1.0 / dist.get_world_size(state))
-        return dist.all_reduce(buffer, group=state, async_op=True).get_future().then(reduced)
+        return dist.all_reduce(buffer, group=state, async_op=True).get_future().then(reduced_for(key))
 
     # DDP checks a hook's annotations at run time (_check_comm_hook): the real types, not this file's strings
     gauge_comm_hook.__annotations__ = {"bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor]}
@@ -201,16 +242,17 @@ def gauge_hook(gauge: Gauge, ddp: Any) -> Callable[[Any, Any], Any]:
 
 
 def patch_ddp(gauge: Gauge, module: ModuleType) -> None:
-    """Hook each DistributedDataParallel module at its first forward (after the trainer set it up); a hook the trainer
-    registers itself runs inside the gauge's, whenever it registers it."""
+    """Hook each DistributedDataParallel module at its first forward (after the trainer set it up), called as
+    `ddp(batch)` or as `ddp.forward(batch)` (LeRobot 0.6.1's update_policy: no module hooks run then); a hook the
+    trainer registers itself runs inside the gauge's, whenever it registers it."""
     import torch.distributed as dist
 
     ddp_class = module.DistributedDataParallel
     original_init, original_register = ddp_class.__init__, ddp_class.register_comm_hook
+    original_forward = ddp_class.forward
     original_builtin = ddp_class._register_builtin_comm_hook
 
-    def attach(ddp: Any, *unused: object) -> None:
-        ddp._gw_handle.remove()
+    def attach(ddp: Any) -> None:
         if dist.get_world_size(ddp.process_group) == 1:  # nothing to average: micro-batches, where accumulated
             if (inner := getattr(ddp, "_gw_inner", None)) is not None:
                 original_register(ddp, *inner)
@@ -229,10 +271,16 @@ def patch_ddp(gauge: Gauge, module: ModuleType) -> None:
 
     def __init__(self: Any, *args: object, **kwargs: object) -> None:
         original_init(self, *args, **kwargs)
-        self._gw_handle = self.register_forward_pre_hook(attach)
+        self._gw_attached = False
+
+    def forward(self: Any, *args: object, **kwargs: object) -> Any:
+        if self.__dict__.get("_gw_attached") is False:
+            self._gw_attached = True
+            attach(self)
+        return original_forward(self, *args, **kwargs)
 
     def register_comm_hook(self: Any, state: object, hook: Callable) -> None:
-        if getattr(self, "_gw_handle", None) is None:  # inside DDP's own __init__ (mixed precision)
+        if "_gw_attached" not in self.__dict__:  # inside DDP's own __init__ (mixed precision)
             return original_register(self, state, hook)
         self._gw_inner = (state, hook)
 
@@ -241,6 +289,7 @@ def patch_ddp(gauge: Gauge, module: ModuleType) -> None:
         return original_builtin(self, comm_hook_type)
 
     ddp_class.__init__ = __init__
+    ddp_class.forward = forward
     ddp_class.register_comm_hook = register_comm_hook
     ddp_class._register_builtin_comm_hook = _register_builtin_comm_hook
 

@@ -190,9 +190,10 @@ def measured_runs(preset_name: str, per_device_batch: int | None = None) -> list
     from gpuwizard.runs.rundir import scaling_report
 
     probe = newest_probe(preset_name)
+    noise = f"; probed: B_noise ≈ {probe.noise.plus_minus()}" if probe and probe.noise else ""
     probed = (
         [
-            Measured(probe.probe_id, gpus, rate, source, "probed")
+            Measured(probe.probe_id, gpus, rate, source + noise, "probed")
             for gpus, rate, source in probed_rates(probe, per_device_batch)
         ]
         if probe

@@ -223,8 +223,9 @@ def make_plan(
     found += dataset_problems
     found.append(
         note(
-            "the critical batch size for robot imitation learning is unmeasured: scaling rules are heuristics, so "
-            "compare against the single-GPU baseline"
+            "the critical batch size for robot imitation learning is unmeasured in the literature: scaling rules are "
+            f"heuristics, so compare against the single-GPU baseline (`gpuwizard probe {preset.name}` measures this "
+            "job's gradient noise scale, B_noise, and says whether a larger batch still buys fewer steps)"
         )
     )
 

@@ -171,7 +171,8 @@ def advice_lines(
     if k and k != 1:
         lines.append(
             f"The effective batch is {k:g}x the reference run's; the critical batch size for robot imitation learning "
-            "is unmeasured, so a larger batch may not train faster per sample."
+            "is unmeasured in the literature, so a larger batch may not train faster per sample (`gpuwizard probe` "
+            "measures this job's)."
         )
     return lines
 

@@ -18,12 +18,14 @@ from gpuwizard.analysis.probe_results import (
     ProbeResult,
     ProbeRow,
     add_scaling,
+    gauged,
     measure,
     measured_enough,
     probes_dir,
     with_headroom,
+    with_noise,
 )
-from gpuwizard.analysis.probe_verdict import verdict
+from gpuwizard.analysis.probe_verdict import fill_models, verdict
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
@@ -166,10 +168,12 @@ class Probe:
         self.child: RunDir | None = None
         self.started = time.monotonic()
         plan = self._plan(request.gpus[0], None)
+        asked = list(request.gpus)
         request.gpus, left_out = startable_gpus(request, self.inventory, plan.device)
         self.path = new_probe_dir(request.preset.name)
         device_mb = self._device_memory_mb(plan.device)
         self.device_memory_mb = device_mb
+        self.simulated = bool(getattr(request.preset.options, "device_memory_mb", None))
         self.result = ProbeResult(
             probe_id=self.path.name,
             preset=request.preset.name,
@@ -185,6 +189,8 @@ class Probe:
             budget_s=request.budget_s,
             full_run_samples=self._plan(request.preset.hardware.gpus, None).samples_seen,
             skipped=left_out,
+            gpus=asked,
+            grad_accum=request.preset.batch.grad_accum,
         )
         self._save()
 
@@ -248,6 +254,8 @@ class Probe:
         scratch = self.path / SCRATCH / f"g{gpus}-b{batch}"
         preset = self.trainer.probe_variant(self.request.preset, self.result.steps)
         preset = with_field(preset, "scaling.rule", "none")
+        if gauged(gpus, self.result.grad_accum):  # B_noise from its gradient norms (the gauge only reads them)
+            preset = with_field(preset, "monitor.gauge", True)
         preset = with_field(with_field(preset, "batch.size", self._batch_flag(batch, gpus)), "output_dir", str(scratch))
         try:
             prepared = prepare_run(preset, gpus=gpus, inventory=self.inventory, slurm=self.request.slurm)
@@ -266,6 +274,7 @@ class Probe:
             time.sleep(0.3)
         self.child = None
         row = measure(run, gpus, batch, self.result.steps, self.device_memory_mb, stopped_measured=enough)
+        row = with_noise(row, run, self.result.grad_accum)
         if self.result.device != "cuda":
             return row  # resident memory is not a device's: only the allocator's refusal says it does not fit
         return with_headroom(row, self.request.headroom)
@@ -300,37 +309,57 @@ class Probe:
 
     def _record(self, row: ProbeRow) -> None:
         self.result.rows = add_scaling([*self.result.rows, row])
+        fill_models(self.result)
         self._save()
         self.on_update(self.result, f"{row.gpus} x batch {row.per_device_batch}: {row.outcome}")
 
     def search_batch(self, gpus: int) -> int | None:
-        """Double the per-device batch until it does not fit, then bisect (BatchSizeFinder's binsearch)."""
-        fits, fails = None, None
+        """Double the per-device batch until it does not fit, then bisect (BatchSizeFinder's binsearch); once two
+        rows that fit give the memory model, run its prediction and the other side of it instead."""
+        tried: dict[int, bool] = {}
         batch = max(1, self._plan(gpus, None).per_device_batch or 1)
         while not self.cancelled.is_set():
             if self._out_of_budget(f"{gpus} x batch {batch}"):
                 break
             row = self.run_config(gpus, batch)
             self._record(row)
-            if row.outcome == "measured":
-                fits = batch
-            elif row.outcome == "does not fit":
-                fails = batch
-            else:
+            if row.outcome not in ("measured", "does not fit"):
                 break
-            if fails is None:
-                if batch >= MAX_AUTO_BATCH:
+            tried[batch] = row.outcome == "measured"
+            fits = max((b for b, ok in tried.items() if ok), default=None)
+            fails = min((b for b, ok in tried.items() if not ok), default=None)
+            guess = self._memory_guess(gpus, tried)
+            if guess is not None and (fits is None or guess > fits) and (fails is None or guess < fails):
+                batch = guess
+            elif fails is None:
+                if (fits or 0) >= MAX_AUTO_BATCH:
                     break
-                batch *= 2
+                batch = 2 * (fits or 1)
             elif fits is None:
-                if batch == 1:
+                if fails == 1:
                     break
-                batch = max(1, batch // 2)
+                batch = max(1, fails // 2)
             elif fails - fits <= max(1, fits // SEARCH_PRECISION):
                 break
             else:
                 batch = (fits + fails) // 2
-        return fits
+        return max((b for b, ok in tried.items() if ok), default=None)
+
+    def _memory_guess(self, gpus: int, tried: dict[int, bool]) -> int | None:
+        """The memory model's next batch (its prediction, then one run on the other side), once two rows fit."""
+        from gpuwizard.analysis.memory_model import confirm_next, fit_memory
+
+        if self.device_memory_mb is None:
+            return None
+        if self.result.memory is None:
+            rows = [r for r in self.result.rows if r.gpus == gpus and r.outcome == "measured" and r.memory_mb]
+            limit = self.device_memory_mb * (1 if self.simulated else 1 - self.request.headroom)
+            points = [(r.per_device_batch, r.memory_mb or 0.0) for r in rows]
+            self.result.memory = fit_memory(points, limit, self.simulated)
+            if self.result.memory is None:
+                return None
+            self._save()
+        return confirm_next(self.result.memory.predicted_batch, tried)
 
     def run(self) -> ProbeResult:
         """The whole grid; the result is kept in the probe's folder whatever happens."""
@@ -368,6 +397,7 @@ class Probe:
                 self._stop_children()
                 shutil.rmtree(self.path / SCRATCH, ignore_errors=True)
                 self.result.ended = self.result.ended or time.time()
+                fill_models(self.result)
                 self.result.verdict = verdict(self.result)
                 self.result.recommended = recommend(grid_rows(self.result))
                 self._save()

@@ -126,7 +126,8 @@ def best_text(sweep: Sweep, best: RunFacts, facts: list[RunFacts]) -> str:
     against = f"{head} · next setting {name}: {min(values):.4g} ({gap:+.0%})"
     if len(seeds) < 2 and len(values) < 2:
         return (
-            f"{against} · how sure is unknown: one seed each, so run-to-run noise is unmeasured (`--seeds 2` measures it)"
+            f"{against} · how sure is unknown: one seed each, so run-to-run noise is unmeasured "
+            "(`--seeds 2` measures it)"
         )
     mine_span, next_span = f"{min(seeds):.4g}-{max(seeds):.4g}", f"{min(values):.4g}-{max(values):.4g}"
     if max(seeds) < min(values):

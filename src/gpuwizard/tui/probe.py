@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, ProgressBar, Static
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
 
     SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
-COLUMNS = ("GPUs", "batch", "smp/s", "spread", "speed", "eff", "mem/dev", "fits")
-"""spread: the slowest-fastest of the sub-windows the samples/s (their median) comes from."""
+COLUMNS = ("GPUs", "batch", "smp/s", "spread", "speed", "eff", "mem/dev", "t-loss", "fits")
+"""spread: the slowest-fastest of the sub-windows the samples/s (their median) comes from (a predicted row's: the
+throughput model's range); t-loss: time to the same loss against the fastest one-GPU configuration."""
 STOP_WAIT_S = 120.0
 """How long a hang-up or kill waits for the probe to stop its running configuration (each stop waits at most 60 s)."""
 ENDING_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
@@ -56,8 +58,14 @@ class ProbeScreen(Screen[bool]):
     HELP = (
         "Each row is a short real run of the preset's own command at one GPU count and per-device batch, output in "
         "the probe's scratch folder. c cancels (the running configuration is stopped, nothing is left running); "
-        "escape goes back once the probe has ended, and a finished probe feeds the Scaling step's estimates."
+        "escape goes back once the probe has ended, and a finished probe feeds the Scaling step's estimates. Rows "
+        "marked predicted are the throughput model's, not runs; t-loss is the time to the same loss. tab moves to "
+        "the verdict below the table, which scrolls."
     )
+    DEFAULT_CSS = """
+    #probe-table { height: auto; max-height: 12; }
+    #probe-verdict-box { height: 1fr; }
+    """
 
     BINDINGS = [
         Binding("c", "cancel", "Cancel probe"),
@@ -82,7 +90,8 @@ class ProbeScreen(Screen[bool]):
         yield ProgressBar(id="probe-progress", show_eta=False)
         yield Static("starting...", id="probe-status", markup=False)
         yield DataTable(id="probe-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="probe-verdict", markup=False)
+        with VerticalScroll(id="probe-verdict-box"):  # focusable: a verdict longer than the screen scrolls
+            yield Static("", id="probe-verdict", markup=False)
         yield KeyBar()
 
     def on_mount(self) -> None:
@@ -203,20 +212,22 @@ class ProbeScreen(Screen[bool]):
         else:
             said = f"{result.state}; {where}; the estimates now use it"
         status.update(safe_text(said))
-        self.query_one("#probe-verdict", Static).update(safe_text("\n".join(result.verdict)))
+        noise = [f"{result.noise.text()} from {result.noise.source}"] if result.noise else []
+        self.query_one("#probe-verdict", Static).update(safe_text("\n".join([*noise, *result.verdict])))
 
     def fill(self, result: ProbeResult) -> None:
         table = self.query_one("#probe-table", DataTable)
         table.clear()
-        for row in result.rows:
-            table.add_row(*cells(row))
+        to_loss = {(t.gpus, t.per_device_batch, t.predicted): t.time_ratio for t in result.time_to_loss}
+        for row in [*result.rows, *result.predicted]:
+            table.add_row(*cells(row, to_loss.get((row.gpus, row.per_device_batch, row.outcome == "predicted"))))
         bar = self.query_one("#probe-progress", ProgressBar)
         total = len(result.batches) * len(self.probe.request.gpus) if self.probe and result.batches else None
         bar.update(total=total, progress=sum(r.outcome != "stopped" for r in result.rows))  # a stop is no progress
 
 
-def cells(row: ProbeRow) -> tuple[str, ...]:
-    from gpuwizard.analysis.probe_verdict import rate_range
+def cells(row: ProbeRow, time_ratio: float | None = None) -> tuple[str, ...]:
+    from gpuwizard.analysis.probe_verdict import predicted_range, rate_range
 
     def f(value: float | None, spec: str, unit: str = "") -> str:
         return "-" if value is None else f"{value:{spec}}{unit}"
@@ -226,9 +237,10 @@ def cells(row: ProbeRow) -> tuple[str, ...]:
         str(row.gpus),
         str(row.per_device_batch),
         f(row.samples_per_s, ".1f"),
-        rate_range(row),
+        predicted_range(row) if row.outcome == "predicted" else rate_range(row),
         f(row.speedup, ".2f", "x"),
         f(row.efficiency and 100 * row.efficiency, ".0f", "%"),
         f(row.memory_mb and row.memory_mb / 1024, ".2f", " GB"),
+        f(time_ratio, ".2f", "x"),
         fits,
     )

@@ -1,0 +1,50 @@
+"""Issue 26 on a real trainer: lerobot-train (ACT, the tiny dataset, 2 CPU processes under torchrun with gloo) with
+the gauge on trains to the same losses as without it and gives a noise-scale figure. LeRobot wraps the policy in
+accelerate's DistributedDataParallel (lerobot_train.py, 0.6.1 and main at 7427f31), whose all-reduce the gauge's
+communication hook sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuwizard.analysis.noise_scale import GAUGE_FILE, read_gauge, summary
+from gpuwizard.runs.rundir import RunDir, list_runs
+from support.cli import gw_subprocess
+from support.trainers import real_preset
+
+pytestmark = pytest.mark.lerobot
+
+
+def gauged_run(tmp_path: Path, variable: str, accum: int, gauge: bool) -> RunDir:
+    folder = tmp_path / ("gauged" if gauge else "plain")
+    folder.mkdir()
+    preset = real_preset(folder, variable, accum, steps=12, save_freq=12)
+    if gauge:
+        preset.write_text(
+            preset.read_text().replace("monitor: {hang_timeout_s: 300}", "monitor: {gauge: true, hang_timeout_s: 300}")
+        )
+    result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return list_runs()[0].run
+
+
+@pytest.mark.parametrize(
+    "variable, accum",
+    [
+        pytest.param("GPUWIZARD_LEROBOT_PYTHON", 1, id="0.6.1"),
+        pytest.param("GPUWIZARD_LEROBOT_MAIN_PYTHON", 2, id="main-7427f31"),
+    ],
+)
+def test_lerobot_with_the_gauge_trains_the_same_losses_and_gives_a_noise_scale(tmp_path, variable, accum):
+    plain = gauged_run(tmp_path, variable, accum, gauge=False)
+    gauged = gauged_run(tmp_path, variable, accum, gauge=True)
+    losses = [[(m.step, m.loss) for m in run.metrics()] for run in (plain, gauged)]
+    assert losses[0] and losses[0] == losses[1], "the same seed, the same losses, with and without the gauge"
+    assert not (plain.path / GAUGE_FILE).exists()
+    read = read_gauge(gauged.path / GAUGE_FILE)
+    assert read.unmeasured == [] and len(read.steps) >= 10, (read.unmeasured, len(read.steps))
+    assert {(s.b_small, s.b_big) for s in read.steps} == {(2 * accum, 4 * accum)}, "per rank and global batch"
+    said = summary(gauged.path)
+    assert said is not None and said.startswith("B_simple"), said

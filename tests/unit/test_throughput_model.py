@@ -1,0 +1,92 @@
+"""The probe's step-time model (analysis/throughput_model.py) on synthetic rows whose answer is known: an exact fit
+recovers its coefficients and predicts a count it never saw, noisy rows give a residual, rows that cannot tell a
+coefficient leave it out and say what cannot be predicted, and a negative coefficient is dropped; and the memory
+line of a batch search (analysis/memory_model.py): the largest batch within a real or a simulated device, and the at
+most two runs that confirm it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuwizard.analysis.memory_model import confirm_next, fit_memory, step_down, step_up
+from gpuwizard.analysis.throughput_model import Point, fit, ring
+
+FIXED, PER_SAMPLE, COMM = 0.004, 0.0009, 0.02
+
+
+def truth(gpus: int, batch: int) -> float:
+    return FIXED + PER_SAMPLE * batch + COMM * ring(gpus)
+
+
+def point(gpus: int, batch: int, scale: float = 1.0, spread: float = 0.0) -> Point:
+    step = truth(gpus, batch) * scale
+    return Point(gpus, batch, step, step * (1 - spread), step * (1 + spread))
+
+
+def test_an_exact_grid_gives_back_its_coefficients_and_predicts_four_gpus():
+    model = fit([point(g, b) for g in (1, 2) for b in (8, 16)])
+    assert model is not None and model.parameters == 3 and model.rows == 4
+    assert model.median.fixed_s == pytest.approx(FIXED)
+    assert model.median.per_sample_s == pytest.approx(PER_SAMPLE)
+    assert model.median.comm_s == pytest.approx(COMM)
+    assert model.rms_residual == pytest.approx(0, abs=1e-9) and model.max_residual == pytest.approx(0, abs=1e-9)
+    assert model.predicts(4, 32) is None
+    step, low, high = model.step_range(4, 32)
+    assert step == pytest.approx(truth(4, 32)) and low == pytest.approx(step) and high == pytest.approx(step)
+    assert ring(1) == 0 and ring(2) == 1 and ring(4) == 1.5
+
+
+def test_noisy_rows_give_a_residual_and_the_windows_a_range_around_the_prediction():
+    noisy = [point(1, 8, 1.05, 0.1), point(1, 16, 0.97, 0.1), point(2, 8, 0.96, 0.1), point(2, 16, 1.03, 0.1)]
+    model = fit(noisy)
+    assert model is not None
+    assert model.rms_residual is not None and 0.005 < model.rms_residual < 0.06
+    assert model.max_residual is not None and model.max_residual >= model.rms_residual
+    step, low, high = model.step_range(4, 8)
+    assert low < step < high
+    assert low < truth(4, 8) < high, "the true step time lies in the predicted range"
+    assert "residuals" in model.line() and "x 2(n-1)/n" in model.line()
+
+
+def test_one_batch_or_one_count_leaves_out_what_the_rows_cannot_tell():
+    one_batch = fit([point(1, 8), point(2, 8)])
+    assert one_batch is not None and one_batch.median.per_sample_s is None
+    assert one_batch.predicts(4, 8) is None
+    assert "a sample's cost is not known" in (one_batch.predicts(4, 16) or "")
+    assert one_batch.step_range(4, 8)[0] == pytest.approx(truth(4, 8))
+    one_count = fit([point(1, 8), point(1, 16)])
+    assert one_count is not None and one_count.median.comm_s is None
+    assert "all-reduce's cost is not known" in (one_count.predicts(2, 8) or "")
+    assert one_count.predicts(1, 32) is None
+    assert one_count.rms_residual is None and "exact fit" in one_count.line()
+    assert fit([]) is None
+
+
+def test_a_negative_coefficient_from_noise_is_dropped_and_the_rest_refitted():
+    flat = [Point(1, 8, 0.010, 0.010, 0.010), Point(1, 16, 0.009, 0.009, 0.009), Point(2, 8, 0.03, 0.03, 0.03)]
+    model = fit(flat)
+    assert model is not None and model.median.per_sample_s is None and model.median.comm_s is not None
+    assert all(v >= 0 for v in (model.median.fixed_s, model.median.comm_s))
+
+
+def test_the_memory_line_predicts_the_largest_batch_within_a_real_and_a_simulated_device():
+    real = fit_memory([(16, 500 + 3 * 16), (32, 500 + 3 * 32)], limit_mb=0.9 * 10_000, simulated=False)
+    assert real is not None and real.fixed_mb == pytest.approx(500) and real.per_sample_mb == pytest.approx(3)
+    assert real.predicted_batch == (9000 - 500) // 3 and real.max_residual_mb is None
+    simulated = fit_memory([(16, 300 + 2 * 16), (32, 300 + 2 * 32), (64, 300 + 2 * 64 + 1)], 400, simulated=True)
+    assert simulated is not None and 195 <= simulated.predicted_batch <= 200, "only the batch part counts"
+    assert simulated.max_residual_mb is not None and simulated.max_residual_mb < 1
+    assert "x batch within 400 MB up to batch" in simulated.line()
+    assert fit_memory([(16, 400.0)], 400, True) is None, "one batch tells no slope"
+    assert fit_memory([(16, 400.0), (32, 390.0)], 400, True) is None, "memory that does not grow predicts nothing"
+
+
+def test_the_prediction_is_confirmed_with_at_most_two_runs_then_the_search_takes_over():
+    assert confirm_next(200, {16: True, 32: True}) == 200
+    assert confirm_next(200, {16: True, 32: True, 200: True}) == step_up(200) == 225
+    assert confirm_next(200, {16: True, 32: True, 200: True, 225: False}) is None, "bounded to 1/8: done"
+    assert confirm_next(200, {16: True, 32: True, 200: False}) == step_down(200) == 178
+    assert confirm_next(200, {16: True, 200: False, 178: False}) is None, "the model was wrong: bisect"
+    for batch in (1, 9, 10, 20, 100, 200, 4096):  # the side run bounds the largest batch to the search's 1/8
+        down = step_down(batch)
+        assert batch - down <= max(1, down // 8) and step_up(batch) - batch <= max(1, batch // 8)
