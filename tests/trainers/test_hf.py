@@ -399,3 +399,28 @@ def test_a_real_hf_run_stopped_then_resumed_continues_from_its_newest_checkpoint
     assert float(first["learning_rate"]) == pytest.approx(HF.lr_schedule(ctx).logged_at(step + 1), rel=1e-3)
     assert (run.progress().step, run.progress().finished) == (20, True)
     assert (out / "checkpoint-20").is_dir()
+
+
+@pytest.mark.hf
+@pytest.mark.slow
+def test_a_real_hf_run_with_the_gauge_trains_the_same_losses_and_gives_a_noise_scale(hf_python, tmp_path):
+    """Issue 26: the HF Trainer on 2 CPU processes (accelerate wraps the model in DistributedDataParallel,
+    transformers trainer.py), accumulation 2, with the gauge on: the same logged losses as without it, and the
+    gradient norms of each step read from DDP's all-reduce."""
+    from gpuwizard.analysis.noise_scale import GAUGE_FILE, read_gauge, summary
+
+    losses, runs = [], []
+    for gauge in (False, True):
+        folder = tmp_path / ("gauged" if gauge else "plain")
+        folder.mkdir()
+        data = preset_data(hf_python, folder / "out", **{"monitor.gauge": gauge, "optim.steps": 12})
+        result = gw_subprocess("run", "--trust", write(folder, data), "--headless", timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        runs.append(newest_run())
+        losses.append([d["loss"] for d in logged_dicts((runs[-1].path / "log.txt").read_text())])
+    assert losses[0] and losses[0] == losses[1], "the same seed, the same losses, with and without the gauge"
+    read = read_gauge(runs[1].path / GAUGE_FILE)
+    assert read.unmeasured == [] and len(read.steps) >= 10, (read.unmeasured, len(read.steps))
+    assert {(s.b_small, s.b_big) for s in read.steps} == {(8, 16)}, "per rank 4 x 2 micro-batches, global 16"
+    said = summary(runs[1].path)
+    assert said is not None and said.startswith("B_simple"), said
