@@ -3,6 +3,8 @@ single-GPU run, never one another run or process holds, the rest queued; on the 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from gpuwizard.gpus.inventory import GpuProcess, read_inventory
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
@@ -13,16 +15,16 @@ from support.data import replay
 from support.runs import copied_run
 
 
-def gpu_sweep(runs: int, gpus: int = 1) -> Sweep:
+def gpu_sweep(runs: int, gpus: int = 1, device: Literal["cpu", "cuda"] = "cuda") -> Sweep:
     return Sweep(
         sweep_id="s",
-        preset="demo-gpu",
-        source="demo-gpu",
+        preset=f"demo-{device.replace('cuda', 'gpu')}",
+        source="demo",
         created=0.0,
         grid={},
         workdir="/tmp",
         runs=[
-            SweepRun(index=i, values={}, preset_file=f"runs/{i:03d}.yaml", processes=gpus, device="cuda")
+            SweepRun(index=i, values={}, preset_file=f"runs/{i:03d}.yaml", processes=gpus, device=device)
             for i in range(runs)
         ],
     )
@@ -107,15 +109,7 @@ def test_cpu_runs_share_the_cores_with_other_runs_of_this_machine(tmp_path):
     from gpuwizard.runner.sweep_scheduler import cpu_processes_elsewhere
     from gpuwizard.runs.records import ProcessRef
 
-    sweep = Sweep(
-        sweep_id="s",
-        preset="demo-cpu",
-        source="demo-cpu",
-        created=0.0,
-        grid={},
-        workdir="/tmp",
-        runs=[SweepRun(index=0, values={}, preset_file="runs/000.yaml", processes=1, device="cpu")],
-    )
+    sweep = gpu_sweep(1, device="cpu")
     assert next_start(sweep, None, cores=2) is not None, "nothing else runs: it starts"
     assert next_start(sweep, None, cores=2, elsewhere=2) is None, "2 processes of another run hold both cores"
     assert cpu_processes_elsewhere(sweep) == 0
