@@ -108,10 +108,13 @@ def final_summary(run: RunDir, s: Status) -> str:
     return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
 
 
-def tidy_interrupted_launches() -> None:
-    """Before a command looks at the runs: what launches killed half way left is cleaned up, and said on stderr."""
-    for line in clear_interrupted_launches():
+def tidy_interrupted_launches(ended: frozenset[str] = frozenset()) -> bool:
+    """Before a command looks at the runs: what launches killed half way left is cleaned up, and said on stderr;
+    whether there was any."""
+    told = clear_interrupted_launches(ended)
+    for line in told:
         sys.stderr.write(line + "\n")
+    return bool(told)
 
 
 def sweep_entries(entries: list[RunEntry], sweep_id: str) -> tuple[list[RunEntry], dict[str, str]]:
@@ -126,8 +129,10 @@ def sweep_entries(entries: list[RunEntry], sweep_id: str) -> tuple[list[RunEntry
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    tidy_interrupted_launches()
     entries = listed_runs()
+    ended = frozenset(e.run.run_id for e in entries if e.status is not None and e.status.final)
+    if tidy_interrupted_launches(ended):  # a run it recorded as failed is listed as such
+        entries = listed_runs()
     green = green_baselines(entries)
     now = time.time()
     shown, hidden = history_entries(entries, args.probes)

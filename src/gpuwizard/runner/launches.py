@@ -84,11 +84,12 @@ def launches_under_way(base: Path) -> bool:
     return alive
 
 
-def clear_interrupted_launches() -> list[str]:
+def clear_interrupted_launches(ended: frozenset[str] = frozenset()) -> list[str]:
     """Tidy what launches killed half way left behind (nothing of them could undo it): a staging folder whose launcher
     is gone goes, with the empty name it reserved; a published run whose launcher died before its supervisor started
     is recorded as failed (its job never ran). A folder whose launcher may be alive, or whose marker a live process
-    carries, is never touched. Returns one line per run recorded."""
+    carries, is never touched; `ended` names runs a listing just read as ended, which need no look. Returns one line
+    per run recorded."""
     base = paths.runs_dir()
     try:
         entries = [entry for entry in os.scandir(base) if entry.is_dir(follow_symlinks=False)]
@@ -100,7 +101,8 @@ def clear_interrupted_launches() -> list[str]:
     resolved = Path(marker_value(base))  # once: resolving each of 5,000 folders cost `runs` 0.3-0.4 s
     told: list[str] = []
     for entry in entries:
-        if str(resolved / entry.name) in live:  # what marker_value(folder) gives for a folder that is no link
+        # resolved / name: what marker_value(folder) gives for a folder that is no link
+        if entry.name in ended or str(resolved / entry.name) in live:
             continue
         try:
             told += clear_folder(base, entry.name, names, live, under_way)
