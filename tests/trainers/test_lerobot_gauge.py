@@ -30,14 +30,11 @@ def gauged_run(tmp_path: Path, variable: str, accum: int, gauge: bool) -> RunDir
     return list_runs()[0].run
 
 
-@pytest.mark.parametrize(
-    "variable, accum",
-    [
-        pytest.param("GPUWIZARD_LEROBOT_PYTHON", 1, id="0.6.1"),
-        pytest.param("GPUWIZARD_LEROBOT_MAIN_PYTHON", 2, id="main-7427f31"),
-    ],
-)
+@pytest.mark.parametrize("variable, accum", [pytest.param("GPUWIZARD_LEROBOT_PYTHON", 1, id="0.6.1")])
 def test_lerobot_with_the_gauge_trains_the_same_losses_and_gives_a_noise_scale(tmp_path, variable, accum):
+    """0.6.1 only in the suite (100 s a version): its update_policy calls policy.forward() on the DDP module, the one
+    path the demo and the HF Trainer do not take; main 7427f31 calls policy(batch) and passed the same test once
+    (GPUWIZARD_LEROBOT_MAIN_PYTHON, accumulation 2: 100 s)."""
     plain = gauged_run(tmp_path, variable, accum, gauge=False)
     gauged = gauged_run(tmp_path, variable, accum, gauge=True)
     losses = [[(m.step, m.loss) for m in run.metrics()] for run in (plain, gauged)]
