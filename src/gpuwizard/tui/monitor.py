@@ -129,6 +129,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         self.query_one("#log", LogView).focus()
         self.refresh_title()
         self.follow()
+        self.follow_noise()
         self.set_interval(1.0, self.tick)
 
     def on_resize(self) -> None:
@@ -140,14 +141,9 @@ class MonitorScreen(RunLifecycle, Screen[None]):
     def follow(self) -> None:
         worker = get_current_worker()
         follower = RunFollower(self.run, read_log=False)  # the pane reads the log file itself, through the index
-        noise_at = 0.0
         try:
             while not worker.is_cancelled:
                 started = time.monotonic()
-                if started >= noise_at:
-                    noise_at = started + NOISE_EVERY_S
-                    if (text := noise_text(self.run)) is not None:
-                        self.post_message(NoiseRead(text))
                 update = follower.poll()
                 grew = self.index.extend()  # everything new: a flood is caught up in one poll
                 busy = bool(grew or update.events or update.gpu)
@@ -160,6 +156,19 @@ class MonitorScreen(RunLifecycle, Screen[None]):
                 time.sleep(max(0.0, pause - (time.monotonic() - started)))
         finally:
             follower.close()
+
+    @work(thread=True, exclusive=True, group="noise", exit_on_error=False)
+    def follow_noise(self) -> None:
+        """A gauged run's noise scale every NOISE_EVERY_S, beside the follower: its bootstrap over the whole gauge file
+        never holds up the log and progress."""
+        worker = get_current_worker()
+        next_at = 0.0
+        while not worker.is_cancelled:  # short naps: a closed screen's worker ends at once, not NOISE_EVERY_S later
+            if time.monotonic() >= next_at:
+                next_at = time.monotonic() + NOISE_EVERY_S
+                if (text := noise_text(self.run)) is not None:
+                    self.post_message(NoiseRead(text))
+            time.sleep(POLL_S)
 
     @on(NoiseRead)
     def _noise(self, message: NoiseRead) -> None:

@@ -214,8 +214,9 @@ class WizardActions:
 
         def ask() -> None:
             if self.preset is not None:
-                lr = self.preset.optim.lr or 1e-4  # None: the policy's own
-                self.app.push_screen(AskGrid(self.preset.name, f"optim.lr={lr:g},{2 * lr:g}"), asked)
+                lr = self.preset.optim.lr or (self.plan.base_lr if self.plan is not None else None)
+                grid = f"optim.lr={lr:g},{2 * lr:g}" if lr else ""  # the lr the preset (or its policy) trains at
+                self.app.push_screen(AskGrid(self.preset.name, grid), asked)
 
         self.ask_trust("Sweeping it", ask)
 
