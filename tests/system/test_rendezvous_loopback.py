@@ -104,7 +104,6 @@ def demo_listeners(tmp_path_factory) -> set[Listener]:
         if cli.poll() is None:
             cli.kill()
             cli.communicate()
-    # pytest.fail, not assert: the xfail below expects an AssertionError from its own test, never from here
     if cli.returncode != 0:
         pytest.fail(f"the demo run failed: {out[-3000:]}")
     if len({s.pid for s in seen if s.role == "rank"}) != 2:
@@ -112,23 +111,12 @@ def demo_listeners(tmp_path_factory) -> set[Listener]:
     return seen
 
 
-def test_a_single_node_run_keeps_its_rendezvous_off_the_network(demo_listeners):
-    """The ranks (gloo, GLOO_SOCKET_IFNAME=lo) listen on loopback only; the rendezvous store, whose state torchrun's
-    agent unpickles, is a private file, so the agent listens once, for the store it shares with the ranks (with
-    --standalone it listened twice, both on every interface); the CLI and the supervisor listen nowhere."""
-    by_role = {role: {s for s in demo_listeners if s.role == role} for role in ("cli", "supervisor", "agent", "rank")}
-    assert by_role["rank"] and all(s.on_loopback() for s in by_role["rank"]), by_role["rank"]
-    assert len(by_role["agent"]) == 1, f"torchrun listens only for the store it shares with the ranks: {by_role}"
-    assert by_role["cli"] == by_role["supervisor"] == set(), by_role
-
-
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="torch 2.13's TCPStore server binds [::] (else 0.0.0.0) whatever host it is given, and torchrun passes "
-    "no master_listen_fd: the store torchrun shares with the ranks listens on every interface "
-    "(trainers/rendezvous.py, local_rendezvous_args); strict, so a torch that binds loopback is noticed",
-)
 def test_every_socket_of_a_single_node_run_listens_on_loopback_only(demo_listeners):
+    """The ranks (gloo, GLOO_SOCKET_IFNAME=lo) and torchrun's agent (the store it shares with the ranks, bound by
+    gpuwizard's loopback rendezvous) listen on 127.0.0.1 only; the agent once; the CLI and the supervisor nowhere.
+    Before that backend, the agent's store listened on [::] whatever host torchrun was given."""
     wide = sorted(s for s in demo_listeners if not s.on_loopback())
     assert wide == [], f"listening beyond loopback: {wide}"
+    by_role = {role: {s for s in demo_listeners if s.role == role} for role in ("cli", "supervisor", "agent", "rank")}
+    assert len(by_role["agent"]) == 1, f"torchrun listens only for the store it shares with the ranks: {by_role}"
+    assert by_role["cli"] == by_role["supervisor"] == set(), by_role

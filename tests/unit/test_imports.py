@@ -65,11 +65,12 @@ def test_the_wizard_reaches_its_first_frame_without_pydantic_or_torch():
 
 
 def test_core_never_imports_textual():
-    """The core package (everything outside tui/) must work without Textual."""
+    """The core package (everything outside tui/) must work without Textual, and imports no torch (demo/ and
+    loopback/ run inside torch's processes, not gpuwizard's)."""
     code = (
         "import sys, importlib, pkgutil, gpuwizard\n"
         "mods = [m.name for m in pkgutil.walk_packages(gpuwizard.__path__, 'gpuwizard.') if '.tui' not in m.name and "
-        "'.demo' not in m.name and not m.name.endswith('__main__')]\n"
+        "'.demo' not in m.name and '.loopback' not in m.name and not m.name.endswith('__main__')]\n"
         "[importlib.import_module(m) for m in mods]\n"
         "print('textual' in sys.modules, 'torch' in sys.modules, len(mods))"
     )

@@ -13,11 +13,11 @@ from support.data import REPO
 SRC = REPO / "src" / "gpuwizard"
 
 LAYERS = ["core", "model", "runs", "gpus", "trainers", "analysis", "planning", "runner", "tui", "cli"]
-"""Bottom first: a module may import its own layer and the layers before it. `demo` (the torchrun target) and
-`gauge` (loaded inside the training interpreter) import nothing of gpuwizard; the package's own `__init__` (its
-version) imports nothing and may be imported by any layer; `__main__` sits on top."""
+"""Bottom first: a module may import its own layer and the layers before it. `demo` (the torchrun target), `gauge`
+(loaded inside the training interpreter) and `loopback` (loaded by torchrun) import nothing of gpuwizard; the
+package's own `__init__` (its version) imports nothing and may be imported by any layer; `__main__` sits on top."""
 
-SEALED = ("demo", "gauge")
+SEALED = ("demo", "gauge", "loopback")
 """Folders that run where gpuwizard is not installed: they import only themselves."""
 
 

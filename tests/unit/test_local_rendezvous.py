@@ -1,37 +1,42 @@
-"""A single-node command keeps torchrun's rendezvous in a private file (no port), and the plan says what still
-listens beyond loopback; the real job's sockets: tests/system/test_rendezvous_loopback.py."""
+"""A single-node command uses gpuwizard's loopback rendezvous, and torchrun finds it on the PYTHONPATH the command
+sets; the real job's sockets: tests/system/test_rendezvous_loopback.py."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, make_plan
-
-STORE_NOTE = "the store torchrun shares with the ranks listens on every interface"
-
-
-def store_notes(preset) -> list[str]:
-    plan, _ = make_plan(preset)
-    return [p.message for p in plan.notes if STORE_NOTE in p.message]
+from gpuwizard.runner.failures import failure_advice
+from gpuwizard.trainers.rendezvous import LOOPBACK_BACKEND, LOOPBACK_DIR
 
 
 @pytest.mark.parametrize("name", ["demo-cpu", "so100-act-ddp2", "pi05-openpi-pytorch", "groot-n17-8gpu"])
-def test_one_node_runs_its_rendezvous_in_a_private_file_and_the_plan_names_the_open_store(name):
-    preset = load_preset(name)
-    plan, ctx = make_plan(preset)
-    argv = build_command(ctx).argv
-    torchrun = argv[: argv.index("--max-restarts=0") + 1]
+def test_one_node_runs_the_loopback_rendezvous_with_its_plugin_on_the_path(name):
+    plan, ctx = make_plan(load_preset(name))
+    spec = build_command(ctx)
+    torchrun = spec.argv[: spec.argv.index("--max-restarts=0") + 1]
     assert torchrun[-5:] == [
         "--nproc-per-node=" + str(plan.processes_per_node),
-        "--rdzv-backend=c10d",
-        "--rdzv-conf=store_type=file",
+        f"--rdzv-backend={LOOPBACK_BACKEND}",
+        "--rdzv-endpoint=127.0.0.1",
         f"--rdzv-id={name}",
         "--max-restarts=0",
     ], torchrun
-    assert not any(a.startswith(("--standalone", "--rdzv-endpoint", "--master")) for a in argv)
-    assert len(store_notes(preset)) == 1, [p.message for p in plan.notes]
+    assert not any(a.startswith(("--standalone", "--master")) for a in spec.argv)
+    assert spec.env["PYTHONPATH"].split(os.pathsep)[0] == str(LOOPBACK_DIR)
+    assert not [p.message for p in plan.notes if "every interface" in p.message]
+
+
+def test_a_pythonpath_the_preset_sets_follows_the_plugin():
+    preset = with_field(load_preset("demo-cpu"), "launch.env", {"PYTHONPATH": "/opt/mine"})
+    _, ctx = make_plan(preset)
+    assert build_command(ctx).env["PYTHONPATH"] == os.pathsep.join([str(LOOPBACK_DIR), "/opt/mine"])
 
 
 @pytest.mark.parametrize(
@@ -42,8 +47,23 @@ def test_one_node_runs_its_rendezvous_in_a_private_file_and_the_plan_names_the_o
         ("so100-act-ddp2", "hardware.nodes", 2),  # node 0's endpoint, with its own firewall note
     ],
 )
-def test_no_store_note_where_no_single_node_torchrun_starts(name, field, value):
+def test_no_plugin_where_no_single_node_torchrun_starts(name, field, value):
     preset = with_field(load_preset(name), field, value)
     if field == "hardware.nodes":
         preset = with_field(with_field(preset, "hardware.rdzv_endpoint", "10.0.0.5:29500"), "hardware.node_rank", 0)
-    assert store_notes(preset) == []
+    _, ctx = make_plan(preset)
+    spec = build_command(ctx)
+    assert f"--rdzv-backend={LOOPBACK_BACKEND}" not in spec.argv
+    assert str(LOOPBACK_DIR) not in spec.env.get("PYTHONPATH", "")
+
+
+def test_torchrun_without_the_plugin_fails_with_advice_that_names_the_cause(tmp_path):
+    """The real torchrun's refusal when its PYTHONPATH lacks the plugin (or its torch predates out-of-tree
+    backends) is matched by the advice the run shows."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=1"]
+    argv += [f"--rdzv-backend={LOOPBACK_BACKEND}", "--rdzv-endpoint=127.0.0.1", "-m", "this.never.starts"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode != 0
+    error = next(line for line in done.stderr.splitlines() if "is not registered" in line)
+    assert "torch 2.5 or later" in failure_advice(error)

@@ -250,12 +250,12 @@ trainer_options: {script: train.py}
 
 
 def test_single_node_runs_a_private_rendezvous_multi_node_uses_endpoint(gw, write_preset):
-    """One node: the rendezvous in a private file and no port picked in advance (a pre-probed port could be taken by
-    another process, which then becomes the job's store); several nodes: node 0's endpoint, with a note to firewall
-    it."""
+    """One node: the loopback rendezvous and no port picked in advance (a pre-probed port could be taken by another
+    process, which then becomes the job's store); several nodes: node 0's endpoint, with a note to firewall it."""
     spec = preview_json(gw, write_preset(LEROBOT_MAIN_ACCUM))
-    assert flag(spec["argv"], "--rdzv-conf") == "store_type=file"
-    assert not any(a.startswith(("--rdzv-endpoint", "--master", "--standalone")) for a in spec["argv"])
+    assert flag(spec["argv"], "--rdzv-backend") == "gpuwizard-loopback"
+    assert flag(spec["argv"], "--rdzv-endpoint") == "127.0.0.1"
+    assert not any(a.startswith(("--master", "--standalone")) for a in spec["argv"])
     multi = LEROBOT_MAIN_ACCUM.replace(
         "hardware: {gpus: 4}", "hardware: {gpus: 4, nodes: 2, node_rank: 1, rdzv_endpoint: 10.0.0.5:29500}"
     )

@@ -12,7 +12,6 @@ from gpuwizard.model.job import BuildContext
 from gpuwizard.model.preset import Preset
 from gpuwizard.runs.owner import read_owner
 from gpuwizard.trainers.base import Trainer
-from gpuwizard.trainers.rendezvous import local_store_note
 
 
 def dataset_path(preset: Preset, workdir: str) -> Path | None:
@@ -130,14 +129,12 @@ def rendezvous_findings(preset: Preset, trainer: Trainer) -> list[Problem]:
         found.append(
             warning(
                 "launch.master_port",
-                "is not used: on one node torchrun's store binds a free port itself, so no other process can take "
-                "it first; across nodes the port is the one in hardware.rdzv_endpoint",
+                "is not used: on one node the job's store binds a free port on 127.0.0.1 itself, so no other "
+                "process can take it first; across nodes the port is the one in hardware.rdzv_endpoint",
                 "remove launch.master_port",
                 value=preset.launch.master_port,
             )
         )
-    if preset.hardware.nodes == 1 and trainer.launches_torchrun(preset):
-        found.append(local_store_note())
     if preset.hardware.nodes > 1 and not preset.hardware.rdzv_endpoint and preset.launch.scheduler == "local":
         found.append(
             problem(

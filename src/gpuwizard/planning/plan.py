@@ -286,7 +286,9 @@ def without_echoes(found: list[Problem], python: str) -> list[Problem]:
 
 
 def build_command(ctx: BuildContext) -> LaunchSpec:
-    return get_trainer(ctx.preset.trainer).build(ctx)
+    from gpuwizard.trainers.rendezvous import with_loopback_plugin
+
+    return with_loopback_plugin(get_trainer(ctx.preset.trainer).build(ctx))
 
 
 def epochs_of(samples_seen: int | None, dataset: dict[str, Any] | None) -> float | None:

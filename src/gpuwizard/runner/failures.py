@@ -213,6 +213,12 @@ class FailureTable:
 
 ADVICE: list[tuple[re.Pattern[str], str]] = [
     (
+        re.compile(r"rendezvous backend 'gpuwizard-loopback' is not registered"),
+        "torchrun did not find gpuwizard's loopback rendezvous: it needs torch 2.5 or later in launch.python's "
+        "environment (gpuwizard envs shows its torch), and the PYTHONPATH the command sets must reach torchrun "
+        "(a wrapper or `uv run` that clears the environment drops it).",
+    ),
+    (
         re.compile(r"^(?:\w+\.)*(?:FileNotFoundError|NotADirectoryError)\b|No such file or directory"),
         "A file or folder the job needs is not there: check the path the error names (the dataset root, a "
         "checkpoint to resume, the script, a config) and that it exists on every node; rerunning cannot help.",

@@ -56,10 +56,6 @@ class Trainer:
     def processes_per_node(self, preset: Preset) -> int:
         return preset.hardware.gpus if self.uses_torchrun else 1
 
-    def launches_torchrun(self, preset: Preset) -> bool:
-        """Whether the command starts torchrun, and with it torchrun's stores (the plan says where they listen)."""
-        return self.uses_torchrun
-
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         raise NotImplementedError
 
@@ -228,9 +224,9 @@ def sibling_tool(python: str, tool: str) -> str | None:
 def torchrun_prefix(ctx: BuildContext, nproc: int, uv: bool = False) -> list[str]:
     """torchrun from the training env (or `uv run torchrun`).
 
-    One node: the c10d rendezvous in a private file (rendezvous.local_rendezvous_args, with what was measured), so
-    its store listens on no port; the one torchrun shares with the ranks binds a free port itself, so no other local
-    process can take a port picked in advance and become the job's store. Several nodes: the c10d rendezvous at
+    One node: gpuwizard's loopback backend (rendezvous.local_rendezvous_args, with what was measured), whose store
+    binds a free port on 127.0.0.1 itself, so no other host reaches it and no other local process can take a port
+    picked in advance and become the job's store. Several nodes: the c10d rendezvous at
     node 0's endpoint, which must be firewalled to the cluster (the plan says so).
     """
     hw = ctx.preset.hardware
@@ -273,7 +269,7 @@ def device_env(ctx: BuildContext) -> dict[str, str]:
 def loopback_env(device: str) -> dict[str, str]:
     """One node: gloo's and NCCL's sockets on the loopback interface. Without them gloo listens on the address the
     host name resolves to (usually the LAN's) and NCCL on the first non-loopback interface, reachable from the
-    network; torchrun's own store binds every interface whatever it is given (rendezvous.local_rendezvous_args)."""
+    network; the store is on loopback through rendezvous.local_rendezvous_args."""
     return {"GLOO_SOCKET_IFNAME": "lo"} | ({"NCCL_SOCKET_IFNAME": "lo"} if device == "cuda" else {})
 
 

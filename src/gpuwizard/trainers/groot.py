@@ -93,10 +93,6 @@ class GrootTrainer(Trainer):
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
-    def launches_torchrun(self, preset: Preset) -> bool:
-        """One GPU runs launch_finetune.py itself (build), several run it under torchrun."""
-        return self.world_size(preset) > 1
-
     def default_warmup_steps(self, preset: Preset, policy: PolicyEntry, steps: int, per_update: int) -> int | None:
         return math.ceil(0.05 * steps)
 

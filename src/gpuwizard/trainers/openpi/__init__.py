@@ -63,10 +63,6 @@ class OpenpiTrainer(Trainer):
     def processes_per_node(self, preset: Preset) -> int:
         return 1 if self.uses_jax(preset) else preset.hardware.gpus
 
-    def launches_torchrun(self, preset: Preset) -> bool:
-        """The PyTorch backend only: JAX runs one process over every device."""
-        return not self.uses_jax(preset)
-
     def batch_layout(self, size: int, grad_accum: int, world: int) -> BatchLayout:
         return global_layout(size, grad_accum, world, self.batch_flag)
 
