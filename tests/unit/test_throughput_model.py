@@ -1,15 +1,16 @@
 """The probe's step-time model (analysis/throughput_model.py) on synthetic rows whose answer is known: an exact fit
 recovers its coefficients and predicts a count it never saw, noisy rows give a residual, rows that cannot tell a
-coefficient leave it out and say what cannot be predicted, and a negative coefficient is dropped; and the memory
-line of a batch search (analysis/memory_model.py): the largest batch within a real or a simulated device, and the at
-most two runs that confirm it."""
+coefficient leave it out and say what cannot be predicted, and a negative coefficient is dropped; a measured
+all-reduce (`gpus --bandwidth`) stands in for the comm term one GPU count cannot tell, through the probe too; and the
+memory line of a batch search (analysis/memory_model.py): the largest batch within a real or a simulated device, and
+the at most two runs that confirm it."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuwizard.analysis.memory_model import confirm_next, fit_memory, step_down, step_up
-from gpuwizard.analysis.throughput_model import Point, fit, ring
+from gpuwizard.analysis.throughput_model import Point, fit, measured_comm, ring
 
 FIXED, PER_SAMPLE, COMM = 0.004, 0.0009, 0.02
 
@@ -90,3 +91,68 @@ def test_the_prediction_is_confirmed_with_at_most_two_runs_then_the_search_takes
     for batch in (1, 9, 10, 20, 100, 200, 4096):  # the side run bounds the largest batch to the search's 1/8
         down = step_down(batch)
         assert batch - down <= max(1, down // 8) and step_up(batch) - batch <= max(1, batch // 8)
+
+
+def test_one_gpu_count_takes_the_measured_all_reduce_and_predicts_the_counts_it_never_ran():
+    measured = measured_comm(5e6, busbw=1e9, busbw_low=0.5e9, busbw_high=2e9, source="2 gloo processes")
+    assert measured is not None and measured.gradient_bytes == 20_000_000
+    assert (measured.comm_s, measured.slow_s, measured.fast_s) == pytest.approx((COMM, 2 * COMM, COMM / 2))
+    model = fit([point(1, 8), point(1, 16)], measured)
+    assert model is not None and model.comm_source == "measured" and model.parameters == 2
+    assert model.median.comm_s == pytest.approx(COMM) and model.median.per_sample_s == pytest.approx(PER_SAMPLE)
+    assert model.predicts(4, 16) is None, "the measured all-reduce gives the counts not run"
+    step, low, high = model.step_range(4, 16)
+    assert step == pytest.approx(truth(4, 16)) and low < step < high, "the measurement's own spread"
+    assert "(measured)" in model.line() and "all-reduce measured, not fitted" in model.line()
+    two_only = fit([point(2, 8), point(2, 16)], measured)
+    assert two_only is not None and two_only.median.fixed_s == pytest.approx(FIXED), "fitted around it at n = 2"
+    assert measured_comm(0, 1e9, 1e9, 1e9, "") is None and measured_comm(1e6, 0.0, 1e9, 1e9, "") is None
+
+
+def test_rows_that_tell_the_all_reduce_keep_the_fitted_term_and_show_the_measured_one_beside_it():
+    measured = measured_comm(1e6, busbw=1e9, busbw_low=1e9, busbw_high=1e9, source="here")
+    model = fit([point(g, b) for g in (1, 2) for b in (8, 16)], measured)
+    assert model is not None and model.comm_source == "fitted" and model.median.comm_s == pytest.approx(COMM)
+    assert model.measured_comm == measured and "(fitted)" in model.line()
+    assert "all-reduce fitted from the rows; measured 4 ms = 4 MB of float32 gradients" in model.line()
+    without = fit([point(1, 8), point(1, 16)])
+    assert without is not None and without.comm_source is None and "all-reduce" not in without.line()
+
+
+def test_the_probe_uses_this_hosts_bandwidth_where_it_ran_one_process_count(isolated_dirs):
+    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
+    from gpuwizard.analysis.probe_verdict import fill_models, result_text
+    from gpuwizard.gpus.bandwidth import MIB, BandwidthRecord, host_name, save, size_result
+    from gpuwizard.model.catalog import load_catalog
+
+    rows = [ProbeRow(gpus=1, per_device_batch=b, outcome="measured", samples_per_s=b / truth(1, b)) for b in (8, 16)]
+    probe = ProbeResult(
+        probe_id="p", preset="demo-cpu", trainer="demo", policy="demo", device="cpu", hardware="CPU, 2 cores",
+        created=0.0, steps=300, headroom=0.1, rows=rows, batches=[8, 16], gpus=[1, 2],
+    )  # fmt: skip
+    fill_models(probe)
+    assert probe.throughput is not None and probe.throughput.comm_source is None and not probe.predicted
+    busbw = 0.6e9
+    seconds = MIB / busbw
+    save(
+        BandwidthRecord(
+            host=host_name(),
+            device="cpu",
+            backend="gloo",
+            ranks=2,
+            devices=["cpu"],
+            hardware="CPU, 2 cores",
+            warmup=5,
+            created=1.0,
+            seconds=2.0,
+            sizes=[size_result(MIB, [seconds, 0.9 * seconds, 1.2 * seconds], 2)],
+        )
+    )
+    fill_models(probe)
+    model = probe.throughput
+    assert model is not None and model.comm_source == "measured"
+    params = (load_catalog()["demo"].params_m or 0) * 1e6
+    assert model.median.comm_s == pytest.approx(params * 4 / busbw)
+    assert {(r.gpus, r.per_device_batch) for r in probe.predicted} == {(2, 8), (2, 16)}
+    text = result_text(probe).replace("\n  ", " ")
+    assert "x 2(n-1)/n (measured)" in text and "2 gloo processes on CPU, 2 cores" in text

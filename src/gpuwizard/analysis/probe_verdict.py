@@ -19,7 +19,7 @@ from gpuwizard.analysis.probe_results import (
     probe_noise,
     recommend,
 )
-from gpuwizard.analysis.throughput_model import Point, fit
+from gpuwizard.analysis.throughput_model import Point, fit, host_comm
 from gpuwizard.analysis.time_to_loss import Config, LossTime, sentence, table
 from gpuwizard.core.units import fmt_hours
 
@@ -146,7 +146,8 @@ def fill_models(result: ProbeResult) -> None:
     the rows measured so far."""
     result.noise, result.noise_detail = probe_noise(result.rows, lambda n: device_word(result.device, n))
     measured = timed_rows(result)
-    result.throughput = fit([Point(r.gpus, r.per_device_batch, *step_times(r, result.grad_accum)) for r in measured])
+    points = [Point(r.gpus, r.per_device_batch, *step_times(r, result.grad_accum)) for r in measured]
+    result.throughput = fit(points, host_comm(result.device, result.hardware, result.policy))
     result.predicted = predictions(result, measured)
     result.time_to_loss, result.goodput = loss_verdict(result, measured)
 

@@ -125,6 +125,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_gpus(args: argparse.Namespace) -> int:
     from gpuwizard.gpus.inventory import read_inventory
 
+    if args.bandwidth or args.device or args.processes or args.sizes:
+        from gpuwizard.cli.bandwidth import bandwidth_command
+
+        return bandwidth_command(args)
     if args.record:
         return record_gpus(args.record)
     inventory = read_inventory()

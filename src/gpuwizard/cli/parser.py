@@ -69,10 +69,21 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
 
     gpus = sub.add_parser("gpus", help="GPU inventory: devices, memory, utilization, topology, processes")
-    gpus.add_argument("--json", action="store_true", help="the inventory as JSON")
+    gpus.add_argument("--json", action="store_true", help="the inventory (or the --bandwidth measurement) as JSON")
     gpus.add_argument(
         "--record", metavar="FILE", help="record this machine's NVML answers for replay (GPUWIZARD_NVML_REPLAY)"
     )
+    gpus.add_argument(
+        "--bandwidth",
+        action="store_true",
+        help="measure the all-reduce bus bandwidth over the visible GPUs (NCCL), or CPU processes (gloo); kept for "
+        "the probe",
+    )
+    gpus.add_argument("--device", choices=["auto", "cuda", "cpu"], help="with --bandwidth: GPUs or CPU (default: auto)")
+    gpus.add_argument(
+        "--processes", type=positive_int, metavar="N", help="with --bandwidth: ranks (default: every GPU, or 2 on CPU)"
+    )
+    gpus.add_argument("--sizes", metavar="MIB,MIB", help="with --bandwidth: message sizes in MiB, e.g. 1,4,16,64")
 
     for name, text in (
         ("plan", "the resolved plan: batch meaning, scaling, strategy, checks"),
