@@ -77,7 +77,8 @@ def test_probe_measures_b_noise_fits_the_throughput_model_and_says_the_time_to_t
 
     text = result_text(result)
     assert all(len(line) <= 80 for line in text.splitlines()), text
-    predicted_lines = [line for line in text.splitlines() if line.rstrip().endswith("predicted")]
+    rows = [line for line in text.splitlines() if line.split()[:1] and line.split()[0].isdigit()]  # the table's
+    predicted_lines = [line for line in rows if line.rstrip().endswith("predicted")]
     assert [line.split()[:2] for line in predicted_lines] == [["4", "32"], ["4", "128"]]
     assert "B_noise (gradient noise scale" in text and "throughput model: step time =" in text
 
