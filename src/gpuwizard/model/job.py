@@ -200,3 +200,10 @@ class Plan:
         data["notes"] = [p.paragraph() for p in self.notes]
         data["errors"] = [p.paragraph() for p in self.errors]
         return data
+
+
+def first_on_pythonpath(folder: Path, env: dict[str, str]) -> dict[str, str]:
+    """The job's environment with `folder` first on PYTHONPATH; the PYTHONPATH the job already sets (or, without
+    one, this shell's) follows it, so nothing found there is lost."""
+    inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    return env | {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), inherited) if p)}

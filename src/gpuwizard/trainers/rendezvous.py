@@ -3,12 +3,11 @@ these arguments, and the batch script (runner/slurm.py) fills in the head node's
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from gpuwizard import loopback
-from gpuwizard.model.job import BuildContext, LaunchSpec
+from gpuwizard.model.job import BuildContext, LaunchSpec, first_on_pythonpath
 
 LOOPBACK_BACKEND = "gpuwizard-loopback"
 """The backend name in loopback/gwloopback-1.dist-info/entry_points.txt (gwloopback.BACKEND, loaded by torchrun)."""
@@ -64,6 +63,4 @@ def with_loopback_plugin(spec: LaunchSpec) -> LaunchSpec:
     the PYTHONPATH the preset (or this shell) sets follows it, so nothing it finds there is lost."""
     if f"--rdzv-backend={LOOPBACK_BACKEND}" not in spec.argv:
         return spec
-    inherited = spec.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-    path = os.pathsep.join(p for p in (str(LOOPBACK_DIR), inherited) if p)
-    return replace(spec, env=spec.env | {"PYTHONPATH": path})
+    return replace(spec, env=first_on_pythonpath(LOOPBACK_DIR, spec.env))
