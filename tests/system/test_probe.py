@@ -1,6 +1,7 @@
 """`gpuwizard probe` for real: short demo runs on 1 and 2 CPU processes (gloo) through the supervisor, a batch
-search that ends at a memory limit (the demo's device_memory_mb makes the allocator itself refuse a larger batch,
-with torch's own DefaultCPUAllocator message), and a cancel that leaves nothing behind. Its verdict's words:
+search that ends at a memory limit (the demo's device_memory_mb makes the allocator itself refuse a run whose peak
+memory passes it, with torch's own DefaultCPUAllocator message) after at most two runs past the memory line's fit,
+and a cancel that leaves nothing behind. Its verdict's words:
 tests/unit/test_probe_verdict.py."""
 
 from __future__ import annotations
@@ -88,22 +89,40 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
     assert "probed on this machine" in text
 
 
+def memory_line(gw, tmp_path) -> tuple[float, float]:
+    """The demo's peak memory line on this machine (MB, MB a sample), from a probe of batches 16 and 32: a
+    simulated device sized from it puts the limit half a sample's memory away from the batch a test wants."""
+    path = preset(tmp_path, name="probe-line", options=", device_memory_mb: 100000", batch=16)
+    result = gw("probe", "--trust", path, "--gpus", "1", "--batch", "16,32", "--steps", "30", "--json")
+    assert result.code == 0, result.err
+    (a, low), (b, high) = sorted((r["per_device_batch"], r["memory_mb"]) for r in result.json()["rows"])
+    per_sample = (high - low) / (b - a)
+    assert 8 <= per_sample < 10, "the demo holds 8 MB a sample, and its step a little more"
+    return low - per_sample * a, per_sample
+
+
+def device_for(line: tuple[float, float], largest: int) -> float:
+    fixed, per_sample = line
+    return round(fixed + per_sample * (largest + 0.5), 1)
+
+
 @pytest.mark.slow
 def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
-    # 2 MB per sample on a 40 MB device: batch 20 fits, 21 does not
-    path = preset(tmp_path, name="probe-oom", options=", device_memory_mb: 40", batch=16)
+    # a device that holds the demo's peak at batch 20 and not at 21: one row fits before a line can be drawn
+    limit = device_for(memory_line(gw, tmp_path), 20)
+    path = preset(tmp_path, name="probe-oom", options=f", device_memory_mb: {limit}", batch=16)
     result = gw("probe", "--trust", path, "--gpus", "1", "--batch", "auto", "--steps", "30", "--json")
     assert result.code == 0, result.err
     probe = result.json()
     tried = [(r["per_device_batch"], r["outcome"]) for r in probe["rows"]]
-    assert tried[:2] == [(16, "measured"), (32, "does not fit")]  # from the plan's batch, doubled
-    fits = max(b for b, outcome in tried if outcome == "measured")
-    fails = min(b for b, outcome in tried if outcome == "does not fit")
-    assert fits <= 20 < fails and fails - fits <= max(1, fits // 8)
+    assert tried[:3] == [(16, "measured"), (32, "does not fit"), (24, "does not fit")]  # doubled, then bisected
+    assert tried[3:] == [(20, "measured"), (21, "does not fit")], "the line through 16 and 20, confirmed"
     oom = next(r for r in probe["rows"] if r["outcome"] == "does not fit")
     assert oom["detail"] == "out of memory (CPU allocator)"
-    assert probe["batch_limit"] == fits and probe["recommended"]["per_device_batch"] == fits
-    assert f"Batch search: {fits} per device fits on 1 process, {fails} does not." in probe["verdict"]
+    assert all(r["memory_mb"] <= limit for r in probe["rows"] if r["outcome"] == "measured")
+    assert probe["batch_limit"] == 20 and probe["recommended"]["per_device_batch"] == 20
+    assert "Batch search: 20 per device fits on 1 process, 21 does not." in probe["verdict"]
+    assert probe["memory"]["confirmed"] == "confirming: 20 fits, 21 does not" and not probe["memory"]["off"]
     # its 30-step runs that fit ran to the end with exit 0, and still are no green baseline and no full run
     runs = [e.status for e in list_runs("probe-oom")]
     assert any(s.state == "finished" and s.exit_code == 0 and s.world_size == 1 and s.probe for s in runs)
@@ -114,8 +133,27 @@ def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
 
 
 @pytest.mark.slow
+def test_batch_auto_runs_the_memory_lines_batch_and_one_more_and_finds_the_largest(gw, tmp_path):
+    limit = device_for(memory_line(gw, tmp_path), 60)  # the demo's peak at 60 fits, at 61 it does not
+    path = preset(tmp_path, name="probe-fit", options=f", device_memory_mb: {limit}", batch=16)
+    result = gw("probe", "--trust", path, "--gpus", "1", "--batch", "auto", "--steps", "30", "--json")
+    assert result.code == 0, result.err
+    probe = result.json()
+    tried = [(r["per_device_batch"], r["outcome"]) for r in probe["rows"]]
+    assert tried[:2] == [(16, "measured"), (32, "measured")], "the plan's batch and twice it give the line"
+    after = tried[2:]
+    assert len(after) <= 2 and probe["memory"]["runs_after_fit"] == len(after)
+    assert after == [(60, "measured"), (61, "does not fit")], "the largest that fits, and one more that does not"
+    assert probe["batch_limit"] == 60 and probe["memory"]["predicted_batch"] == 60
+    said = result.err.replace("\n", " ")
+    assert "fitted mem(b) = " in said and "from rows 16, 32 (an exact fit): predicted 60 within" in said
+    assert "confirming: 60 fits, 61 does not" in said
+    assert "peak resident memory of the largest rank (the gauge's)" in {r["memory_source"] for r in probe["rows"]}
+
+
+@pytest.mark.slow
 def test_a_probe_that_measured_nothing_exits_non_zero_and_is_not_used(gw, tmp_path):
-    path = preset(tmp_path, name="probe-none", options=", device_memory_mb: 40")  # 2 MB a sample: 64 does not fit
+    path = preset(tmp_path, name="probe-none", options=", device_memory_mb: 40")  # not even the interpreter fits
     result = gw("probe", "--trust", path, "--gpus", "1", "--batch", "64")
     assert result.code == 1, result.out + result.err
     assert "1    64" in result.out and "now uses it" not in result.out

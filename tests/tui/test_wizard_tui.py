@@ -21,11 +21,11 @@ from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs import Confirm
 from gpuwizard.tui.keys import KeysScreen
 from gpuwizard.tui.problems import ProblemsScreen
-from gpuwizard.tui.wizard import STEPS
+from gpuwizard.tui.wizard import STEPS, WizardScreen
 from support.data import replay
 from support.presets import demo_preset, user_preset
 from support.runs import CMP_RUNS, copied_run, copy_runs
-from support.tui import SIZES, goto, key_bar_fits, monitor_on, recorded, settle, text_of, type_into, wait_until
+from support.tui import SIZE, SIZES, goto, key_bar_fits, monitor_on, recorded, settle, text_of, type_into, wait_until
 
 
 async def test_browsing_the_policy_list_keeps_the_preset_and_a_trainer_change_is_undone():
@@ -420,3 +420,22 @@ async def test_the_stop_question_reads_right_before_the_first_step(tmp_path):
         await pilot.press("s")
         assert await wait_until(pilot, lambda: isinstance(app.screen, Confirm), 10)
         assert app.screen.question.startswith(f"Stop run {run.run_id} before its first step? Every process of it")
+
+
+async def test_a_plan_that_arrives_while_a_step_is_still_being_built_waits_for_it(monkeypatch):
+    """CI once crashed here: a PlanReady handled between a step's mount and its compose drew into a step whose
+    children did not exist yet (NoMatches '#batch-meaning'); the step is drawn once it is built instead."""
+    replay(monkeypatch, "workstation_2x4090")
+    app = GpuWizardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        screen = app.screen
+        assert isinstance(screen, WizardScreen)
+        screen.step = 2  # mounts the Trainer step; its children are composed later, on its own message queue
+        screen.render_step()  # what a PlanReady handled in that gap does
+        await settle(pilot, app)
+        assert app.is_running and app.return_code is None
+        meaning = str(screen.query_one("#batch-meaning").render())
+        assert meaning.strip(), "drawn from the plan once built"
+        await type_into(pilot, "#f-batch-size", "16")
+        assert screen.plan is not None and screen.plan.per_device_batch == 16

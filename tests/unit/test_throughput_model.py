@@ -1,15 +1,13 @@
 """The probe's step-time model (analysis/throughput_model.py) on synthetic rows whose answer is known: an exact fit
 recovers its coefficients and predicts a count it never saw, noisy rows give a residual, rows that cannot tell a
 coefficient leave it out and say what cannot be predicted, and a negative coefficient is dropped; a measured
-all-reduce (`gpus --bandwidth`) stands in for the comm term one GPU count cannot tell, through the probe too; and the
-memory line of a batch search (analysis/memory_model.py): the largest batch within a real or a simulated device, and
-the at most two runs that confirm it."""
+all-reduce (`gpus --bandwidth`) stands in for the comm term one GPU count cannot tell, through the probe too (the
+memory line of a batch search: tests/unit/test_memory_model.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuwizard.analysis.memory_model import confirm_next, fit_memory, step_down, step_up
 from gpuwizard.analysis.throughput_model import Point, fit, measured_comm, ring
 
 FIXED, PER_SAMPLE, COMM = 0.004, 0.0009, 0.02
@@ -68,29 +66,6 @@ def test_a_negative_coefficient_from_noise_is_dropped_and_the_rest_refitted():
     model = fit(flat)
     assert model is not None and model.median.per_sample_s is None and model.median.comm_s is not None
     assert all(v >= 0 for v in (model.median.fixed_s, model.median.comm_s))
-
-
-def test_the_memory_line_predicts_the_largest_batch_within_a_real_and_a_simulated_device():
-    real = fit_memory([(16, 500 + 3 * 16), (32, 500 + 3 * 32)], limit_mb=0.9 * 10_000, simulated=False)
-    assert real is not None and real.fixed_mb == pytest.approx(500) and real.per_sample_mb == pytest.approx(3)
-    assert real.predicted_batch == (9000 - 500) // 3 and real.max_residual_mb is None
-    simulated = fit_memory([(16, 300 + 2 * 16), (32, 300 + 2 * 32), (64, 300 + 2 * 64 + 1)], 400, simulated=True)
-    assert simulated is not None and 195 <= simulated.predicted_batch <= 200, "only the batch part counts"
-    assert simulated.max_residual_mb is not None and simulated.max_residual_mb < 1
-    assert "x batch within 400 MB up to batch" in simulated.line()
-    assert fit_memory([(16, 400.0)], 400, True) is None, "one batch tells no slope"
-    assert fit_memory([(16, 400.0), (32, 390.0)], 400, True) is None, "memory that does not grow predicts nothing"
-
-
-def test_the_prediction_is_confirmed_with_at_most_two_runs_then_the_search_takes_over():
-    assert confirm_next(200, {16: True, 32: True}) == 200
-    assert confirm_next(200, {16: True, 32: True, 200: True}) == step_up(200) == 225
-    assert confirm_next(200, {16: True, 32: True, 200: True, 225: False}) is None, "bounded to 1/8: done"
-    assert confirm_next(200, {16: True, 32: True, 200: False}) == step_down(200) == 178
-    assert confirm_next(200, {16: True, 200: False, 178: False}) is None, "the model was wrong: bisect"
-    for batch in (1, 9, 10, 20, 100, 200, 4096):  # the side run bounds the largest batch to the search's 1/8
-        down = step_down(batch)
-        assert batch - down <= max(1, down // 8) and step_up(batch) - batch <= max(1, batch // 8)
 
 
 def test_one_gpu_count_takes_the_measured_all_reduce_and_predicts_the_counts_it_never_ran():

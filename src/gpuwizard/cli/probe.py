@@ -84,7 +84,11 @@ def probe_command(args: argparse.Namespace) -> int:
     request = probe_request(args)
     with stopped_by_term_and_hangup():
         probe = Probe(request, on_update=lambda result, text: say(f"  [{len(result.rows)} done] {text}", sys.stderr))
-        shown = "auto (double, then bisect)" if request.batches is None else ",".join(map(str, request.batches))
+        shown = (
+            "auto (the memory line's largest batch, confirmed by its neighbour; else double, then bisect)"
+            if request.batches is None
+            else ",".join(map(str, request.batches))
+        )
         say(
             f"probe {request.preset.name}: GPUs {','.join(map(str, request.gpus))} x batch per device {shown}"
             + (f", budget {request.budget_s:.0f} s" if request.budget_s else ""),

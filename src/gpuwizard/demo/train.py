@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -23,8 +25,13 @@ from gpuwizard.demo.noise import NoiseRegression, closed_form
 DEFAULT_LR = 1e-3
 SEED_STRIDE = 1_000_003
 """Apart per --seed, so the ranks of two seeds never share a sampling stream."""
-ACTIVATION_MB_PER_SAMPLE = 2.0
-"""Memory the demo holds per sample of its per-process batch, so peak memory grows with the batch like a model's."""
+ACTIVATION_MB_PER_SAMPLE = 8.0
+"""Memory the demo holds per sample of its per-process batch, so peak memory grows with the batch like a model's:
+well above its step's own tensors (about 0.25 MB a sample) and its peak's jitter from run to run (0.2 MB), so the
+probe's memory line puts a simulated device's limit between the right two batches."""
+MB = 2**20
+M_MMAP_THRESHOLD = -3
+"""glibc's mallopt parameter (malloc.h): blocks from this size up are mapped on their own and unmapped when freed."""
 
 
 def parse_rank_step(text: str) -> tuple[int, int]:
@@ -65,7 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--device-memory-mb",
         type=float,
         default=None,
-        help="the device holds this much: a batch needing more fails with the allocator's own out-of-memory error",
+        help="the device holds this much: a run whose peak memory (resident on CPU, reserved on CUDA) passes it "
+        "fails with the allocator's own out-of-memory error",
     )
     parser.add_argument(
         "--task",
@@ -219,14 +227,45 @@ def policy_data(root: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return images, torch.from_numpy(data["state"]), targets
 
 
-def hold_activations(batch_size: int, device_memory_mb: float | None, device: torch.device) -> torch.Tensor:
-    """Memory for the batch's activations (ACTIVATION_MB_PER_SAMPLE each), touched so it is resident. Past a
-    `device_memory_mb` device the request is one such a device cannot grant, so the allocator itself raises its
-    out-of-memory error (DefaultCPUAllocator's on CPU, torch.OutOfMemoryError on CUDA), as a too-large batch does."""
-    need = int(batch_size * ACTIVATION_MB_PER_SAMPLE * 2**20)
-    if device_memory_mb is not None and need > device_memory_mb * 2**20:
-        need = 1 << 50  # a petabyte: refused by any allocator
-    return torch.ones(need, dtype=torch.uint8, device=device)
+def hold_activations(batch_size: int, device: torch.device) -> torch.Tensor:
+    """Memory for the batch's activations (ACTIVATION_MB_PER_SAMPLE each), touched so it is resident."""
+    return torch.ones(int(batch_size * ACTIVATION_MB_PER_SAMPLE * MB), dtype=torch.uint8, device=device)
+
+
+class SimulatedDevice:
+    """A device that holds `limit_mb` (--device-memory-mb): the process's peak memory, the figure the probe's gauge
+    reads (peak resident memory on CPU, the caching allocator's peak reservation on CUDA), may not pass it. On CUDA
+    the caching allocator is capped there and refuses by itself; on CPU the peak is checked after each step and a
+    run past it asks the allocator for more than any machine has, so either way the error is the allocator's own
+    out-of-memory kind (DefaultCPUAllocator's, torch.OutOfMemoryError), as a batch too large for a device gets."""
+
+    def __init__(self, limit_mb: float, device: torch.device):
+        self.limit_mb, self.device = limit_mb, device
+        if device.type == "cuda":
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, limit_mb * MB / total), device)
+        else:
+            steady_heap()
+
+    def peak_mb(self) -> float:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_reserved(self.device) / MB
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux, as the gauge reads it
+
+    def check(self) -> None:
+        if self.peak_mb() > self.limit_mb:
+            torch.ones(1 << 50, dtype=torch.uint8, device=self.device)  # a petabyte: refused by any allocator
+
+
+def steady_heap() -> None:
+    """Large blocks mapped and unmapped whole: glibc otherwise keeps freed ones in its heap by a threshold that slides
+    with what was freed, and the peak of the same run then varies by megabytes (within 0.2 MB with this, measured
+    over repeated runs at batches 16 to 200), so a simulated device's limit and the fit of the probe see one figure.
+    Where the C library has no mallopt (not glibc) the heap is left as it is."""
+    try:
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 64 * 1024)
+    except (OSError, AttributeError):
+        pass
 
 
 @record
@@ -291,7 +330,10 @@ def main(argv: list[str] | None = None) -> int:
             f"({'DDP ' + dist.get_backend() if distributed else 'single process'})"
         )
         log(f"Effective batch size: {args.batch_size} x {world} workers x {args.grad_accum} grad accum = {effective}")
-    activations = hold_activations(args.batch_size, args.device_memory_mb, device)
+    simulated = SimulatedDevice(args.device_memory_mb, device) if args.device_memory_mb is not None else None
+    activations = hold_activations(args.batch_size, device)
+    if simulated:
+        simulated.check()
     bar = ProgressBar(args.steps, initial=start) if rank == 0 else None
 
     window_start, window_steps, loss_sum = time.monotonic(), 0, torch.zeros(1, device=device)
@@ -319,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                 loss.backward()
             loss_sum += loss.detach()
         optimizer.step()
+        if simulated:  # the peak of the step, as the gauge read it in the optimizer's post-step hook
+            simulated.check()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         if noise is not None and args.noise_hold:

@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpuwizard.analysis.noise_scale import GAUGE_FILE
 from gpuwizard.analysis.probe_results import (
     PROBE_RECORD,
     SCRATCH,
     ProbeResult,
     ProbeRow,
     add_scaling,
-    gauged,
     measure,
     measured_enough,
     probes_dir,
@@ -29,16 +29,12 @@ from gpuwizard.analysis.probe_verdict import fill_models, verdict
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
+from gpuwizard.runner.batch_search import search_batch
 from gpuwizard.runs.rundir import PRIVATE, RunDir
 
 if TYPE_CHECKING:
     from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.model.job import Plan
-
-MAX_AUTO_BATCH = 4096
-SEARCH_PRECISION = 8
-"""The batch search stops once the largest batch that fits is known to within 1/8 (one bisection step more would
-cost a run for less than that)."""
 
 
 @dataclass
@@ -174,6 +170,7 @@ class Probe:
         device_mb = self._device_memory_mb(plan.device)
         self.device_memory_mb = device_mb
         self.simulated = bool(getattr(request.preset.options, "device_memory_mb", None))
+        self.headroom = request.headroom
         self.result = ProbeResult(
             probe_id=self.path.name,
             preset=request.preset.name,
@@ -192,7 +189,7 @@ class Probe:
             gpus=asked,
             grad_accum=request.preset.batch.grad_accum,
         )
-        self._save()
+        self.save()
 
     def _plan(self, gpus: int, batch: int | None) -> Plan:
         from gpuwizard.planning.plan import make_plan, with_gpus
@@ -226,13 +223,16 @@ class Probe:
             return f"{len(visible)} x {', '.join(names)}" if visible else "GPUs"
         return f"CPU, {os.cpu_count()} cores"
 
-    def _save(self) -> None:
+    def save(self) -> None:
         atomic_write(self.path / PROBE_RECORD, self.result.to_json_text())
 
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def _out_of_budget(self, what: str) -> bool:
+    def say(self, text: str) -> None:
+        self.on_update(self.result, text)
+
+    def out_of_budget(self, what: str) -> bool:
         """Skip a configuration that would end past the budget (judged by the mean time of those run so far)."""
         budget = self.request.budget_s
         if budget is None:
@@ -244,19 +244,21 @@ class Probe:
             return True
         return False
 
+    def launch_preset(self, gpus: int, batch: int) -> Preset:
+        """One configuration's preset: the trainer's short variant at this batch, the gauge on (its peak memory, and
+        B_noise where gauged(); it only reads), its output in the probe's scratch folder."""
+        preset = self.trainer.probe_variant(self.request.preset, self.result.steps)
+        preset = with_field(with_field(preset, "scaling.rule", "none"), "monitor.gauge", True)
+        scratch = self.path / SCRATCH / f"g{gpus}-b{batch}"
+        return with_field(with_field(preset, "batch.size", self._batch_flag(batch, gpus)), "output_dir", str(scratch))
+
     def run_config(self, gpus: int, batch: int) -> ProbeRow:
         """One short real run; its row (a recognised out-of-memory failure is `does not fit`, not a crash)."""
         from gpuwizard.runner.launch import start_run
         from gpuwizard.runner.prepare import prepare_run
 
-        what = f"{gpus} x batch {batch}"
-        self.on_update(self.result, f"running {what}")
-        scratch = self.path / SCRATCH / f"g{gpus}-b{batch}"
-        preset = self.trainer.probe_variant(self.request.preset, self.result.steps)
-        preset = with_field(preset, "scaling.rule", "none")
-        if gauged(gpus, self.result.grad_accum):  # B_noise from its gradient norms (the gauge only reads them)
-            preset = with_field(preset, "monitor.gauge", True)
-        preset = with_field(with_field(preset, "batch.size", self._batch_flag(batch, gpus)), "output_dir", str(scratch))
+        self.say(f"running {gpus} x batch {batch}")
+        preset = self.launch_preset(gpus, batch)
         try:
             prepared = prepare_run(preset, gpus=gpus, inventory=self.inventory, slurm=self.request.slurm)
         except UserError as exc:
@@ -274,10 +276,27 @@ class Probe:
             time.sleep(0.3)
         self.child = None
         row = measure(run, gpus, batch, self.result.steps, self.device_memory_mb, stopped_measured=enough)
-        row = with_noise(row, run, self.result.grad_accum)
-        if self.result.device != "cuda":
-            return row  # resident memory is not a device's: only the allocator's refusal says it does not fit
+        row = with_noise(self.with_peak(row, run, preset), run, self.result.grad_accum)
+        if self.result.device != "cuda" or self.simulated:
+            return row  # only the allocator's refusal says it does not fit: a simulated device has no other tenant
         return with_headroom(row, self.request.headroom)
+
+    def with_peak(self, row: ProbeRow, run: RunDir, preset: Preset) -> ProbeRow:
+        """The row's memory as the figure that limits its device: the gauge's peak (the one a simulated device
+        refuses past; on CPU the true peak, where the sampler's resident memory may miss it), NVML's on a real GPU;
+        the trainer names its own figure where it has one (JAX)."""
+        from gpuwizard.analysis.memory_model import gauge_peak_mb
+
+        update: dict[str, object] = {}
+        cuda = self.result.device == "cuda"
+        peak = gauge_peak_mb(run.path / GAUGE_FILE, cuda) if self.simulated or not cuda else None
+        if row.outcome == "measured" and peak is not None:
+            kind = "the caching allocator's peak reservation" if cuda else "peak resident memory"
+            update = {"memory_mb": peak, "memory_source": f"{kind} of the largest rank (the gauge's)"}
+        named = getattr(self.trainer, "probe_memory_source", None)  # not every trainer has one (openpi's JAX does)
+        if named is not None and (own := named(preset, self.result.device)):
+            update["memory_source"] = own
+        return row.model_copy(update=update) if update else row
 
     def _stop_child(self, run: RunDir | None = None) -> None:
         """Stop a configuration's run (the running one by default) and wait until none of its processes is left."""
@@ -307,59 +326,11 @@ class Probe:
         for run in {r.path: r for r in [*([self.child] if self.child else []), *mine]}.values():
             self._stop_child(run)
 
-    def _record(self, row: ProbeRow) -> None:
+    def record(self, row: ProbeRow) -> None:
         self.result.rows = add_scaling([*self.result.rows, row])
         fill_models(self.result)
-        self._save()
+        self.save()
         self.on_update(self.result, f"{row.gpus} x batch {row.per_device_batch}: {row.outcome}")
-
-    def search_batch(self, gpus: int) -> int | None:
-        """Double the per-device batch until it does not fit, then bisect (BatchSizeFinder's binsearch); once two
-        rows that fit give the memory model, run its prediction and the other side of it instead."""
-        tried: dict[int, bool] = {}
-        batch = max(1, self._plan(gpus, None).per_device_batch or 1)
-        while not self.cancelled.is_set():
-            if self._out_of_budget(f"{gpus} x batch {batch}"):
-                break
-            row = self.run_config(gpus, batch)
-            self._record(row)
-            if row.outcome not in ("measured", "does not fit"):
-                break
-            tried[batch] = row.outcome == "measured"
-            fits = max((b for b, ok in tried.items() if ok), default=None)
-            fails = min((b for b, ok in tried.items() if not ok), default=None)
-            guess = self._memory_guess(gpus, tried)
-            if guess is not None and (fits is None or guess > fits) and (fails is None or guess < fails):
-                batch = guess
-            elif fails is None:
-                if (fits or 0) >= MAX_AUTO_BATCH:
-                    break
-                batch = 2 * (fits or 1)
-            elif fits is None:
-                if fails == 1:
-                    break
-                batch = max(1, fails // 2)
-            elif fails - fits <= max(1, fits // SEARCH_PRECISION):
-                break
-            else:
-                batch = (fits + fails) // 2
-        return max((b for b, ok in tried.items() if ok), default=None)
-
-    def _memory_guess(self, gpus: int, tried: dict[int, bool]) -> int | None:
-        """The memory model's next batch (its prediction, then one run on the other side), once two rows fit."""
-        from gpuwizard.analysis.memory_model import confirm_next, fit_memory
-
-        if self.device_memory_mb is None:
-            return None
-        if self.result.memory is None:
-            rows = [r for r in self.result.rows if r.gpus == gpus and r.outcome == "measured" and r.memory_mb]
-            limit = self.device_memory_mb * (1 if self.simulated else 1 - self.request.headroom)
-            points = [(r.per_device_batch, r.memory_mb or 0.0) for r in rows]
-            self.result.memory = fit_memory(points, limit, self.simulated)
-            if self.result.memory is None:
-                return None
-            self._save()
-        return confirm_next(self.result.memory.predicted_batch, tried)
 
     def run(self) -> ProbeResult:
         """The whole grid; the result is kept in the probe's folder whatever happens."""
@@ -367,16 +338,17 @@ class Probe:
         try:
             batches = request.batches
             if batches is None:
-                largest = self.search_batch(request.gpus[0])
+                start = self._plan(request.gpus[0], None).per_device_batch or 1
+                largest = search_batch(self, request.gpus[0], start)
                 self.result.batch_limit, self.result.limit_gpus = largest, request.gpus[0]
                 batches = [largest] if largest else []
             self.result.batches = batches
             for gpus in request.gpus:
                 for batch in batches:
                     done = any(r.gpus == gpus and r.per_device_batch == batch for r in self.result.rows)
-                    if self.cancelled.is_set() or done or self._out_of_budget(f"{gpus} x batch {batch}"):
+                    if self.cancelled.is_set() or done or self.out_of_budget(f"{gpus} x batch {batch}"):
                         continue
-                    self._record(self.run_config(gpus, batch))
+                    self.record(self.run_config(gpus, batch))
             self.result.state = "stopped" if self.cancelled.is_set() else "finished"
         except BaseException as exc:
             self.cancelled.set()
@@ -400,7 +372,7 @@ class Probe:
                 fill_models(self.result)
                 self.result.verdict = verdict(self.result)
                 self.result.recommended = recommend(grid_rows(self.result))
-                self._save()
+                self.save()
                 break
             except KeyboardInterrupt:
                 continue

@@ -237,6 +237,8 @@ class Step(VerticalScroll):
     def __init__(self, preset: Preset, *, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
         self.preset = preset
+        self.built = False
+        """Its children exist (set by the wizard once its mount completed): before that nothing may draw into it."""
 
     def sync(self, preset: Preset) -> None:
         """After any edit: show the fields that apply to the preset as it now is."""

@@ -143,10 +143,11 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         return self.query_one(f"#step-{name}", Vertical)
 
     def built(self, name: str) -> Step | None:
-        """The step widget if it has been built."""
+        """The step widget once its children exist: a message handled between its mount and its compose (a plan,
+        an inventory, an edit) leaves it to finish_build, which draws it from the state as it is then."""
         children = self.slot(name).children
         child = children[0] if children else None
-        return child if isinstance(child, Step) else None
+        return child if isinstance(child, Step) and child.built else None
 
     def built_as(self, name: str, kind: type[StepT]) -> StepT | None:
         """The step widget if it has been built, as its own class (each step draws from its own arguments)."""
@@ -162,6 +163,8 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         name = STEPS[step][0]
         widget = self.built(name)
         if widget is None:
+            if self.slot(name).children:
+                return  # mounting: finish_build draws and focuses it
             widget = STEP_CLASSES[name](self.preset, id=f"{name}-step")
             self.call_later(self.finish_build, self.slot(name).mount(widget), widget)
         else:
@@ -173,6 +176,10 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         from gpuwizard.tui.steps import GpusStep
 
         await mounted
+        widget.built = True
+        if self.preset is not None and widget.preset != self.preset:  # edited while it was mounting
+            widget.preset = self.preset
+            widget.sync(self.preset)
         if isinstance(widget, GpusStep) and self.preset is not None and self.inventory is not None:
             widget.show(self.preset, self.inventory)
         self.render_step()

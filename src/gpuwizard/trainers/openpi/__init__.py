@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.preset import with_field
 from gpuwizard.model.trainer_options import OpenpiOptions
 from gpuwizard.runs.records import LrSchedule
 from gpuwizard.trainers.base import (
@@ -31,6 +32,10 @@ from gpuwizard.trainers.openpi.configs import ConfigSource, config_source, train
 if TYPE_CHECKING:
     from gpuwizard.model.catalog import PolicyEntry
     from gpuwizard.model.preset import Preset
+
+PREALLOCATE = "XLA_PYTHON_CLIENT_PREALLOCATE"
+"""JAX's switch for taking XLA_PYTHON_CLIENT_MEM_FRACTION of each GPU at start-up (jax/_src/xla_bridge.py; on by
+default), which makes NVML read that fraction whatever the batch."""
 
 
 class OpenpiTrainer(Trainer):
@@ -198,6 +203,22 @@ class OpenpiTrainer(Trainer):
 
     def parse_line(self, line: str) -> LineInfo | None:
         return parse_openpi(line)
+
+    def probe_variant(self, preset: Preset, steps: int) -> Preset:
+        """JAX probe runs without preallocation, so the memory NVML reads grows with what the batch needs."""
+        short = super().probe_variant(preset, steps)
+        return with_field(short, f"launch.env.{PREALLOCATE}", "false") if self.uses_jax(preset) else short
+
+    def probe_memory_source(self, preset: Preset, device: str) -> str | None:
+        """Which figure a JAX probe row's memory is (None: the PyTorch backend, measured as any torch trainer)."""
+        if not self.uses_jax(preset):
+            return None
+        if device == "cuda":
+            return (
+                f"NVML, the JAX process per GPU, run with {PREALLOCATE}=false: its allocator's pool as it grew to the "
+                "run's peak (XLA keeps what it took), not the fraction JAX takes up front"
+            )
+        return "resident memory of the one JAX process, all its host devices together"
 
 
 TRAINER = OpenpiTrainer()
