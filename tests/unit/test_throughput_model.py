@@ -131,3 +131,28 @@ def test_the_probe_uses_this_hosts_bandwidth_where_it_ran_one_process_count(isol
     assert {(r.gpus, r.per_device_batch) for r in probe.predicted} == {(2, 8), (2, 16)}
     text = result_text(probe).replace("\n  ", " ")
     assert "x 2(n-1)/n (measured)" in text and "2 gloo processes on CPU, 2 cores" in text
+
+
+def test_a_cpu_probe_predicts_no_process_count_past_the_cores():
+    """On the CPU, ranks past the cores share them, which the model does not know: `probe demo-cpu` on 2 cores
+    predicted 4 processes at 1.6x the samples/s of 2 before."""
+    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
+    from gpuwizard.analysis.probe_verdict import fill_models
+
+    rows = [
+        ProbeRow(gpus=n, per_device_batch=b, outcome="measured", samples_per_s=n * b / truth(n, b))
+        for n in (1, 2)
+        for b in (8, 16)
+    ]
+
+    def predicted(cores: int | None) -> set[int]:
+        probe = ProbeResult(
+            probe_id="p", preset="demo-cpu", trainer="demo", policy="demo", device="cpu", hardware="CPU",
+            created=0.0, steps=300, headroom=0.1, rows=rows, batches=[8, 16], gpus=[1, 2], cores=cores,
+        )  # fmt: skip
+        fill_models(probe)
+        return {r.gpus for r in probe.predicted}
+
+    assert predicted(4) == {4}, "twice the most processes measured, within 4 cores"
+    assert predicted(2) == set(), "2 cores: nothing past the 2 processes measured"
+    assert predicted(None) == {4}, "a probe.json from before the cores were kept predicts as it did"

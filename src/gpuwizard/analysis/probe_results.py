@@ -124,6 +124,9 @@ class ProbeResult(Record):
     time_to_loss: list[LossTime] = []
     goodput: str = ""
     """The verdict in time to the same loss, one sentence (analysis/time_to_loss.py)."""
+    cores: int | None = None
+    """This machine's cores, where the probe ran on the CPU: no process count past them is predicted (its ranks would
+    share the cores, which the throughput model does not know)."""
     memory: MemoryFit | None = None
     """The memory model a batch search fitted (--batch auto), where two rows that fit gave it."""
 

@@ -153,11 +153,14 @@ def fill_models(result: ProbeResult) -> None:
 
 
 def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]:
-    """The grid's configurations no run measured, and twice the most GPUs measured, from the throughput model."""
+    """The grid's configurations no run measured, and twice the most GPUs measured (on the CPU, within its cores),
+    from the throughput model."""
     model = result.throughput
     if model is None or not measured:
         return []
     counts = sorted({*result.gpus, *(r.gpus for r in result.rows), 2 * max(r.gpus for r in measured)})
+    if result.device == "cpu" and result.cores:
+        counts = [n for n in counts if n <= result.cores]
     batches = result.batches or sorted({r.per_device_batch for r in measured})
     ran = {(r.gpus, r.per_device_batch) for r in result.rows if r.outcome in ("measured", "does not fit")}
     out = []

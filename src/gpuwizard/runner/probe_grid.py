@@ -3,6 +3,7 @@ its output in the probe's scratch folder, one at a time, within a time budget, c
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import threading
@@ -86,8 +87,6 @@ def unstartable(request: ProbeRequest, inventory: Inventory) -> dict[int, str]:
 def startable_gpus(request: ProbeRequest, inventory: Inventory, device: str) -> tuple[list[int], list[str]]:
     """The counts to probe and what was left out; chosen counts this machine cannot start are refused up front,
     before any configuration runs, in one paragraph like `run --gpus N` (default counts are only left out)."""
-    import os
-
     refused = unstartable(request, inventory)
     kept = [g for g in request.gpus if g not in refused]
     word = "processes" if device == "cpu" else "GPUs"
@@ -188,6 +187,7 @@ class Probe:
             skipped=left_out,
             gpus=asked,
             grad_accum=request.preset.batch.grad_accum,
+            cores=os.cpu_count() if plan.device == "cpu" else None,
         )
         self.save()
 
@@ -215,8 +215,6 @@ class Probe:
         return None
 
     def _hardware(self, device: str) -> str:
-        import os
-
         if device == "cuda":
             visible = self.inventory.visible()
             names = sorted({g.name or "GPU" for g in visible})
