@@ -1,6 +1,7 @@
-"""A run whose processes are alive is stoppable by id and by default whatever is missing from its folder: the marker
-its processes carry and its cgroup are the truth, not status.json. Real runs under their real supervisors (status
-deleted while the demo trains; a daemon that shed the marker), and a real `gpuwizard stop`."""
+"""A run whose processes are alive is stoppable by id and by default whatever is missing from its folder or its
+supervisor: the marker its processes carry and its cgroup are the truth, not status.json. Real runs under their real
+supervisors (status deleted while the demo trains; a daemon that shed the marker; a supervisor frozen with SIGSTOP),
+and a real `gpuwizard stop` or the runner/stopping.stop_run it prints."""
 
 from __future__ import annotations
 
@@ -8,10 +9,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
 
+from gpuwizard.cli.runs import said
+from gpuwizard.runner.follow import marked_runs
+from gpuwizard.runner.procs import MARKER, marker_value
+from gpuwizard.runner.stopping import StopNote, stop_run
+from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, wait_for
 from support.launches import demo_run_preset, gw_run, marked_under, stepping
 from support.runs import hand_made_run
@@ -75,20 +82,14 @@ def test_a_process_that_shed_the_marker_is_found_by_the_runs_cgroup_and_stopped(
     """The supervisor is killed (-9) and the job's root goes with it; what is left is a daemon whose environment no
     longer names the run: `stop` finds it in the run's cgroup and ends it."""
     from gpuwizard.runner.cgroup import JobCgroup
-    from gpuwizard.runner.procs import MARKER, marker_value, read_environ
+    from gpuwizard.runner.procs import read_environ
 
     script, pid_file = tmp_path / "sheds.py", tmp_path / "daemon.pid"
     script.write_text(SHEDS_THE_MARKER)
     run = hand_made_run(
         tmp_path / "data" / "runs" / "20261201-000000-shed", [sys.executable, str(script), str(pid_file)]
     )
-    supervisor = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
-        env={**os.environ, MARKER: marker_value(run.path)},  # as start_run starts one
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    supervisor = supervised(run)
     daemon: psutil.Process | None = None
     try:
         assert wait_for(pid_file.exists, timeout=120), "the daemon started"
@@ -116,3 +117,58 @@ def alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def supervised(run: RunDir) -> subprocess.Popen:
+    """A real supervisor of a hand-made run, started as start_run starts one (its own session, the run's marker)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        env={**os.environ, MARKER: marker_value(run.path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+STEPS = """
+import time
+for step in range(1, 100000):
+    print(f"[demo] step {step}/100000 loss=0.5 lr=1.000e-03 samples/s=10.0", flush=True)
+    time.sleep(0.1)
+"""
+
+
+def test_a_stop_its_supervisor_does_not_answer_ends_every_process_from_here(tmp_path, capsys):
+    """The supervisor is frozen (SIGSTOP), its folder whole: the stop asks it, waits its limit (3 s here, 30 s in
+    `gpuwizard stop`), then ends every process of the run from here, the supervisor included, and says so."""
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS)
+    run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-frozen", [sys.executable, str(script)])
+    supervisor = supervised(run)
+    job: list[psutil.Process] = []
+    try:
+        assert wait_for(lambda: (p := run.progress()) is not None and (p.step or 0) >= 2, timeout=120), "it steps"
+        root = psutil.Process(run.status().job.pid)
+        job = [root, *root.children(recursive=True)]
+        os.kill(supervisor.pid, signal.SIGSTOP)
+        notes: list[StopNote] = []
+        started = time.monotonic()
+        result = stop_run(run.run_id, wait_s=3.0, on_note=notes.append)
+        assert time.monotonic() - started >= 3.0, "the supervisor was waited for first"
+        assert result is not None and result.outcome == "ended_here", result
+        assert result.survivors == [] and result.run_id == run.run_id and notes == []
+        assert wait_for(lambda: supervisor.poll() is not None, timeout=30), "the frozen supervisor is ended too"
+        assert not any(alive(p) for p in job)
+        assert run.path.resolve() not in marked_runs(), "nothing carries its marker"
+        assert said(result) == 0
+        assert capsys.readouterr().out == (
+            f"run {run.run_id} stopped (its supervisor did not answer, so every process was ended here); "
+            "nothing of it is left\n"
+        )
+    finally:
+        if supervisor.poll() is None:
+            os.kill(supervisor.pid, signal.SIGCONT)
+            supervisor.kill()
+        for proc in job:
+            if alive(proc):
+                proc.kill()

@@ -10,21 +10,19 @@ from pathlib import Path
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
-from gpuwizard.runner.follow import marked_runs, request_stop, run_leftovers, stop_all
+from gpuwizard.runner.follow import marked_runs, request_stop
 from gpuwizard.runner.launches import clear_interrupted_launches
 from gpuwizard.runner.procs import marker_value
+from gpuwizard.runner.stopping import STOP_WAIT_S, StopNote, StopResult, stop_run, unrecorded
 from gpuwizard.runs.listing import listed_runs
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import (
     RunDir,
     RunEntry,
-    alive_processes,
     find_run,
     green_baselines,
     history_entries,
     history_row,
-    list_runs,
-    run_processes,
     scaling_report,
     scaling_text,
 )
@@ -32,8 +30,16 @@ from gpuwizard.runs.rundir import (
 
 def chosen_run(run_id: str | None) -> RunDir:
     """The run a command names (or the newest), as a UserError when there is none."""
+    run = find_run(run_id) if run_id is None or run_id.strip() else None
+    if run is None:
+        raise missing_run(run_id)
+    return run
+
+
+def missing_run(run_id: str | None) -> UserError:
+    """The paragraph for a run id that names no run (or for no runs at all)."""
     if run_id is not None and not run_id.strip():
-        raise UserError(
+        return UserError(
             problem(
                 "RUN_ID",
                 "is empty",
@@ -41,14 +47,9 @@ def chosen_run(run_id: str | None) -> RunDir:
                 value=run_id,
             )
         )
-    run = find_run(run_id)
-    if run is None:
-        raise UserError(
-            problem(
-                "RUN_ID", "no run found" if run_id else "there are no runs yet", "see `gpuwizard runs`", value=run_id
-            )
-        )
-    return run
+    return UserError(
+        problem("RUN_ID", "no run found" if run_id else "there are no runs yet", "see `gpuwizard runs`", value=run_id)
+    )
 
 
 def readable_status(run: RunDir) -> Status:
@@ -59,11 +60,11 @@ def readable_status(run: RunDir) -> Status:
         raise cannot_be_shown(run, exc) from None
 
 
-def cannot_be_shown(run: RunDir, exc: RecordError) -> UserError:
+def cannot_be_shown(run: RunDir, why: RecordError | str) -> UserError:
     return UserError(
         problem(
             "RUN_ID",
-            f"run {run.run_id} cannot be shown: {exc}",
+            f"run {run.run_id} cannot be shown: {why}",
             f"look inside {run.path}, or remove the folder",
             value=run.run_id,
         )
@@ -79,16 +80,24 @@ def stop_recorded(run: RunDir) -> None:
             problem("RUN_ID", f"it cannot be stopped: {exc}", f"look inside {run.path}", value=run.run_id)
         ) from None
     except OSError as exc:
-        left = alive_processes(run, readable_status(run))
-        raise UserError(
-            problem(
-                "RUN_ID",
-                f"its stop cannot be recorded in {run.path}: {exc.strerror or exc}; "
-                + (f"processes {left} are still running" if left else "nothing of it is running any more"),
-                "make the folder writable (and check the disk has space), then run `gpuwizard stop` again",
-                value=run.run_id,
-            )
-        ) from None
+        raise refused(unrecorded(run, exc)) from None
+
+
+def refused(result: StopResult) -> UserError:
+    """The paragraph for a stop the run's folder refused: its status unreadable, or the stop not recorded."""
+    run = RunDir(result.path)
+    if result.outcome == "unreadable":
+        return cannot_be_shown(run, result.why)
+    left = result.survivors
+    return UserError(
+        problem(
+            "RUN_ID",
+            f"its stop cannot be recorded in {run.path}: {result.why}; "
+            + (f"processes {left} are still running" if left else "nothing of it is running any more"),
+            "make the folder writable (and check the disk has space), then run `gpuwizard stop` again",
+            value=run.run_id,
+        )
+    )
 
 
 def final_summary(run: RunDir, s: Status) -> str:
@@ -188,95 +197,49 @@ def runs_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-STOP_WAIT_S = 30.0
-
-
 def running_marked(path: Path) -> list[int]:
     """Pids of live processes that carry this run's marker."""
     return marked_runs().get(Path(marker_value(path)), [])
 
 
 def stop_command(args: argparse.Namespace) -> int:
-    """Stop a run with or without its supervisor, with its status or its whole folder gone: the processes that carry
-    its marker (and its cgroup) are the truth, not status.json. Exit 0 once a fresh look finds nothing of it left."""
+    """`gpuwizard stop [RUN_ID]`: runner/stopping.stop_run, said. Exit 0 once a fresh look finds nothing of it left."""
     tidy_interrupted_launches()
-    marked = marked_runs()
-    path = newest_stoppable(marked) if args.run_id is None else named_run(args.run_id, marked)
-    if path is None:
+    result = stop_run(args.run_id, on_note=say_note)
+    if result is None:
+        if args.run_id is not None:
+            raise missing_run(args.run_id)
         print("no active run to stop")
         return ExitCode.OK
-    if not path.exists():
-        return stop_marked(path, "its folder was deleted")
-    run = RunDir(path)
-    try:
-        status = run.status()
-    except RecordError as exc:
-        if path in marked:
-            return stop_marked(path, f"its status cannot be read ({exc})")
-        raise cannot_be_shown(run, exc) from None
-    if status.final and not run_leftovers(run):
-        print(f"run {run.run_id} already ended ({status.state})")
-        return ExitCode.OK
-    stop_recorded(run)
-    deadline, told = time.monotonic() + STOP_WAIT_S, False
-    while time.monotonic() < deadline:
-        if not run.path.exists():
-            return stop_marked(run.path, "its folder was deleted")
-        try:
-            status = run.status()
-        except RecordError as exc:
-            return stop_marked(run.path, f"its status can no longer be read ({exc})")
-        if status.final and not run_leftovers(run):
-            print(f"run {run.run_id} stopped; nothing of it is left")
-            return ExitCode.OK
-        wait = None if told else next((e for e in run.events()[0] if e.kind == "stop_waits_for_checkpoint"), None)
-        if wait is not None:  # the supervisor lets a checkpoint write finish first
-            told = True
-            left = float(wait.data.get("started_t", wait.t)) + float(wait.data.get("limit_s", 0.0)) - time.time()
-            print(
-                f"run {run.run_id}: the stop waits for the checkpoint being written (at most {max(left, 0):.0f} s "
-                f"more); `gpuwizard stop {run.run_id}` again stops at once",
-                flush=True,
-            )
-            deadline = max(deadline, time.monotonic() + left + 30)
-        time.sleep(0.2)
-    # the supervisor did not manage it (stuck, or stopped with SIGSTOP): end it all from here
-    survivors = stop_all(run.path, run_processes(run, status))
-    if not survivors:
+    return said(result)
+
+
+def say_note(note: StopNote) -> None:
+    """What a stop under way tells at once: the checkpoint it waits for, or that it ends the run by its marker."""
+    if note.checkpoint_s is not None:
         print(
-            f"run {run.run_id} stopped (its supervisor did not answer, so every process was ended here); nothing of "
-            "it is left"
+            f"run {note.run_id}: the stop waits for the checkpoint being written (at most {note.checkpoint_s:.0f} s "
+            f"more); `gpuwizard stop {note.run_id}` again stops at once",
+            flush=True,
         )
+    if note.by_marker is not None:
+        print(f"run {note.run_id}: {note.by_marker}; stopping every process that carries its marker", flush=True)
+
+
+def said(result: StopResult) -> int:
+    """A stop's end in one line, its exit code; one paragraph where the run's folder refused it."""
+    name, left = result.run_id, result.survivors
+    if result.outcome in ("unreadable", "unrecorded"):
+        raise refused(result)
+    if result.outcome == "already_ended":
+        print(f"run {name} already ended ({result.state})")
         return ExitCode.OK
-    print(f"run {run.run_id}: processes {survivors} are still there after {STOP_WAIT_S:.0f} s", file=sys.stderr)
-    return ExitCode.FAILED
-
-
-def newest_stoppable(marked: dict[Path, list[int]]) -> Path | None:
-    """The newest run that says it is active or has a live process carrying its marker (folder ids start with the
-    time they were made)."""
-    active = {Path(marker_value(e.run.path)) for e in list_runs() if e.status is not None and e.status.claims_active}
-    return max(active | marked.keys(), key=lambda path: path.name, default=None)
-
-
-def named_run(run_id: str, marked: dict[Path, list[int]]) -> Path:
-    """The run `stop RUN_ID` means: a folder, or one deleted whose processes still carry its marker."""
-    found = find_run(run_id) if run_id.strip() else None
-    if found is not None:
-        return Path(marker_value(found.path))
-    deleted = sorted(p for p in marked if not p.exists() and p.name.startswith(run_id.strip() or "\0"))
-    return deleted[-1] if deleted else chosen_run(run_id).path
-
-
-def stop_marked(path: Path, why: str) -> int:
-    """A run its folder cannot speak for (deleted, or its status unreadable): every process that carries its marker,
-    and its cgroup, ended from here."""
-    print(f"run {path.name}: {why}; stopping every process that carries its marker", flush=True)
-    left = stop_all(path)
     if left:
-        print(f"run {path.name}: processes {left} are still there", file=sys.stderr)
+        after = f" after {STOP_WAIT_S:.0f} s" if result.outcome == "ended_here" else ""
+        print(f"run {name}: processes {left} are still there{after}", file=sys.stderr)
         return ExitCode.FAILED
-    print(f"run {path.name} stopped; nothing of it is left")
+    how = " (its supervisor did not answer, so every process was ended here)" if result.outcome == "ended_here" else ""
+    print(f"run {name} stopped{how}; nothing of it is left")
     return ExitCode.OK
 
 
