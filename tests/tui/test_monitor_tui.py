@@ -16,7 +16,7 @@ from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.details import EventDetails
 from gpuwizard.tui.dialogs import AskText, Confirm
 from gpuwizard.tui.logview import LogView
-from gpuwizard.tui.monitor import MonitorScreen
+from gpuwizard.tui.monitor import NOISE_EVERY_S, MonitorScreen
 from gpuwizard.tui.plots import MetricsPlot
 from gpuwizard.tui.widgets import KeyBar
 from support.presets import quick_demo
@@ -89,9 +89,10 @@ async def test_the_key_bar_fits_one_line_at_80_columns_and_hides_keys_that_canno
         assert monitor.check_action("retry_p2p", ()) is False, "NCCL_P2P_DISABLE means nothing to a CPU (gloo) run"
         palette = [c.title for c in app.get_system_commands(monitor)]
         assert "job: Stop" in palette and not any("NCCL_P2P" in title for title in palette), palette
-        await pilot.press("p")
+        assert "Sweep" not in shown and monitor.check_action("sweep", ()) is False, "no Sweep screen under it"
+        await pilot.press("p", "b")
         await pilot.pause()
-        assert app.screen is monitor and len(list_runs()) == 1, "p does nothing on a CPU run"
+        assert app.screen is monitor and len(list_runs()) == 1, "p does nothing on a CPU run, b nothing without a sweep"
         bindings = {b.action: b for b in MonitorScreen.BINDINGS}
         assert all(b.description and (b.tooltip or not b.show) for b in bindings.values()), "help lists them all"
 
@@ -263,7 +264,8 @@ async def test_a_poll_that_arrives_while_the_monitor_is_torn_down_is_dropped(tmp
 @pytest.mark.slow
 async def test_a_gauged_run_shows_its_noise_scale_with_its_interval(tmp_path):
     """Issue 26: the live monitor shows B_noise during a gauged run, from the run's own gauge file (the demo's noise
-    task on 2 gloo processes through torchrun, its weights held so the figure settles)."""
+    task on 2 gloo processes through torchrun, its weights held so the figure settles); read a few lines at a time,
+    once the run ended it is the figure of the whole file."""
     from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
     from gpuwizard.model import trust
     from support.presets import NOISE_PRESET
@@ -290,3 +292,9 @@ async def test_a_gauged_run_shows_its_noise_scale_with_its_interval(tmp_path):
         assert found.low / 2 <= figure <= found.high * 2, "the figure of this run's gauge file, a few steps earlier"
         await pilot.press("s", "y")
         assert await wait_until(pilot, lambda: monitor.final, 120)
+        ended = estimate(read_gauge(run.path / GAUGE_FILE).steps)
+        final_figure = ended.short() if ended is not None else None
+        assert final_figure is not None
+        assert await wait_until(pilot, lambda: final_figure in text_of(stats), 3 * NOISE_EVERY_S), (
+            f"the new lines' figure is the whole file's: {final_figure} in {text_of(stats)!r}"
+        )

@@ -1,7 +1,8 @@
 """The Sweep screen driven with Pilot at 80x24 (issue 27): on real demo sweeps (a detached scheduler, real supervisors
-and torchrun jobs on the CPU) from its rows to the comparison, the best saved and a monitor opened, and a sweep started
-from the wizard then stopped; on hand-written sweep folders a run folder that cannot be read, the sweep ETA's
-arithmetic, the Runs screen's way in, the wizard's refusals of bad grids and `sweep watch` without a terminal."""
+and torchrun jobs on the CPU) from its rows to the comparison, the best saved and a monitor opened (b comes back),
+and a sweep started from the wizard then stopped; on hand-written sweep folders a run folder that cannot be read, the
+sweep ETA's arithmetic, the Runs screen's way in, the wizard's refusals of bad grids and `sweep watch` without a
+terminal."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def status_text(screen: SweepScreen) -> str:
 
 
 @pytest.mark.slow
-async def test_a_real_sweep_from_its_rows_to_the_comparison_the_best_saved_and_a_monitor(tmp_path):
+async def test_a_real_sweep_from_its_rows_to_the_comparison_the_best_saved_and_a_monitor_and_back(tmp_path):
     swept_preset(tmp_path, steps=30, step_time=0.05)
     made = create_sweep(load_preset("swept"), "swept", LRS, None, "final_loss", str(tmp_path))
     folder = sweeps_dir() / made.sweep_id
@@ -121,6 +122,10 @@ async def test_a_real_sweep_from_its_rows_to_the_comparison_the_best_saved_and_a
         await pilot.press("enter")
         assert await wait_until(pilot, lambda: isinstance(app.screen, MonitorScreen), 10)
         assert str(app.screen.run.path) == chosen.run_path
+        assert "b Sweep" in key_bar_fits(app.screen), "a monitor opened from the Sweep screen shows the way back"
+        await pilot.press("b")
+        assert await wait_until(pilot, lambda: app.screen is screen, 10), "b returns to the Sweep screen"
+        assert table.cursor_row == chosen.index and "Save best" in key_bar_fits(screen)
     assert marked_under(tmp_path / "data") == []
 
 

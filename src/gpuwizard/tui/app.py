@@ -119,6 +119,13 @@ class GpuWizardApp(AppHost):
 
         self.push_screen(SweepScreen(message.folder))
 
+    def sweep_under(self, screen: Screen) -> bool:
+        """Whether the screen right under `screen` is a Sweep screen (a monitor opened from it goes back in one key)."""
+        from gpuwizard.tui.sweep import SweepScreen
+
+        stack = self.screen_stack
+        return screen in stack[1:] and isinstance(stack[stack.index(screen) - 1], SweepScreen)
+
     async def action_quit(self) -> None:
         """Unsaved edits in a wizard are asked about first (ctrl+q again quits); otherwise quit at once."""
         from gpuwizard.tui.dialogs import Confirm

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from textual.app import App
 
 if TYPE_CHECKING:
+    from textual.screen import Screen
+
     from gpuwizard.model.preset import Preset
     from gpuwizard.runs.rundir import RunDir
 
@@ -29,4 +31,8 @@ class AppHost(App[int]):
 
     def open_wizard(self, preset: Preset) -> None:
         """Back to the wizard: the one under the monitor, or a new one on the run's preset."""
+        raise NotImplementedError
+
+    def sweep_under(self, screen: Screen) -> bool:
+        """Whether the screen right under `screen` is a Sweep screen (a monitor opened from it goes back in one key)."""
         raise NotImplementedError

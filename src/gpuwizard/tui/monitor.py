@@ -42,24 +42,9 @@ ACK_TIMEOUT_S = 2.0
 POLL_S = 0.1
 FINAL_POLL_S = 0.5
 FRESH_EVENT_S = 5.0
-NOISE_EVERY_S = 10.0
-"""How often a gauged run's noise scale is estimated again (a bootstrap over its whole gauge file)."""
 """Events this much older than the monitor are history: they show, but ring no bell."""
-
-
-def noise_text(run: RunDir) -> str | None:
-    """B_simple of a gauged run with its interval, "B~70 (58-84)", "?" after it while provisional; None where the
-    run is not gauged or too few steps are in."""
-    from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
-
-    path = run.path / GAUGE_FILE
-    if not path.is_file():
-        return None
-    found = estimate(read_gauge(path).steps)
-    if found is None or found.b_simple is None:
-        return None
-    span = f" ({found.low:.3g}-{found.high:.3g})" if found.low is not None and found.high is not None else ""
-    return f"B~{found.b_simple:.3g}{span}{'?' if found.provisional else ''}"
+NOISE_EVERY_S = 10.0
+"""How often a gauged run's noise scale is estimated again (from the gauge lines appended since the last time)."""
 
 
 class MonitorScreen(RunLifecycle, Screen[None]):
@@ -72,6 +57,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         Binding("v", "view", "View", tooltip="Cycle the log, the curves, and both."),
         Binding("slash", "search", "Find", tooltip="Search the whole log (n: next match)."),
         Binding("w", "wizard", "Wizard", tooltip="Back to the wizard; the run goes on."),
+        Binding("b", "sweep", "Sweep", tooltip="Back to the Sweep screen this monitor was opened from."),
         Binding("d", "dump", "Stacks", show=False, tooltip="Dump every rank's stack (py-spy) and show them."),
         Binding("e", "details", "Details", show=False, tooltip="The newest warning or error in full, with stacks."),
         Binding("f", "follow", "Follow tail", show=False, tooltip="Follow the log's tail again, or stop following."),
@@ -159,16 +145,23 @@ class MonitorScreen(RunLifecycle, Screen[None]):
 
     @work(thread=True, exclusive=True, group="noise", exit_on_error=False)
     def follow_noise(self) -> None:
-        """A gauged run's noise scale every NOISE_EVERY_S, beside the follower: its bootstrap over the whole gauge file
-        never holds up the log and progress."""
+        """A gauged run's noise scale every NOISE_EVERY_S, beside the follower: its first look reads the whole gauge
+        file (a long run's takes seconds), and that never holds up the log and progress."""
+        from gpuwizard.analysis.noise_scale import GAUGE_FILE, GaugeFollower
+
         worker = get_current_worker()
+        gauge = GaugeFollower(self.run.path / GAUGE_FILE)
         next_at = 0.0
-        while not worker.is_cancelled:  # short naps: a closed screen's worker ends at once, not NOISE_EVERY_S later
-            if time.monotonic() >= next_at:
-                next_at = time.monotonic() + NOISE_EVERY_S
-                if (text := noise_text(self.run)) is not None:
-                    self.post_message(NoiseRead(text))
-            time.sleep(POLL_S)
+        try:
+            while not worker.is_cancelled:  # short naps: a closed screen's worker ends at once, not NOISE_EVERY_S later
+                if time.monotonic() >= next_at:
+                    next_at = time.monotonic() + NOISE_EVERY_S
+                    found = gauge.look()
+                    if found is not None and (text := found.short()) is not None:
+                        self.post_message(NoiseRead(text))
+                time.sleep(POLL_S)
+        finally:
+            gauge.close()
 
     @on(NoiseRead)
     def _noise(self, message: NoiseRead) -> None:
@@ -324,6 +317,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
             return self.p2p_applies()
         if action == "details":
             return important(self.events, self.status) is not None
+        if action == "sweep":
+            return self.app.sweep_under(self)
         return True
 
     def action_dump(self) -> None:
@@ -423,3 +418,6 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         from gpuwizard.model.preset_files import load_preset_file
 
         self.app.open_wizard(load_preset_file(self.run.path / "preset.yaml"))
+
+    def action_sweep(self) -> None:
+        self.app.pop_screen()
