@@ -4,6 +4,7 @@ checkpoints take longer than a step (and longer than the hang timeout)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from common import isolated_env, median, record
 from jobs import events, gw, newest_run, write_preset
@@ -15,9 +16,16 @@ def latency(env: dict[str, str], name: str) -> float:
     result = gw(env, "run", name, "--headless")
     assert result.returncode == 3, result.stdout + result.stderr
     run = newest_run(env)
-    injected = json.loads((run.parent.parent / f"out-{name}" / "injected_hang.json").read_text())
+    injected = json.loads((output_dir(run) / "injected_hang.json").read_text())
     hang = next(e for e in events(run) if e.kind == "hang_suspected")
     return hang.t - injected["t"]
+
+
+def output_dir(run: Path) -> Path:
+    """The run's own output folder (each run of a preset without output_dir gets one), from its exact command."""
+    command = json.loads((run / "command.json").read_text())
+    flag = next(a for a in command["argv"] if a.startswith("--output-dir="))
+    return Path(command["workdir"]) / flag.split("=", 1)[1]
 
 
 def run(quick: bool = False) -> None:

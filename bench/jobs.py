@@ -40,7 +40,7 @@ hardware: {{gpus: {gpus}, device: cpu}}
 batch: {{size: {batch}}}
 optim: {{lr: 1.0e-3, steps: {steps}}}
 mixed_precision: "no"
-output_dir: {data}/out-{name}
+output_dir: null
 trainer_options:
   log_every: 50
 {options}
