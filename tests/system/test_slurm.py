@@ -257,14 +257,18 @@ def test_the_node_sampler_writes_one_file_per_node(cluster, tmp_path):
         assert len(samples) == 4, "2 rounds x 2 GPUs"
 
 
-def slurm_sweep(demo_on_slurm, tmp_path: Path, steps: int, lrs: str) -> Path:
-    """A demo sweep whose runs are SLURM jobs (one node, one process each; each run its own output folder)."""
+FOUR_RUNS = ("--set", "optim.lr=1e-4,2e-4", "--seeds", "2")
+
+
+def slurm_sweep(demo_on_slurm, tmp_path: Path, steps: int, grid: tuple[str, ...] = FOUR_RUNS, extra: str = "") -> Path:
+    """A demo sweep (by default 4 runs: 2 learning rates x 2 seeds) of a SLURM preset: one node, one process each,
+    each run its own output folder."""
     from gpuwizard.runs.sweeps import sweeps_dir
 
-    preset = demo_on_slurm("demo-sweep", nodes=1, steps=steps)
+    preset = demo_on_slurm("demo-sweep", nodes=1, steps=steps, extra=extra)
     text = preset.read_text().replace(f"output_dir: {tmp_path}/out-demo-sweep\n", "launch: {scheduler: slurm}\n")
     preset.write_text(text)
-    started = gw_subprocess("sweep", "--trust", preset, "--set", f"optim.lr={lrs}", cwd=tmp_path, timeout=300)
+    started = gw_subprocess("sweep", "--trust", preset, *grid, cwd=tmp_path, timeout=300)
     assert started.returncode == 0, started.stdout + started.stderr
     (folder,) = sweeps_dir().iterdir()
     return folder
@@ -276,44 +280,162 @@ def sweep_statuses(folder: Path) -> list:
     return [RunDir(Path(r.run_path)).status() for r in read_sweep(folder).runs if r.run_path]
 
 
+def job_fields(job_id: str) -> dict[str, str]:
+    """`scontrol show job` of one job or array task, as its fields."""
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30)
+    return dict(item.split("=", 1) for item in out.stdout.split() if "=" in item)
+
+
+def array_tasks(array: str) -> dict[str, str]:
+    """squeue's tasks of an array (pending ones one per line too): ARRAY_TASK -> state."""
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-j", array, "-o", "%i|%F|%T"], capture_output=True, text=True, timeout=30
+    )
+    rows = [line.split("|") for line in out.stdout.split()]
+    assert all(row[1] == array for row in rows), f"one ArrayJobId: {rows}"
+    return {row[0]: row[2] for row in rows}
+
+
 @pytest.mark.slurm
-def test_a_sweep_on_slurm_submits_each_run_as_a_job_of_its_own_and_ends_compared(demo_on_slurm, tmp_path):
-    """Issue 27 on SLURM: each run of the sweep is a job of its own (not an array: each keeps its own checks,
-    script, supervisor and `stop`), followed like a run, and the finished runs are compared."""
+def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compared(demo_on_slurm, tmp_path):
+    """Issue 27 on SLURM: the 4 runs of one shape are one `sbatch --array=0-3` (tasks sharing one ArrayJobId, two at
+    a time on the two one-CPU nodes); each run keeps its own checks, run folder, script and supervisor, follows its
+    own task (its status names it) and gets its output; the sweep ends with the comparison."""
     from gpuwizard.runs.sweeps import read_sweep
 
-    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=40, lrs="1e-4,2e-4")
+    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20)
     assert wait_for(lambda: read_sweep(folder).ended, 600), read_sweep(folder).model_dump_json(indent=1)
     record = read_sweep(folder)
-    assert record.slurm and [r.state for r in record.runs] == ["finished"] * 2, [r.error for r in record.runs]
+    assert record.slurm and [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]
+    (array,) = record.arrays
+    assert array.runs == [0, 1, 2, 3] and not array.held
+    assert [(r.array, r.task) for r in record.runs] == [(array.job_id, t) for t in range(4)]
     statuses = sweep_statuses(folder)
-    jobs = {s.slurm_job_id for s in statuses}
-    assert len(jobs) == 2 and None not in jobs, "two jobs, one per run"
+    assert [s.slurm_job_id for s in statuses] == [f"{array.job_id}_{t}" for t in range(4)]
     assert all(s.slurm_state == "COMPLETED" and s.sweep == folder.name for s in statuses)
-    assert all((RunDir(Path(r.run_path or "")).path / "job.sbatch").is_file() for r in record.runs)
+    tasks = [job_fields(s.slurm_job_id or "") for s in statuses]
+    assert [(t["ArrayJobId"], t["ArrayTaskId"], t["JobState"]) for t in tasks] == [
+        (array.job_id, str(i), "COMPLETED") for i in range(4)
+    ]
+    assert len({t["JobId"] for t in tasks}) == 4, "each task its own allocation"
+    for r in record.runs:
+        run = RunDir(Path(r.run_path or ""))
+        assert "Effective batch size: 4 x 1 workers" in run.log.read_text(), "the task's output is in its run folder"
+        assert run.progress().step == 20 and (run.path / "job.sbatch").is_file()
+        assert (folder / "arrays" / array.job_id / str(r.task)).resolve() == run.path.resolve()
+    commands = " ".join((RunDir(Path(r.run_path or "")).path / "job.sbatch").read_text() for r in record.runs)
+    assert commands.count("--seed=1") == 2 and commands.count("--lr=0.0002") == 2, "each task ran its own run"
+    listed = json.loads(gw_subprocess("runs", "--json").stdout)
+    assert {row["slurm_job_id"] for row in listed} == {s.slurm_job_id for s in statuses}, "runs names each task"
     shown = gw_subprocess("sweep", "status", folder.name, cwd=tmp_path)
     assert shown.returncode == 0 and "best by final loss: #" in shown.stdout and "best run: " in shown.stdout, (
         shown.stdout + shown.stderr
     )
-    assert not any(queued(job) for job in jobs if job)
+    assert array_tasks(array.job_id) == {}, "nothing left in the queue"
 
 
 @pytest.mark.slurm
-def test_stopping_a_slurm_sweep_cancels_every_job_it_submitted(demo_on_slurm, tmp_path):
-    """Three runs on two one-CPU nodes: two train, one waits in SLURM's queue; `sweep stop` cancels all three."""
+def test_a_runs_stop_cancels_its_task_only_and_a_sweep_stop_the_whole_array(demo_on_slurm, tmp_path):
+    """Four long runs on two one-CPU nodes: two tasks train, two wait. `gpuwizard stop` of one running run and of one
+    waiting run cancels that task alone; `sweep stop` cancels the rest of the array and leaves nothing."""
     from gpuwizard.runs.sweeps import read_sweep
 
-    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20000, lrs="1e-4,2e-4,3e-4")
+    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20000)
 
-    def submitted() -> bool:
+    def two_train() -> bool:
         statuses = sweep_statuses(folder)
-        return len(statuses) == 3 and all(s.slurm_job_id for s in statuses)
+        return len(statuses) == 4 and sum(s.state == "running" for s in statuses) == 2
 
-    assert wait_for(submitted, 300), read_sweep(folder).model_dump_json(indent=1)
-    jobs = [s.slurm_job_id for s in sweep_statuses(folder)]
-    assert all(queued(job) for job in jobs if job), "all three submitted at once: the cluster queues them"
-    stopped = gw_subprocess("sweep", "stop", folder.name, cwd=tmp_path, timeout=300)
+    assert wait_for(two_train, 300), read_sweep(folder).model_dump_json(indent=1)
+    (array,) = read_sweep(folder).arrays
+    job = array.job_id
+    assert array_tasks(job).keys() == {f"{job}_{t}" for t in range(4)}, "four tasks of one array"
+    running = [r for r, s in zip(read_sweep(folder).runs, sweep_statuses(folder), strict=True) if s.state == "running"]
+    first = running[0]
+    assert wait_for(lambda: RunDir(Path(first.run_path or "")).progress() is not None, 300)
+    stopped = gw_subprocess("stop", first.run_id, timeout=180)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert wait_for(lambda: not any(queued(job) for job in jobs if job), 60), "scancel left nothing in the queue"
-    assert [r.state for r in read_sweep(folder).runs] == ["stopped"] * 3
+    assert RunDir(Path(first.run_path or "")).status().state == "stopped"
+    left = array_tasks(job)
+    assert first.array_task not in left and len(left) == 3, f"only its task was cancelled: {left}"
+
+    def waiting_run():
+        for r, s in zip(read_sweep(folder).runs, sweep_statuses(folder), strict=True):
+            if (
+                r.array_task in array_tasks(job)
+                and array_tasks(job)[r.array_task] == "PENDING"
+                and s.state != "running"
+            ):
+                return r
+        return None
+
+    assert wait_for(lambda: waiting_run() is not None, 120), array_tasks(job)
+    pending = waiting_run()
+    assert gw_subprocess("stop", pending.run_id, timeout=180).returncode == 0
+    assert wait_for(lambda: RunDir(Path(pending.run_path or "")).status().state == "stopped", 60)
+    assert RunDir(Path(pending.run_path or "")).status().slurm_state == "CANCELLED", "a task cancelled while pending"
+    assert len(array_tasks(job)) == 2 and pending.array_task not in array_tasks(job)
+
+    swept = gw_subprocess("sweep", "stop", folder.name, cwd=tmp_path, timeout=300)
+    assert swept.returncode == 0 and "nothing of it is left" in swept.stdout, swept.stdout + swept.stderr
+    assert wait_for(lambda: array_tasks(job) == {}, 60), "the whole array was cancelled"
+    assert [r.state for r in read_sweep(folder).runs] == ["stopped"] * 4
     assert all(s.state == "stopped" for s in sweep_statuses(folder))
+    mine = str(tmp_path)
+    assert wait_for(lambda: not subprocess.run(["pgrep", "-f", mine], capture_output=True).stdout.strip(), 60), (
+        "no process of any run is left"
+    )
+
+
+@pytest.mark.slurm
+def test_an_array_sbatch_refuses_fails_its_runs_with_sbatchs_own_paragraph(demo_on_slurm, tmp_path):
+    from gpuwizard.runs.sweeps import read_sweep
+
+    nowhere = "slurm: {partition: no-such-partition}\n"
+    folder = slurm_sweep(demo_on_slurm, tmp_path, steps=10, grid=("--set", "optim.lr=1e-4,2e-4"), extra=nowhere)
+    assert wait_for(lambda: read_sweep(folder).ended, 300), read_sweep(folder).model_dump_json(indent=1)
+    record = read_sweep(folder)
+    assert [r.state for r in record.runs] == ["failed"] * 2 and record.arrays == []
+    for run in record.runs:
+        assert run.run_id is None and (run.error or "").startswith(
+            "slurm.partition: sbatch refused the sweep's job array: invalid partition specified: no-such-partition"
+        ), run.error
+        assert "`gpuwizard sweep resume`" in (run.error or "")
+
+
+@pytest.mark.slurm
+def test_an_array_a_killed_scheduler_left_held_runs_the_tasks_whose_runs_joined_it(cluster, tmp_path):
+    """A scheduler killed while it started an array's runs leaves the array held; the next one (`sweep resume`)
+    cancels the tasks no run joined and releases the rest, which run their own run's script. An array it was killed
+    before recording (its folder made, sweep.json not yet written) is cancelled whole."""
+    from gpuwizard.runner.slurm import array_script, submit
+    from gpuwizard.runner.sweep_slurm import release_held
+    from gpuwizard.runs.sweeps import SlurmArray, Sweep, SweepRun
+    from support.runs import copied_run
+
+    arrays = tmp_path / "sweep" / "arrays"
+    script = tmp_path / "array.sbatch"
+    script.write_text(array_script("held", ("#SBATCH --nodes=1",), arrays, "job.sbatch"))
+    job_id, message = submit(str(script), {}, ("--hold", "--array=0-1"))
+    assert job_id, message
+    joined = copied_run(tmp_path, slurm_job_id=f"{job_id}_0")
+    (joined.path / "job.sbatch").write_text("#!/bin/bash\necho task 0 ran the script of its run\n")
+    (arrays / job_id).mkdir(parents=True)
+    (arrays / job_id / "0").symlink_to(joined.path)
+    runs = [
+        SweepRun(index=i, values={}, preset_file="", processes=1, device="cpu", state=state, array=job_id, task=i)
+        for i, state in enumerate(("running", "queued"))
+    ]
+    runs[0].run_id, runs[0].run_path = joined.run_id, str(joined.path)
+    sweep = Sweep(sweep_id="s", preset="held", source="held", created=0.0, grid={}, workdir=str(tmp_path), runs=runs)
+    sweep.arrays.append(SlurmArray(job_id=job_id, runs=[0, 1]))
+    orphan, message = submit(str(script), {}, ("--hold", "--array=0-2"))
+    assert orphan, message
+    (arrays / orphan).mkdir()
+    assert array_tasks(job_id) == {f"{job_id}_0": "PENDING", f"{job_id}_1": "PENDING"}
+    release_held(tmp_path / "sweep", sweep)
+    assert [(a.job_id, a.held) for a in sweep.arrays] == [(job_id, False), (orphan, False)]
+    assert array_tasks(orphan) == {}, "the array no run joined was cancelled"
+    assert wait_for(lambda: job_fields(f"{job_id}_0").get("JobState") == "COMPLETED", 120), job_fields(f"{job_id}_0")
+    assert joined.log.read_text() == "task 0 ran the script of its run\n"
+    assert array_tasks(job_id) == {} and job_fields(f"{job_id}_1") == {}, "the task no run joined never ran"

@@ -1,5 +1,6 @@
 """Issue 27: where the sweep scheduler puts each run, over a recorded 4-GPU machine (NVML replay): one device per
-single-GPU run, never one another run or process holds, the rest queued; on the CPU, processes within the cores."""
+single-GPU run, never one another run or process holds, the rest queued; on the CPU, processes within the cores; on
+SLURM, one job array per shape of the runs (the real cluster's side is in tests/system/test_slurm.py)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,95 @@ def test_cpu_runs_share_the_cores_with_other_runs_of_this_machine(tmp_path):
     assert cpu_processes_elsewhere(sweep) == 2
     sweep.runs[0].run_id = "20261129-120000-demo-cpu"  # the same run as one of the sweep's own: not elsewhere
     assert cpu_processes_elsewhere(sweep) == 0
+
+
+def slurm_sweep_of(runs: int) -> Sweep:
+    sweep = gpu_sweep(runs, device="cpu")
+    sweep.slurm = True
+    return sweep
+
+
+def test_a_slurm_sweep_hands_its_queued_runs_over_together_at_most_slurm_in_flight():
+    """The cluster places a SLURM sweep's runs: every queued run goes at once (one array per shape), up to the runs
+    this machine's supervisors follow at a time."""
+    from gpuwizard.runner.sweep_scheduler import SLURM_IN_FLIGHT, slurm_batch
+
+    assert [r.index for r in slurm_batch(slurm_sweep_of(4))] == [0, 1, 2, 3]
+    sweep = slurm_sweep_of(SLURM_IN_FLIGHT + 3)
+    first = slurm_batch(sweep)
+    assert len(first) == SLURM_IN_FLIGHT
+    for run in first:
+        run.state = "running"
+    assert slurm_batch(sweep) == []
+    sweep.runs[0].state = "finished"
+    assert [r.index for r in slurm_batch(sweep)] == [SLURM_IN_FLIGHT]
+
+
+def staged_variants(**changes) -> list:
+    """The demo preset on SLURM as a sweep's checked run, once per value of each changed field."""
+    from gpuwizard.runner.prepare import PreparedRun
+    from gpuwizard.runner.sweep_slurm import Staged
+
+    base = with_field(load_preset("demo-cpu"), "launch.scheduler", "slurm")
+    out = []
+    for field, values in changes.items():
+        for value in values:
+            preset = with_field(base, field, value)
+            plan, ctx = plan_here(preset, read_inventory())
+            run = SweepRun(index=len(out), values={field: value}, preset_file="", processes=1, device="cpu")
+            out.append(Staged(run, PreparedRun(preset, plan, ctx, smoke=False, baseline_green=False)))
+    return out
+
+
+def test_runs_of_one_shape_share_an_array_and_each_other_shape_gets_its_own(monkeypatch):
+    """The shape is what the batch script asks SLURM for (nodes, CPUs, time, partition, sbatch options) and the
+    secrets sbatch exports to every task; the learning rate or the seed is not part of it."""
+    from gpuwizard.runner.sweep_slurm import grouped
+
+    replay(monkeypatch, "h100_nvswitch_4")
+    arrays, alone = grouped(staged_variants(**{"optim.lr": [1e-4, 2e-4, 3e-4], "trainer_options.seed": [1, 2]}))
+    assert [[s.run.index for s in group] for group in arrays] == [[0, 1, 2, 3, 4]] and alone == []
+    arrays, alone = grouped(staged_variants(**{"slurm.time": ["01:00:00", "02:00:00", "01:00:00"]}))
+    assert [[s.run.index for s in group] for group in arrays] == [[0, 2], [1]]
+    arrays, _ = grouped(staged_variants(**{"launch.env": [{"HF_TOKEN": "a"}, {"HF_TOKEN": "b"}, {"HF_TOKEN": "a"}]}))
+    assert [[s.run.index for s in group] for group in arrays] == [[0, 2], [1]], "sbatch exports one value per array"
+
+
+def test_a_run_whose_preset_asks_for_an_array_itself_goes_as_a_job_of_its_own(monkeypatch):
+    from gpuwizard.runner.sweep_slurm import grouped, own_job_reason
+
+    replay(monkeypatch, "h100_nvswitch_4")
+    arrays, alone = grouped(staged_variants(**{"slurm.sbatch_args": [["--array=0-1"], ["--qos=high"]]}))
+    assert [s.run.index for s in alone] == [0] and [[s.run.index for s in g] for g in arrays] == [[1]]
+    reason = own_job_reason(alone[0].prepared.preset)
+    assert reason is not None and "--array" in reason
+
+
+def test_an_array_task_runs_the_batch_script_of_the_run_its_link_names(tmp_path):
+    """The array's script as bash runs it in task 1 of array 77: the run folder arrays/77/1 links to is the one whose
+    batch script runs, and the array asks for what the run's own script asks (the preset's options last, so they
+    win as they do for a run submitted alone)."""
+    import subprocess
+
+    from gpuwizard.runner.slurm import array_script
+
+    arrays = tmp_path / "sweep" / "arrays"
+    for task in (0, 1):
+        run = tmp_path / "runs" / f"r{task}"
+        run.mkdir(parents=True)
+        (run / "job.sbatch").write_text(f"#!/bin/bash\n#SBATCH --output={run}/log.txt\necho run r{task} ran\n")
+        (arrays / "77").mkdir(parents=True, exist_ok=True)
+        (arrays / "77" / str(task)).symlink_to(run)
+    shape = ("#SBATCH --nodes=1", "#SBATCH --cpus-per-task=1", "#SBATCH --qos=high")
+    script = array_script("demo-cpu", shape, arrays, "job.sbatch")
+    lines = script.splitlines()
+    assert lines[:6] == [
+        "#!/bin/bash",
+        "#SBATCH --job-name=demo-cpu",
+        f"#SBATCH --output={arrays}/%A/%a/log.txt",
+        *shape,
+    ]
+    (tmp_path / "array.sbatch").write_text(script)
+    env = {"PATH": "/usr/bin:/bin", "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "1"}
+    ran = subprocess.run(["bash", str(tmp_path / "array.sbatch")], capture_output=True, text=True, env=env)
+    assert (ran.returncode, ran.stdout) == (0, "run r1 ran\n"), ran.stderr

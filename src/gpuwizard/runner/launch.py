@@ -32,13 +32,15 @@ def start_run(
     *,
     cancelled: Callable[[], bool] | None = None,
     on_launched: Callable[[RunDir], None] | None = None,
+    submit: Callable[[RunDir, dict[str, str]], None] | None = None,
 ) -> RunDir:
     """Write the run folder and start its supervisor in a new session; returns once the job is launched.
 
     Interrupted anywhere on the way (Ctrl-C, StartCancelled, `cancelled()` turning true between its steps), it leaves
     no half-made folder, no process and no run that still says 'starting': the run ends as stopped before it returns.
     A start that fails ends as failed. `on_launched(run)` is called once the job is launched, still inside that
-    guard: an interrupt after it is for the run, no longer for its start."""
+    guard: an interrupt after it is for the run, no longer for its start. `submit(run, secrets)` hands a SLURM run
+    to the cluster (default: sbatch its own script; a sweep's run joins its job array)."""
     clear_interrupted_launches()
     started = StartUp()
 
@@ -56,7 +58,7 @@ def start_run(
             publish(stage, run)
             started.published = True
         if prepared.preset.launch.scheduler == "slurm":
-            submit_to_slurm(run, secret_env)
+            (submit or submit_to_slurm)(run, secret_env)
         go_on()
         from gpuwizard.runner.supervisor import STOP_SIGNALS
 
@@ -208,19 +210,12 @@ class StartUp:
 def submit_to_slurm(run: RunDir, secrets: dict[str, str]) -> None:
     """sbatch the run's script from here (the submitting host, with the user's environment and the run's secrets);
     a refusal is sbatch's own message in one paragraph, and the run folder goes away with it."""
-    from gpuwizard.runner.slurm import submit
+    from gpuwizard.runner.slurm import refused, submit
 
     job_id, message = submit(str(run.path / SBATCH_SCRIPT), secrets)
     if job_id is None:
         shutil.rmtree(run.path, ignore_errors=True)
-        field = "slurm.partition" if "partition" in message.lower() else "--slurm"
-        raise UserError(
-            problem(
-                field,
-                f"sbatch refused the job: {message}",
-                "fix the slurm section of the preset (`sinfo` lists the partitions), then run again",
-            )
-        )
+        raise refused(message, "the job", "run again")
     run.update_status(slurm_job_id=job_id, slurm_state="PENDING")
 
 

@@ -1,4 +1,5 @@
-"""SLURM: the batch script `run --slurm` submits, and sbatch, squeue, scontrol and scancel behind small functions.
+"""SLURM: the batch script `run --slurm` submits, the script of a sweep's job array, and sbatch, squeue, scontrol and
+scancel behind small functions.
 
 The engine stays torchrun's c10d rendezvous; SLURM only allocates the nodes. `srun` starts one torchrun agent per
 node, and the head node's address comes from SLURM itself at run time (the job's first node, at its NodeAddr)."""
@@ -32,6 +33,7 @@ PENDING_REASONS = {
     "ReqNodeNotAvail": "a node it needs is down, drained or reserved",
     "AssocGrpGRES": "your account's GPU allowance is used up",
     "Dependency": "it waits for another job",
+    "JobHeldUser": "it is held: a sweep's array until every run of it is staged (or `scontrol hold` by someone)",
 }
 
 
@@ -50,39 +52,82 @@ def _word(arg: str, ours: set[str]) -> str:
     return f'"{arg}"' if arg in ours and "$" in arg else shlex.quote(arg)
 
 
-def batch_script(ctx: BuildContext, spec: LaunchSpec, run_dir: Path | None = None) -> str:
-    """The sbatch script: #SBATCH lines, the preset's setup, the head node's address, the environment, then one
-    torchrun agent per node through srun. With `run_dir` (gpuwizard submits) the output goes into the run folder
-    and every node samples its GPUs there."""
-    output = str(run_dir / "log.txt") if run_dir is not None else None
-    if output is not None and ('"' in output or control_characters(output)):
+def output_directive(path: Path) -> str:
+    """The #SBATCH --output line of a file in gpuwizard's data folder; one paragraph for a path no such line carries."""
+    if '"' in str(path) or control_characters(str(path)):
         raise UserError(
             problem(
                 "GPUWIZARD_DATA_DIR",
-                "the run folder's path holds a quote or a control character, which an #SBATCH line cannot carry",
+                "the path of gpuwizard's data folder holds a quote or a control character, which an #SBATCH line "
+                "cannot carry",
                 "use a data folder whose path has neither",
-                value=output,
+                value=str(path),
             )
         )
+    return directive("--output", str(path))
+
+
+def resource_directives(ctx: BuildContext) -> list[str]:
+    """The #SBATCH lines that ask for the job's allocation: nodes, tasks, GPUs, CPUs, time, partition, account."""
     preset, plan = ctx.preset, ctx.plan
-    slurm = preset.slurm
-    given = {arg.split("=", 1)[0] for arg in slurm.sbatch_args}
-    lines = ["#!/bin/bash", directive("--job-name", preset.name), f"#SBATCH --nodes={preset.hardware.nodes}"]
-    lines.append("#SBATCH --ntasks-per-node=1")
+    given = {arg.split("=", 1)[0] for arg in preset.slurm.sbatch_args}
+    lines = [f"#SBATCH --nodes={preset.hardware.nodes}", "#SBATCH --ntasks-per-node=1"]
     if plan.device == "cuda":
         lines.append(f"#SBATCH --gpus-per-node={plan.processes_per_node}")
     if "--cpus-per-task" not in given:
         per = 1 if plan.device == "cpu" else CPUS_PER_GPU
         lines.append(f"#SBATCH --cpus-per-task={plan.processes_per_node * per}")
-    for flag, value in (("--time", slurm.time), ("--partition", slurm.partition), ("--account", slurm.account)):
+    for flag, value in (
+        ("--time", preset.slurm.time),
+        ("--partition", preset.slurm.partition),
+        ("--account", preset.slurm.account),
+    ):
         if value:
             lines.append(directive(flag, value))
-    if output is None:
+    return lines
+
+
+def option_directives(sbatch_args: list[str]) -> list[str]:
+    """The preset's own sbatch options, one #SBATCH line each (after gpuwizard's, so the preset's win)."""
+    return [directive(*arg.split("=", 1)) if "=" in arg else f"#SBATCH {arg}" for arg in sbatch_args]
+
+
+def shape(ctx: BuildContext) -> tuple[str, ...]:
+    """What the runs of one job array share: every #SBATCH line of the run's script but its name and output."""
+    return (*resource_directives(ctx), *option_directives(ctx.preset.slurm.sbatch_args))
+
+
+def array_script(name: str, lines: tuple[str, ...], arrays: Path, script: str) -> str:
+    """The script of a job array of a sweep's runs that share `lines` (their shape): task T of array A runs the batch
+    script (`script`) of the run that arrays/A/T links to, in its own allocation, and writes its output into that
+    run's folder (log.txt) as a run submitted alone does."""
+    task = '"$SLURM_ARRAY_JOB_ID"/"$SLURM_ARRAY_TASK_ID"'
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            directive("--job-name", name),
+            output_directive(arrays / "%A" / "%a" / "log.txt"),
+            *lines,
+            "",
+            f"exec bash {shlex.quote(str(arrays))}/{task}/{shlex.quote(script)}",
+            "",
+        ]
+    )
+
+
+def batch_script(ctx: BuildContext, spec: LaunchSpec, run_dir: Path | None = None) -> str:
+    """The sbatch script: #SBATCH lines, the preset's setup, the head node's address, the environment, then one
+    torchrun agent per node through srun. With `run_dir` (gpuwizard submits) the output goes into the run folder
+    and every node samples its GPUs there."""
+    preset, plan = ctx.preset, ctx.plan
+    slurm = preset.slurm
+    lines = ["#!/bin/bash", directive("--job-name", preset.name), *resource_directives(ctx)]
+    if run_dir is None:
         lines.append("#SBATCH --output=%x-%j.out")
         lines.append("# (gpuwizard run --slurm writes the output into the run folder instead)")
     else:
-        lines.append(directive("--output", output))
-    lines += [directive(*arg.split("=", 1)) if "=" in arg else f"#SBATCH {arg}" for arg in slurm.sbatch_args]
+        lines.append(output_directive(run_dir / "log.txt"))
+    lines += option_directives(slurm.sbatch_args)
     lines += ["", "set -e"]
     if slurm.setup:
         lines += ["# setup (from the preset)", *slurm.setup]
@@ -184,16 +229,28 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
         return None
 
 
-def submit(script: str, secrets: dict[str, str]) -> tuple[str | None, str]:
-    """sbatch the script file, with the secrets in sbatch's environment (it exports them to the job; the script
-    reads them from there): (job id, "") or (None, sbatch's own message)."""
-    result = _run(["sbatch", "--parsable", script], env={**os.environ, **secrets})
+def submit(script: str, secrets: dict[str, str], options: tuple[str, ...] = ()) -> tuple[str | None, str]:
+    """sbatch the script file (with sbatch `options` such as --array), the secrets in sbatch's environment (it
+    exports them to the job; the script reads them from there): (job id, "") or (None, sbatch's own message)."""
+    result = _run(["sbatch", "--parsable", *options, script], env={**os.environ, **secrets})
     if result is None:
         return None, "sbatch did not answer"
     if result.returncode != 0:
         lines = [line.removeprefix("sbatch: error: ") for line in result.stderr.strip().splitlines()]
         return None, "; ".join(lines) or f"sbatch exited with {result.returncode}"
     return result.stdout.strip().split(";")[0], ""
+
+
+def refused(message: str, what: str, then: str) -> UserError:
+    """sbatch's refusal of `what` in one paragraph (the partition named where sbatch blames it); `then`: what to do
+    once the preset is fixed."""
+    return UserError(
+        problem(
+            "slurm.partition" if "partition" in message.lower() else "--slurm",
+            f"sbatch refused {what}: {message}",
+            f"fix the slurm section of the preset (`sinfo` lists the partitions), then {then}",
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -213,12 +270,15 @@ class JobState:
 
 
 def job_state(job_id: str) -> JobState | None:
-    """squeue while the job is queued or running, then scontrol (kept MinJobAge after the end); None if unknown."""
+    """squeue while the job is queued or running, then scontrol (kept MinJobAge after the end); None if unknown.
+    An array task (A_T) cancelled while pending is dropped from its array's record: scontrol says it is not found."""
     queue = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r"])
     if queue is not None and queue.returncode == 0 and queue.stdout.strip():
         state, _, reason = queue.stdout.strip().splitlines()[0].partition("|")
         return JobState(state, reason if reason and reason != "None" else None)
     shown = _run(["scontrol", "show", "job", "-o", job_id])
+    if "_" in job_id and shown is not None and shown.stdout.strip() == f"Job {job_id} not found":
+        return JobState("CANCELLED")
     if shown is None or shown.returncode != 0 or not shown.stdout.strip():
         return None
     fields = dict(item.split("=", 1) for item in shown.stdout.split() if "=" in item)
@@ -230,8 +290,15 @@ def job_state(job_id: str) -> JobState | None:
     return JobState(fields.get("JobState", "UNKNOWN"), held if held and held != "None" else None, exit_code)
 
 
-def cancel(job_id: str) -> bool:
-    result = _run(["scancel", job_id])
+def cancel(*job_ids: str) -> bool:
+    """One scancel of every job named: a job, a whole array (A) or one of its tasks (A_T)."""
+    result = _run(["scancel", *job_ids])
+    return result is not None and result.returncode == 0
+
+
+def release(job_id: str) -> bool:
+    """A held job (or every held task of an array) may start."""
+    result = _run(["scontrol", "release", job_id])
     return result is not None and result.returncode == 0
 
 

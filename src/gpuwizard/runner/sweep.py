@@ -13,6 +13,7 @@ from gpuwizard.model import trust
 from gpuwizard.model.sweep import Combination, expand
 from gpuwizard.runner.procs import Pinned, wait_until
 from gpuwizard.runner.sweep_scheduler import adopt_unrecorded, refresh, scheduler_alive, spawn_scheduler
+from gpuwizard.runner.sweep_slurm import cancel_arrays
 from gpuwizard.runner.sweep_view import run_label
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.sweeps import Sweep, SweepRun, changing, new_sweep_id, read_sweep, sweeps_dir, write_sweep
@@ -156,7 +157,8 @@ def settle(folder: Path) -> None:
 
 
 def resume_sweep(folder: Path) -> list[SweepRun]:
-    """Re-queue what did not finish (a started run continues from its checkpoint) and start a scheduler again."""
+    """Re-queue what did not finish (a started run continues from its checkpoint; on SLURM in a new array) and start
+    a scheduler again."""
     with changing(folder) as sweep:
         if scheduler_alive(sweep):
             raise UserError(
@@ -176,6 +178,7 @@ def resume_sweep(folder: Path) -> list[SweepRun]:
                 if run.run_id is not None:
                     run.resume_from = run.run_id
                 run.state, run.run_id, run.run_path, run.error, run.devices = "queued", None, None, None, []
+                run.array, run.task, run.own_job = None, None, None
                 again.append(run.model_copy())
             elif run.state == "queued":
                 again.append(run.model_copy())
@@ -245,9 +248,12 @@ def stopped_run(run_id: str) -> list[int]:
 
 
 def stop_whole(folder: Path) -> list[int]:
-    """The scheduler first (nothing more starts), then every run it started; the sweep then records what its runs'
-    folders say. Returns the pids still there."""
-    left = [pid for run_id in stop_sweep(folder) for pid in stopped_run(run_id)]
+    """The scheduler first (nothing more starts), then on SLURM each array whole (one scancel), then every run it
+    started; the sweep then records what its runs' folders say. Returns the pids still there."""
+    started = stop_sweep(folder)
+    with changing(folder) as sweep:
+        cancel_arrays(folder, sweep)
+    left = [pid for run_id in started for pid in stopped_run(run_id)]
     settle(folder)
     return left
 

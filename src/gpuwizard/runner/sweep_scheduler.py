@@ -1,6 +1,7 @@
 """The sweep's scheduler: a detached process that starts each run of a sweep on free devices (GPUs nobody holds, or
-processes within the cores), queues the rest and starts them as devices free. Only it starts runs of its sweep; each
-run lives under its own supervisor, so killing the scheduler leaves them going and `sweep resume` picks up the rest.
+processes within the cores), queues the rest and starts them as devices free; on SLURM it hands the queued runs to the
+cluster as job arrays (runner/sweep_slurm.py). Only it starts runs of its sweep; each run lives under its own
+supervisor, so killing the scheduler leaves them going and `sweep resume` picks up the rest.
 
 `python -m gpuwizard.runner.sweep_scheduler SWEEP_DIR`
 """
@@ -12,20 +13,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.gpus.inventory import Inventory, read_inventory
+from gpuwizard.runner.sweep_slurm import Staged, grouped, joining, own_job_reason, release_held, submit_array
 from gpuwizard.runs.records import ProcessRef, RecordError
 from gpuwizard.runs.rundir import RunDir, supervisor_lost
-from gpuwizard.runs.sweeps import Sweep, SweepRun, SweepState, changing, read_sweep
+from gpuwizard.runs.sweeps import SlurmArray, Sweep, SweepRun, SweepState, changing, read_sweep
 
 POLL_S = 0.5
 OTHERS_EVERY_S = 5.0
 SLURM_IN_FLIGHT = 32
-"""The most runs of one sweep submitted to SLURM at once: each has a supervisor on this machine following it."""
+"""The most runs of one sweep submitted to SLURM at once (as arrays of at most this many tasks): each has a supervisor
+on this machine following it."""
 FINAL: dict[str, SweepState] = {"finished": "finished", "failed": "failed", "stopped": "stopped", "hung": "hung"}
 """A run's final state (core.codes.RunState) as the sweep records it."""
 
@@ -114,22 +118,19 @@ def adopt_unrecorded(sweep: Sweep) -> None:
                 run.state, run.run_id, run.run_path = "running", entry.run.run_id, str(entry.run.path)
                 del waiting[index]
     for run in waiting.values():
-        run.state, run.devices = "queued", []
+        run.state, run.devices, run.array, run.task = "queued", [], None, None
 
 
 def next_start(
     sweep: Sweep, inventory: Inventory | None, cores: int, elsewhere: int = 0
 ) -> tuple[SweepRun, list[int]] | None:
-    """The first queued run that fits now, and its GPUs (a SLURM run fits while fewer than SLURM_IN_FLIGHT are
-    submitted: the cluster places them); `elsewhere`: CPU processes of other runs on this machine."""
+    """The first queued run that fits on this machine now, and its GPUs; `elsewhere`: CPU processes of other runs on
+    this machine."""
     used, held = held_by(sweep)
     used += elsewhere
     for run in sweep.runs:
         if run.state != "queued":
             continue
-        if sweep.slurm:
-            submitted = sum(r.state in ("starting", "running") for r in sweep.runs)
-            return (run, []) if submitted < SLURM_IN_FLIGHT else None
         if run.device == "cpu":
             return (run, []) if cpu_fits(run.processes, used, cores) else None
         devices = place(inventory, run.processes, held) if inventory is not None else None
@@ -137,41 +138,121 @@ def next_start(
     return None
 
 
-def start_one(folder: Path, run: SweepRun, devices: list[int], inventory: Inventory | None) -> None:
-    """Plan, check and start one run of the sweep (its own prepare_run, its trainer check); a refusal fails it alone."""
+def slurm_batch(sweep: Sweep) -> list[SweepRun]:
+    """The queued runs to hand to SLURM now: as many as keep at most SLURM_IN_FLIGHT submitted."""
+    submitted = sum(r.state in ("starting", "running") for r in sweep.runs)
+    return [r for r in sweep.runs if r.state == "queued"][: max(0, SLURM_IN_FLIGHT - submitted)]
+
+
+def staged(folder: Path, run: SweepRun, devices: list[int], inventory: Inventory | None) -> Staged:
+    """One run of the sweep planned and checked (its own prepare_run, its trainer check); UserError if refused."""
     from gpuwizard.model.preset import with_field
     from gpuwizard.model.preset_files import load_preset_file
-    from gpuwizard.runner.launch import start_run
     from gpuwizard.runner.prepare import prepare_run
 
-    started: RunDir | None = None
-    note = None
+    preset = load_preset_file(folder / run.preset_file)
+    if devices:
+        preset = with_field(preset, "hardware.devices", devices)
     try:
-        preset = load_preset_file(folder / run.preset_file)
-        if devices:
-            preset = with_field(preset, "hardware.devices", devices)
-        try:
-            prepared = prepare_run(
-                preset, inventory=inventory, resume=run.resume_from is not None, resume_run=run.resume_from
-            )
-        except UserError as exc:
-            if run.resume_from is None or not all(
-                p.field == "--resume" and "checkpoint" in p.message for p in exc.problems
-            ):
-                raise
-            note = f"run {run.resume_from} left no checkpoint; started afresh"
-            prepared = prepare_run(preset, inventory=inventory)
-        started = start_run(replace(prepared, sweep=folder.name), on_hang="stop")
+        prepared = prepare_run(
+            preset, inventory=inventory, resume=run.resume_from is not None, resume_run=run.resume_from
+        )
     except UserError as exc:
-        error = exc.paragraph()
+        if run.resume_from is None or not all(
+            p.field == "--resume" and "checkpoint" in p.message for p in exc.problems
+        ):
+            raise
+        note = f"run {run.resume_from} left no checkpoint; started afresh"
+        return Staged(run, prepare_run(preset, inventory=inventory), note)
+    return Staged(run, prepared)
+
+
+def why_not(exc: Exception) -> str:
+    """A run's failure to start, as the sweep records it (the sweep goes on)."""
+    return exc.paragraph() if isinstance(exc, UserError) else f"it could not be started: {type(exc).__name__}: {exc}"
+
+
+def launched(
+    folder: Path, one: Staged, submit: Callable[[RunDir, dict[str, str]], None] | None = None
+) -> RunDir | None:
+    """Start a staged run (its run folder and supervisor) and record it in the sweep; a failure is that run's."""
+    from gpuwizard.runner.launch import start_run
+
+    try:
+        started = start_run(replace(one.prepared, sweep=folder.name), on_hang="stop", submit=submit)
     except Exception as exc:  # one run's failure to start is that run's, the sweep goes on
-        error = f"it could not be started: {type(exc).__name__}: {exc}"
+        failed(folder, one.run, why_not(exc))
+        return None
     with changing(folder) as sweep:
-        mine = sweep.runs[run.index]
-        if started is None:
-            mine.state, mine.error = "failed", error
-        else:
-            mine.state, mine.run_id, mine.run_path, mine.error = "running", started.run_id, str(started.path), note
+        mine = sweep.runs[one.run.index]
+        mine.state, mine.run_id, mine.run_path, mine.error = "running", started.run_id, str(started.path), one.note
+    return started
+
+
+def failed(folder: Path, run: SweepRun, error: str) -> None:
+    """The run ends in the sweep's record with why it could not start; the other runs go on."""
+    with changing(folder) as sweep:
+        sweep.runs[run.index].state, sweep.runs[run.index].error = "failed", error
+
+
+def start_one(folder: Path, run: SweepRun, devices: list[int], inventory: Inventory | None) -> None:
+    """Plan, check and start one run of the sweep on this machine; a refusal fails it alone."""
+    try:
+        one = staged(folder, run, devices, inventory)
+    except Exception as exc:
+        failed(folder, run, why_not(exc))
+        return
+    launched(folder, one)
+
+
+def start_on_slurm(folder: Path, runs: list[SweepRun], inventory: Inventory | None, stop: Callable[[], bool]) -> None:
+    """Check every run of the batch first (each its own trainer check), then submit one held array per shape, start
+    each run as its task and release the array; a run an array cannot express goes as a job of its own. A stop
+    asked meanwhile submits nothing: the batch goes back to the queue (which `sweep stop` then ends)."""
+    ready: list[Staged] = []
+    for run in runs:
+        if stop():
+            break
+        try:
+            ready.append(staged(folder, run, [], inventory))
+        except Exception as exc:
+            failed(folder, run, why_not(exc))
+    if stop():
+        with changing(folder) as sweep:
+            for run in runs:
+                if sweep.runs[run.index].state == "starting":
+                    sweep.runs[run.index].state = "queued"
+        return
+    arrays, alone = grouped(ready)
+    for one in alone:
+        with changing(folder) as sweep:
+            sweep.runs[one.run.index].own_job = own_job_reason(one.prepared.preset)
+        launched(folder, one)
+    for group in arrays:
+        start_array(folder, group)
+
+
+def start_array(folder: Path, group: list[Staged]) -> None:
+    """One held array for the group, each run started as its task (a task whose run cannot start is cancelled),
+    then released."""
+    from gpuwizard.runner.slurm import cancel, release
+
+    try:
+        job_id = submit_array(folder, group)
+    except Exception as exc:
+        for one in group:
+            failed(folder, one.run, why_not(exc))
+        return
+    with changing(folder) as sweep:
+        sweep.arrays.append(SlurmArray(job_id=job_id, runs=[one.run.index for one in group]))
+        for task, one in enumerate(group):
+            sweep.runs[one.run.index].array, sweep.runs[one.run.index].task = job_id, task
+    for task, one in enumerate(group):
+        if launched(folder, one, joining(folder, job_id, task)) is None:
+            cancel(f"{job_id}_{task}")  # held: it never runs
+    release(job_id)
+    with changing(folder) as sweep:
+        next(a for a in sweep.arrays if a.job_id == job_id).held = False
 
 
 class Scheduler:
@@ -201,23 +282,29 @@ class Scheduler:
         with changing(self.folder) as sweep:
             sweep.scheduler = ProcessRef.of(os.getpid())
             adopt_unrecorded(sweep)  # a scheduler before it was killed while starting one
+            release_held(self.folder, sweep)  # ... or while staging an array's runs
         while not self.stopping:
+            devices: list[int] = []
             with changing(self.folder) as sweep:
                 refresh(sweep)
                 if sweep.stopped or sweep.ended:
                     break
                 gpus_wanted = any(r.state == "queued" and r.device == "cuda" for r in sweep.runs)
                 inventory = read_inventory() if gpus_wanted else None
-                cpu_wanted = not sweep.slurm and any(r.state == "queued" and r.device == "cpu" for r in sweep.runs)
-                elsewhere = self.elsewhere(sweep) if cpu_wanted else 0
-                chosen = next_start(sweep, inventory, cores, elsewhere)
-                if chosen is not None:
-                    run, devices = chosen
+                if sweep.slurm:
+                    batch = slurm_batch(sweep)
+                else:
+                    cpu_wanted = any(r.state == "queued" and r.device == "cpu" for r in sweep.runs)
+                    chosen = next_start(sweep, inventory, cores, self.elsewhere(sweep) if cpu_wanted else 0)
+                    batch, devices = ([chosen[0]], chosen[1]) if chosen is not None else ([], [])
+                for run in batch:
                     run.state, run.devices = "starting", devices
-            if chosen is None:
+            if not batch:
                 time.sleep(POLL_S)
-                continue
-            start_one(self.folder, run, devices, inventory)
+            elif sweep.slurm:
+                start_on_slurm(self.folder, batch, inventory, lambda: self.stopping)
+            else:
+                start_one(self.folder, batch[0], devices, inventory)
         return 0
 
 

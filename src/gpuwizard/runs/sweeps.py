@@ -42,6 +42,28 @@ class SweepRun(Record):
     resume_from: str | None = None
     """The run a resumed sweep continues this one from (its checkpoint)."""
     error: str | None = None
+    array: str | None = None
+    """On SLURM: the job id of the array it runs in (its ArrayJobId)."""
+    task: int | None = Field(None, ge=0)
+    """Its task in that array: squeue and scontrol name it ARRAY_TASK, and so does its run's status."""
+    own_job: str | None = None
+    """On SLURM: why it went as a job of its own instead of a task of an array."""
+
+    @property
+    def array_task(self) -> str | None:
+        return f"{self.array}_{self.task}" if self.array is not None and self.task is not None else None
+
+
+class SlurmArray(Record):
+    """One `sbatch --array` of a SLURM sweep: runs that share one shape (nodes, tasks, GPUs, CPUs, time, partition,
+    sbatch options), submitted held and released once each of its runs is staged."""
+
+    job_id: str
+    """Its ArrayJobId: `scancel` of it cancels every task."""
+    runs: list[int]
+    """The sweep's run each task runs: task T runs runs[T]."""
+    held: bool = True
+    """Submitted held and neither released nor cancelled yet (a scheduler killed while staging its runs)."""
 
 
 class Sweep(Record):
@@ -61,7 +83,9 @@ class Sweep(Record):
     stopped: bool = False
     """`sweep stop` ended it: the scheduler starts nothing more."""
     slurm: bool = False
-    """Each run is a SLURM job of its own: the cluster queues them, not this machine's devices."""
+    """The runs go to SLURM, as job arrays (one per shape): the cluster queues them, not this machine's devices."""
+    arrays: list[SlurmArray] = []
+    """On SLURM: every array submitted for it, resumed runs' new ones included."""
 
     @property
     def ended(self) -> bool:
