@@ -15,3 +15,64 @@ def test_the_sweep_eta_is_a_range_from_the_runs_seen_and_unknown_without_them():
     assert sweep_eta([row("running", 3.0, None), row("queued")], 1) is None
     assert eta_text(None, 1) == "sweep ETA unknown (no run has gone far enough to judge)"
     assert eta_text((40.0, 50.0, 2), 2) == "sweep ETA 00:40-00:50 (2 runs' pace, 2 at a time)"
+
+
+def test_one_look_at_a_sweep_reads_each_runs_status_once(tmp_path, monkeypatch, gw):
+    """The Sweep screen's poll and `sweep status` each take a run's state and its steps and time from one read of
+    its status.json (a running run was read twice: for its state, then for its row)."""
+    from gpuwizard.runs import rundir
+    from gpuwizard.runs.sweeps import Sweep, SweepRun, sweeps_dir, write_sweep
+    from gpuwizard.tui.sweep import polled
+    from support.runs import CMP_RUNS, copy_runs
+
+    data = tmp_path / "data"
+    copy_runs(data, *CMP_RUNS, "20261129-120000-demo-cpu")
+    damaged = data / "runs" / "20261201-010000-demo-cmp"
+    damaged.mkdir()
+    (damaged / "status.json").write_text("{")
+    paths = [data / "runs" / name for name in (*CMP_RUNS, "20261129-120000-demo-cpu")] + [damaged]
+    states = ["running", "running", "finished", "running", "queued"]  # as the sweep recorded them last
+    runs = [
+        SweepRun(
+            index=i,
+            values={"trainer_options.lr": 10.0**-i},
+            preset_file=f"runs/{i:03d}.yaml",
+            processes=1,
+            device="cpu",
+            state=state,
+            run_id=paths[i].name if i < len(paths) else None,
+            run_path=str(paths[i]) if i < len(paths) else None,
+        )
+        for i, state in enumerate(states)
+    ]
+    folder = sweeps_dir() / "20261201-000000-demo-cmp-abcd"
+    folder.mkdir(parents=True)
+    write_sweep(
+        folder,
+        Sweep(
+            sweep_id=folder.name,
+            preset="demo-cmp",
+            source="demo-cmp",
+            created=0.0,
+            grid={},
+            workdir=str(tmp_path),
+            runs=runs,
+        ),
+    )
+    reads: list[str] = []
+    real = rundir.read_record
+
+    def counting(path, kind):
+        if path.name == "status.json":
+            reads.append(path.parent.name)
+        return real(path, kind)
+
+    monkeypatch.setattr(rundir, "read_record", counting)
+    shown = polled(folder, {})
+    assert sorted(reads) == sorted(p.name for p in paths), "each run folder's status read once"
+    assert [r["state"] for r in shown.rows] == ["finished", "finished", "finished", "failed", "queued"]
+    assert shown.rows[0]["total"] == 300 and shown.rows[0]["elapsed_s"] > 0
+    assert "cannot be read" in shown.rows[3]["unreadable"]
+    reads.clear()
+    assert gw("sweep", "status", folder.name, "--json").code == 0
+    assert sorted(reads) == sorted(p.name for p in paths), "and so does `sweep status`"

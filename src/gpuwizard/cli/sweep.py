@@ -86,7 +86,11 @@ def start_command(preset_arg: str | None, args: argparse.Namespace) -> int:
 
         base = with_field(base, "launch.scheduler", "slurm")
     sweep = create_sweep(base, preset_arg, grid, seeds, args.metric or spec.metric, os.getcwd())
-    where = "submitted to SLURM, a job per run" if sweep.slurm else "started on this machine's free devices"
+    where = (
+        "submitted to SLURM as job arrays (one per resource shape), each run on its own task"
+        if sweep.slurm
+        else "started on this machine's free devices"
+    )
     print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {sweep.preset}, {where}")
     print(
         f"`gpuwizard sweep status {sweep.sweep_id}` shows them, `gpuwizard sweep stop {sweep.sweep_id}` stops them all"
@@ -111,13 +115,13 @@ def cell(value: Any, spec: str = "") -> str:
 def status_command(folder: Path, args: argparse.Namespace) -> int:
     from gpuwizard.analysis.compare import compare_text
     from gpuwizard.runner.sweep import save_best, sweep_comparison
-    from gpuwizard.runner.sweep_scheduler import refresh, scheduler_alive
-    from gpuwizard.runner.sweep_view import ACTIVE, best_text, eta_text, run_rows, sweep_eta, values_label
+    from gpuwizard.runner.sweep_scheduler import scheduler_alive
+    from gpuwizard.runner.sweep_view import ACTIVE, best_text, eta_text, looked, sweep_eta, values_label
     from gpuwizard.runs.sweeps import read_sweep
 
     sweep = read_sweep(folder)
-    refresh(sweep)  # as the runs' own folders say now, with or without a scheduler to record it
-    rows, compared = run_rows(sweep), sweep_comparison(sweep)
+    rows = looked(sweep)  # as the runs' own folders say now, with or without a scheduler to record it
+    compared = sweep_comparison(sweep)
     if args.json and args.save_best:
         raise UserError(
             problem("--save-best", "is not taken with --json", "save it in a call of its own", value=args.save_best)
@@ -129,6 +133,8 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
     alive = scheduler_alive(sweep)
     live = "running" if alive else "ended" if sweep.ended else "not running (`sweep resume` goes on)"
     print(f"sweep {sweep.sweep_id} of {sweep.preset}: {len(rows)} runs; scheduler {live}")
+    for array in sweep.arrays:
+        print(f"SLURM array {array.job_id}: {len(array.runs)} tasks, runs {', '.join(str(i + 1) for i in array.runs)}")
     print(f"{'#':>3} {'values':<34} {'device':<9} {'state':<9} {'step':>6} {'loss':>9}  run id")
     for r in rows:
         print(
@@ -137,6 +143,8 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
         )
         if r["error"] or r["unreadable"]:
             print(f"      {r['error'] or r['unreadable']}")
+        if own := sweep.runs[r["index"]].own_job:
+            print(f"      {own}")
     if not sweep.ended and alive:
         slots = max(1, sum(r["state"] in ACTIVE for r in rows))
         print(eta_text(sweep_eta(rows, slots), slots))

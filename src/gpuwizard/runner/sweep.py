@@ -223,28 +223,12 @@ def sweep_run_labels(folder: Path) -> dict[str, str]:
 
 
 def stopped_run(run_id: str) -> list[int]:
-    """One run of a stopped sweep ended as `gpuwizard stop` ends it: its supervisor asked and waited for (a checkpoint
-    being written is waited for), then what is left of it ended from here. Returns the pids still there."""
-    from gpuwizard.runner.follow import request_stop, run_leftovers, stop_all
-    from gpuwizard.runs.records import RecordError
-    from gpuwizard.runs.rundir import find_run
+    """One run of a stopped sweep ended as `gpuwizard stop` ends it (runner/stopping.stop_run, with the sweep's
+    limit). Returns the pids still there."""
+    from gpuwizard.runner.stopping import stop_run
 
-    run = find_run(run_id)
-    if run is None:
-        return []
-
-    def gone() -> bool:
-        return run.status().final and not run_leftovers(run)
-
-    try:
-        if gone():
-            return []
-        request_stop(run)
-        if wait_until(gone, RUN_STOP_S):
-            return []
-    except (RecordError, OSError):
-        pass  # a folder that cannot speak for its run: its processes, found by their marker, are the truth
-    return stop_all(run.path)
+    stopped = stop_run(run_id, RUN_STOP_S)
+    return stopped.survivors if stopped is not None else []
 
 
 def stop_whole(folder: Path) -> list[int]:

@@ -21,7 +21,7 @@ from types import FrameType
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.gpus.inventory import Inventory, read_inventory
 from gpuwizard.runner.sweep_slurm import Staged, grouped, joining, own_job_reason, release_held, submit_array
-from gpuwizard.runs.records import ProcessRef, RecordError
+from gpuwizard.runs.records import ProcessRef, RecordError, Status
 from gpuwizard.runs.rundir import RunDir, supervisor_lost
 from gpuwizard.runs.sweeps import SlurmArray, Sweep, SweepRun, SweepState, changing, read_sweep
 
@@ -78,16 +78,20 @@ def cpu_processes_elsewhere(sweep: Sweep) -> int:
     )
 
 
-def refresh(sweep: Sweep) -> None:
-    """Each started run's state from its own folder."""
+def refresh(sweep: Sweep) -> dict[int, Status | RecordError]:
+    """Each started run's state from its own folder; what it read of each (by index: its status, or why it cannot
+    be read), so a view of the same look reads no run twice."""
+    read: dict[int, Status | RecordError] = {}
     for run in sweep.runs:
         if run.state not in ("starting", "running") or run.run_path is None:
             continue
         try:
             status = RunDir(Path(run.run_path)).status()
         except RecordError as exc:
+            read[run.index] = exc
             run.state, run.error = "failed", f"its run folder cannot be read: {exc}"
             continue
+        read[run.index] = status
         if status.final:
             run.state = FINAL[str(status.state)]
             run.error = status.error
@@ -95,6 +99,7 @@ def refresh(sweep: Sweep) -> None:
             run.state, run.error = "failed", "its supervisor is gone"
         else:
             run.state = "running"
+    return read
 
 
 def link_text(sweep_id: str, index: int, count: int) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwizard.runner.follow import clock
-from gpuwizard.runs.records import RecordError
+from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -30,9 +30,17 @@ def run_label(run: SweepRun) -> str:
     return f"#{run.index + 1} {values_label(run.values)}"
 
 
-def run_rows(sweep: Sweep) -> list[dict[str, Any]]:
+def looked(sweep: Sweep) -> list[dict[str, Any]]:
+    """One look at a sweep: each started run's state as its folder says now (set on `sweep`, which is not written)
+    and one row per run, each run's status.json read once."""
+    from gpuwizard.runner.sweep_scheduler import refresh
+
+    return run_rows(sweep, refresh(sweep))
+
+
+def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[dict[str, Any]]:
     """One row per run: its values, device, state, step of its total, loss, elapsed time and ETA (or why its run
-    folder cannot be read)."""
+    folder cannot be read); `read`: the statuses this look read already, by run index."""
     rows = []
     for run in sweep.runs:
         where = "cpu" if run.device == "cpu" else ("GPU " + ",".join(map(str, run.devices)) if run.devices else "-")
@@ -55,10 +63,14 @@ def run_rows(sweep: Sweep) -> list[dict[str, Any]]:
         if run.run_path is None:
             continue
         folder = RunDir(Path(run.run_path))
-        try:
-            status = folder.status()
-        except RecordError as exc:
-            row["unreadable"] = f"its run folder {run.run_path} cannot be read: {exc}"
+        status = read.get(run.index)
+        if status is None:
+            try:
+                status = folder.status()
+            except RecordError as exc:
+                status = exc
+        if isinstance(status, RecordError):
+            row["unreadable"] = f"its run folder {run.run_path} cannot be read: {status}"
             continue
         progress = folder.progress()
         row["total"] = (progress.total if progress else None) or status.steps

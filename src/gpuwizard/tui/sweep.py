@@ -21,8 +21,8 @@ from gpuwizard.runner.sweep_view import (
     ACTIVE,
     best_text,
     eta_text,
+    looked,
     resume_text,
-    run_rows,
     stop_text,
     sweep_eta,
     values_label,
@@ -47,7 +47,7 @@ def polled(folder: Path, cache: dict[tuple, Any]) -> SweepPolled:
     """The sweep now (read-only: only the scheduler and the stop write sweep.json); its comparison is made once per
     set of ended runs."""
     from gpuwizard.runner.sweep import sweep_comparison
-    from gpuwizard.runner.sweep_scheduler import refresh, scheduler_alive
+    from gpuwizard.runner.sweep_scheduler import scheduler_alive
     from gpuwizard.runs.records import RecordError
     from gpuwizard.runs.sweeps import read_sweep
 
@@ -55,8 +55,7 @@ def polled(folder: Path, cache: dict[tuple, Any]) -> SweepPolled:
         sweep = read_sweep(folder)
     except RecordError as exc:
         return SweepPolled(None, [], False, None, f"{folder / 'sweep.json'} cannot be read: {exc}")
-    refresh(sweep)
-    rows = run_rows(sweep)
+    rows = looked(sweep)
     key = tuple((r.run_id, r.state) for r in sweep.runs)
     if sweep.ended and key not in cache:
         cache.clear()
