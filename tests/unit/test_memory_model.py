@@ -13,7 +13,7 @@ import pytest
 
 from gpuwizard.analysis.memory_model import confirm_next, fit_memory, gauge_peak_mb
 from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-from gpuwizard.runner.batch_search import MAX_AUTO_BATCH, search_batch
+from gpuwizard.runner.batch_search import MAX_AUTO_BATCH, grid_memory_line, search_batch
 
 
 def test_the_line_predicts_the_largest_batch_within_a_real_and_a_simulated_device():
@@ -109,6 +109,27 @@ def test_without_a_device_size_the_search_doubles_and_bisects_by_out_of_memory_a
     )
     assert search_batch(device, 1, 16) in range(89, 101) and device.result.memory is None
     assert device.ran[:4] == [16, 32, 64, 128]
+
+
+def test_a_grid_probe_on_the_cpu_says_its_line_within_the_machines_memory_shared_by_its_processes():
+    """`probe demo-cpu` (no batch search, no device size) printed no memory model; the grid's rows give one."""
+    device = Device(lambda b: 328.0 + 8.2 * b, None, simulated=False)
+    for gpus, extra in ((1, 0.0), (2, 20.0)):  # two processes: more per rank (its gloo buffers)
+        for batch in (8, 16):
+            device.record(
+                ProbeRow(gpus=gpus, per_device_batch=batch, outcome="measured", memory_mb=device.peak(batch) + extra)
+            )
+    assert grid_memory_line(device, None) is None, "no device size and no machine memory: no limit to say"
+    fit = grid_memory_line(device, machine_mb=10_000.0)
+    assert fit is not None and fit.batches == [8, 16] and fit.fixed_mb == pytest.approx(348.0)
+    assert fit.limit_mb == pytest.approx(10_000 * 0.9 / 2), "the machine's memory shared by the 2 processes"
+    assert fit.predicted_batch == int((4500 - 348.0) // 8.2)
+    assert "shared by 2 processes, 10% kept free" in fit.line()
+    simulated = Device(lambda b: 328.0 + 8.2 * b, 700.0)
+    for batch in (8, 16):
+        simulated.record(ProbeRow(gpus=1, per_device_batch=batch, outcome="measured", memory_mb=simulated.peak(batch)))
+    fit = grid_memory_line(simulated, machine_mb=10_000.0)
+    assert fit is not None and fit.limit_mb == 700.0 and "the simulated device" in fit.line(), "a device size wins"
 
 
 def test_the_probe_reads_the_largest_ranks_peak_from_the_gauge(tmp_path):

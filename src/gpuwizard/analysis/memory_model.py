@@ -33,6 +33,8 @@ class MemoryFit(Record):
     limit_mb: float
     simulated: bool
     """The limit is a simulated device's whole memory (its allocator refuses only past it: no headroom kept)."""
+    limit_source: str = ""
+    """What the limit is, where it is not a device's (a CPU probe: the machine's memory shared by its processes)."""
     predicted_batch: int
     runs_after_fit: int = 0
     confirmed: str | None = None
@@ -46,7 +48,7 @@ class MemoryFit(Record):
         return f"mem(b) = {self.fixed_mb:.1f} + {self.per_sample_mb:.3f} x b MB from rows {rows} ({fit})"
 
     def line(self) -> str:
-        held = "the simulated device" if self.simulated else "the device less its headroom"
+        held = self.limit_source or ("the simulated device" if self.simulated else "the device less its headroom")
         after = f"; {self.confirmed} ({self.runs_after_fit} runs after the fit)" if self.confirmed else ""
         return (
             f"memory model: {self.equation()}; within {self.limit_mb:.0f} MB ({held}) up to batch "

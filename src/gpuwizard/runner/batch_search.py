@@ -89,15 +89,31 @@ def bisect_next(tried: dict[int, bool]) -> int | None:
     return (fits + fails) // 2
 
 
-def memory_line(probe: ProbeRuns, gpus: int) -> MemoryFit | None:
-    """The line through this count's rows that have a memory figure, held to what limits the device; None where
-    the device's memory is unknown or the rows do not give a slope yet."""
-    if probe.device_memory_mb is None:
-        return None
+def memory_line(probe: ProbeRuns, gpus: int, machine_mb: float | None = None) -> MemoryFit | None:
+    """The line through this count's rows that have a memory figure, held to what limits the device (where the
+    device's memory is unknown, as on the CPU, `machine_mb` shared by the count's processes, if given); None where
+    there is no limit or the rows do not give a slope yet."""
     rows = [
         r
         for r in probe.result.rows
         if r.gpus == gpus and r.outcome in ("measured", "does not fit") and r.memory_mb is not None
     ]
-    limit = probe.device_memory_mb * (1 if probe.simulated else 1 - probe.headroom)
-    return fit_memory([(r.per_device_batch, r.memory_mb or 0.0) for r in rows], limit, probe.simulated)
+    points = [(r.per_device_batch, r.memory_mb or 0.0) for r in rows]
+    if probe.device_memory_mb is not None:
+        limit = probe.device_memory_mb * (1 if probe.simulated else 1 - probe.headroom)
+        return fit_memory(points, limit, probe.simulated)
+    if machine_mb is None:
+        return None
+    fit = fit_memory(points, machine_mb * (1 - probe.headroom) / gpus, simulated=False)
+    held = (
+        f"this machine's {machine_mb / 1024:.1f} GB shared by {gpus} process{'es' if gpus > 1 else ''}, "
+        f"{probe.headroom:.0%} kept free"
+    )
+    return fit.model_copy(update={"limit_source": held}) if fit is not None else None
+
+
+def grid_memory_line(probe: ProbeRuns, machine_mb: float | None) -> MemoryFit | None:
+    """A grid's memory line, where no batch search fitted one: from the most processes (or GPUs) that measured two
+    batches or more, so the report says how far the batch could grow (the batch search confirms it by running)."""
+    counts = sorted({r.gpus for r in probe.result.rows if r.outcome == "measured" and r.memory_mb}, reverse=True)
+    return next((fit for gpus in counts if (fit := memory_line(probe, gpus, machine_mb)) is not None), None)

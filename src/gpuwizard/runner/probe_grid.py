@@ -30,7 +30,7 @@ from gpuwizard.analysis.probe_verdict import fill_models, verdict
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
-from gpuwizard.runner.batch_search import search_batch
+from gpuwizard.runner.batch_search import grid_memory_line, search_batch
 from gpuwizard.runs.rundir import PRIVATE, RunDir
 
 if TYPE_CHECKING:
@@ -214,6 +214,12 @@ class Probe:
             return min(totals) if totals else None
         return None
 
+    def machine_mb(self) -> float | None:
+        """The machine's memory, which a CPU run's processes share (None on a GPU: its own memory is the limit)."""
+        import psutil
+
+        return psutil.virtual_memory().total / 2**20 if self.result.device == "cpu" else None
+
     def _hardware(self, device: str) -> str:
         if device == "cuda":
             visible = self.inventory.visible()
@@ -347,6 +353,8 @@ class Probe:
                     if self.cancelled.is_set() or done or self.out_of_budget(f"{gpus} x batch {batch}"):
                         continue
                     self.record(self.run_config(gpus, batch))
+            if self.result.memory is None:
+                self.result.memory = grid_memory_line(self, self.machine_mb())
             self.result.state = "stopped" if self.cancelled.is_set() else "finished"
         except BaseException as exc:
             self.cancelled.set()
