@@ -1,5 +1,5 @@
 """The probe from the wizard's Scaling step at 80x24, driven with Pilot (issue 21): F5 runs the real default probe
-(1 and 2 gloo processes x two batches of the demo) with a live table and progress, the predicted 4-process rows and
+(1 and 2 gloo processes x two batches of the demo) with a live table and progress, the predicted rows and
 the time to the same loss, a finished probe fills the estimates with "probed", and `c` cancels with nothing left
 running and nothing kept but probe.json."""
 
@@ -18,7 +18,7 @@ import psutil
 import pytest
 from textual.widgets import DataTable, ProgressBar
 
-from gpuwizard.analysis.probe_results import probes_dir
+from gpuwizard.analysis.probe_results import ProbeResult, probes_dir
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runs.rundir import alive_processes, list_runs
 from gpuwizard.tui.app import GpuWizardApp
@@ -57,14 +57,26 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
         key_bar_fits(probe)
         assert await wait_until(pilot, lambda: probe.done, 900)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        assert [(r[0], r[1], r[-1]) for r in rows] == [
+        assert [(r[0], r[1], r[-1]) for r in rows[:4]] == [
             ("1", "4", "yes"),
             ("1", "8", "yes"),
             ("2", "4", "yes"),
             ("2", "8", "yes"),
-            ("4", "4", "predicted"),
-            ("4", "8", "predicted"),
-        ], "the throughput model's rows after the measured ones, marked as predicted"
+        ], "the measured rows first"
+        (folder,) = probes_dir().iterdir()
+        model = ProbeResult.model_validate_json((folder / "probe.json").read_text()).throughput
+        assert model is not None
+        # then the model's: twice the largest batch where the fit tells a sample's cost, 4 processes only where the
+        # cores hold them and the fit tells the all-reduce's cost
+        per_sample, comm = model.median.per_sample_s is not None, model.median.comm_s is not None
+        four = (os.cpu_count() or 1) >= 4 and comm
+        expected = [
+            (str(g), str(b), "predicted")
+            for g in (1, 2, 4)
+            for b in (4, 8, 16)
+            if (g == 4 and four or g < 4 and b == 16) and (b < 16 or per_sample)
+        ]
+        assert [(r[0], r[1], r[-1]) for r in rows[4:]] == expected, model
         assert all(float(r[2]) > 0 for r in rows), rows
         assert all(r[-2].endswith("x") for r in rows), "each row's time to the same loss"
         assert probe.query_one("#probe-progress", ProgressBar).percentage == 1
@@ -77,7 +89,6 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
         await pilot.press("escape")
         assert await wait_until(pilot, lambda: not isinstance(app.screen, ProbeScreen), 30)
         assert await wait_until(pilot, lambda: estimates(app).count("· probed") == 2, 60), estimates(app)
-    (folder,) = probes_dir().iterdir()
     assert json.loads((folder / "probe.json").read_text())["state"] == "finished"
 
 

@@ -4,7 +4,7 @@ recommended, and one that is slower."""
 from __future__ import annotations
 
 from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-from gpuwizard.analysis.probe_verdict import verdict
+from gpuwizard.analysis.probe_verdict import predicted_range, verdict
 
 
 def grid_result(rates: dict[int, float], samples: int) -> ProbeResult:
@@ -48,3 +48,11 @@ def test_a_second_process_that_keeps_its_efficiency_pays_and_is_recommended():
     assert lines[-1] == "Recommended: 2 processes at batch 8 per device (1800.0 samples/s)."
     slower = verdict(grid_result({1: 1000.0, 2: 870.0}, samples=4800))
     assert slower[0].endswith(": does not pay: slower.") and slower[-1].endswith("more processes do not pay here.")
+
+
+def test_a_predicted_row_without_an_upper_end_says_at_least():
+    """A fit 100% or more off leaves the shortest step at or below zero: the row's rate has a floor and no ceiling."""
+    row = ProbeRow(gpus=1, per_device_batch=256, outcome="predicted", samples_per_s=61031.6, rate_low=18666.2)
+    assert predicted_range(row) == "≥18666"
+    assert predicted_range(row.model_copy(update={"rate_high": 70000.0})) == "18666-70000"
+    assert predicted_range(row.model_copy(update={"rate_low": None})) == "-"

@@ -106,7 +106,8 @@ def test_the_probe_uses_this_hosts_bandwidth_where_it_ran_one_process_count(isol
         created=0.0, steps=300, headroom=0.1, rows=rows, batches=[8, 16], gpus=[1, 2],
     )  # fmt: skip
     fill_models(probe)
-    assert probe.throughput is not None and probe.throughput.comm_source is None and not probe.predicted
+    assert probe.throughput is not None and probe.throughput.comm_source is None
+    assert {(r.gpus, r.per_device_batch) for r in probe.predicted} == {(1, 32)}, "one count: only a batch it can tell"
     busbw = 0.6e9
     seconds = MIB / busbw
     save(
@@ -128,7 +129,7 @@ def test_the_probe_uses_this_hosts_bandwidth_where_it_ran_one_process_count(isol
     assert model is not None and model.comm_source == "measured"
     params = (load_catalog()["demo"].params_m or 0) * 1e6
     assert model.median.comm_s == pytest.approx(params * 4 / busbw)
-    assert {(r.gpus, r.per_device_batch) for r in probe.predicted} == {(2, 8), (2, 16)}
+    assert {(r.gpus, r.per_device_batch) for r in probe.predicted} == {(1, 32), (2, 8), (2, 16), (2, 32)}
     text = result_text(probe).replace("\n  ", " ")
     assert "x 2(n-1)/n (measured)" in text and "2 gloo processes on CPU, 2 cores" in text
 
@@ -145,14 +146,35 @@ def test_a_cpu_probe_predicts_no_process_count_past_the_cores():
         for b in (8, 16)
     ]
 
-    def predicted(cores: int | None) -> set[int]:
+    def predicted(cores: int | None) -> set[tuple[int, int]]:
         probe = ProbeResult(
             probe_id="p", preset="demo-cpu", trainer="demo", policy="demo", device="cpu", hardware="CPU",
             created=0.0, steps=300, headroom=0.1, rows=rows, batches=[8, 16], gpus=[1, 2], cores=cores,
         )  # fmt: skip
         fill_models(probe)
-        return {r.gpus for r in probe.predicted}
+        return {(r.gpus, r.per_device_batch) for r in probe.predicted}
 
-    assert predicted(4) == {4}, "twice the most processes measured, within 4 cores"
-    assert predicted(2) == set(), "2 cores: nothing past the 2 processes measured"
-    assert predicted(None) == {4}, "a probe.json from before the cores were kept predicts as it did"
+    bigger = {(1, 32), (2, 32)}  # twice the largest batch, on the counts measured
+    assert predicted(4) == bigger | {(4, 8), (4, 16), (4, 32)}, "twice the most processes measured, within 4 cores"
+    assert predicted(2) == bigger, "2 cores: no count past the 2 processes measured"
+    assert predicted(None) == predicted(4), "a probe.json from before the cores were kept predicts as it did"
+
+
+def test_twice_the_largest_batch_is_predicted_only_where_the_memory_line_lets_it_fit():
+    from gpuwizard.analysis.memory_model import fit_memory
+    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
+    from gpuwizard.analysis.probe_verdict import fill_models
+
+    rows = [ProbeRow(gpus=1, per_device_batch=b, outcome="measured", samples_per_s=b / truth(1, b)) for b in (8, 16)]
+
+    def predicted(limit_mb: float) -> dict[int, str]:
+        probe = ProbeResult(
+            probe_id="p", preset="demo-cpu", trainer="demo", policy="demo", device="cpu", hardware="CPU",
+            created=0.0, steps=300, headroom=0.1, rows=rows, batches=[8, 16], gpus=[1], cores=1,
+            memory=fit_memory([(8, 400.0), (16, 480.0)], limit_mb, simulated=False),
+        )  # fmt: skip
+        fill_models(probe)
+        return {r.per_device_batch: r.detail for r in probe.predicted}
+
+    assert predicted(10_000) == {32: "throughput model; fits by the memory line"}
+    assert predicted(600) == {}, "the line puts 32 past 600 MB (320 + 10 x 32 = 640)"

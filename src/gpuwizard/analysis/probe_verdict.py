@@ -153,7 +153,8 @@ def fill_models(result: ProbeResult) -> None:
 
 
 def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]:
-    """The grid's configurations no run measured, and twice the most GPUs measured (on the CPU, within its cores),
+    """The grid's configurations no run measured, twice the most GPUs measured (on the CPU, within its cores: ranks
+    past them would share them) and twice the largest batch measured (where the memory line does not rule it out),
     from the throughput model."""
     model = result.throughput
     if model is None or not measured:
@@ -162,6 +163,10 @@ def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]
     if result.device == "cpu" and result.cores:
         counts = [n for n in counts if n <= result.cores]
     batches = result.batches or sorted({r.per_device_batch for r in measured})
+    bigger = 2 * max(r.per_device_batch for r in measured)
+    memory = result.memory
+    if bigger not in batches and (memory is None or bigger <= memory.predicted_batch):
+        batches = [*batches, bigger]
     ran = {(r.gpus, r.per_device_batch) for r in result.rows if r.outcome in ("measured", "does not fit")}
     out = []
     for gpus in counts:
@@ -180,7 +185,12 @@ def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]
                     samples_per_s=samples / step,
                     rate_low=samples / longest,
                     rate_high=samples / shortest if shortest > 0 else None,
-                    detail="throughput model; whether it fits is not predicted",
+                    detail="throughput model; "
+                    + (
+                        "fits by the memory line"
+                        if memory is not None and batch <= memory.predicted_batch
+                        else "whether it fits is not predicted"
+                    ),
                 )
             )
     return out
@@ -328,9 +338,12 @@ def result_text(result: ProbeResult) -> str:
 
 
 def predicted_range(row: ProbeRow) -> str:
-    """A predicted row's range: the model's fits through the slowest and fastest windows, widened by its residual."""
-    if row.rate_low is None or row.rate_high is None:
+    """A predicted row's range: the model's fits through the slowest and fastest windows, widened by its residual (a
+    residual of 100% or more leaves it no upper end: "≥ low")."""
+    if row.rate_low is None:
         return "-"
+    if row.rate_high is None:
+        return f"≥{row.rate_low:{'.1f' if row.rate_low < 100 else '.0f'}}"
     spec = ".1f" if row.rate_high < 100 else ".0f"
     return f"{row.rate_low:{spec}}-{row.rate_high:{spec}}"
 
