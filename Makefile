@@ -26,9 +26,11 @@ demo: $(STAMP)
 LOCAL_SLURM := $(wildcard /tmp/gpuwizard-slurm/slurm.conf)
 
 # the `slurm` tests run when a cluster answers: $SLURM_CONF, or the local one `make slurm-up` starts
+# --dist loadgroup: tests that read one shared real run carry its xdist_group and share a worker
+# (tests/trainers/conftest.py); --durations=40 shows where the time goes
 test: $(STAMP)
 	$(PY) -m mypy
-	$(if $(SLURM_CONF),,$(if $(LOCAL_SLURM),SLURM_CONF=$(LOCAL_SLURM))) $(PY) -m pytest -n 2 -q --durations=15
+	$(if $(SLURM_CONF),,$(if $(LOCAL_SLURM),SLURM_CONF=$(LOCAL_SLURM))) $(PY) -m pytest -n 2 --dist loadgroup -q --durations=40
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -54,3 +54,17 @@ def gw(capsys):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+LONGEST_FIRST = (("lerobot", "groot", "hf", "openpi"), ("slow", "slurm"))
+"""Real trainers first, then real jobs and the cluster, then the rest, each kept in its collected order: under
+`make test` (-n 2) the workers take tests in this order, so the last minutes are short tests on both workers
+instead of one worker finishing a two-minute trainer run while the other waits."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        names = {mark.name for mark in item.iter_markers()}
+        return next((i for i, group in enumerate(LONGEST_FIRST) if names & set(group)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)

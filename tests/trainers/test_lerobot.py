@@ -7,15 +7,14 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
 from gpuwizard.trainers.lerobot import install
 from gpuwizard.trainers.lerobot.install import detect
 from gpuwizard.trainers.logparse import parse_lerobot
-from support.cli import gw_subprocess
-from support.trainers import fake_env, real_preset
+from support.cli import gw_subprocess, wait_for
+from support.trainers import FINISHED_STEPS, SHARES_061_RUN, fake_env, real_preset
 
 PRESET = """\
 version: 1
@@ -89,6 +88,11 @@ REAL_ENVS = [
     pytest.param("GPUWIZARD_LEROBOT_PYTHON", 1, id="0.6.1"),
     pytest.param("GPUWIZARD_LEROBOT_MAIN_PYTHON", 2, id="main-7427f31"),
 ]
+FINISHED_ENVS = [
+    pytest.param(*REAL_ENVS[0].values, id="0.6.1", marks=SHARES_061_RUN),
+    REAL_ENVS[1],
+]
+"""0.6.1's finished run is test_lerobot_gauge.py's ungauged one too (conftest.lerobot_run)."""
 
 
 def newest_run():
@@ -98,19 +102,16 @@ def newest_run():
 
 
 @pytest.mark.lerobot
-@pytest.mark.parametrize("variable, accum", REAL_ENVS)
-def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, variable, accum):
+@pytest.mark.parametrize("variable, accum", FINISHED_ENVS)
+def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(lerobot_run, variable, accum):
     """The real lerobot-train, ACT on 2 CPU processes, linear_lr from 1 GPU (lr x 2 with a warmup, through
-    --use_policy_training_preset=false). Main with accumulation 2 counts loop steps: the plan's 8 updates are 16 of
-    its steps and 8 x (2 x 2 x 2) = 64 samples (shared/vendor/README.md; lerobot_train.py at 7427f31)."""
-    preset = real_preset(tmp_path, variable, accum, steps=8, save_freq=8)
-    plan = json.loads(gw_subprocess("plan", "--trust", preset, "--json").stdout)
-    assert (plan["steps"], plan["trainer_steps"], plan["samples_seen"]) == (8, 8 * accum, 8 * 2 * 2 * accum)
-    result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    run = newest_run()
+    --use_policy_training_preset=false). Main with accumulation 2 counts loop steps: the plan's 12 updates are 24 of
+    its steps and 12 x (2 x 2 x 2) = 96 samples (shared/vendor/README.md; lerobot_train.py at 7427f31)."""
+    made = lerobot_run(variable, accum)
+    plan, run, steps = made.plan, made.run, FINISHED_STEPS
+    assert (plan["steps"], plan["trainer_steps"], plan["samples_seen"]) == (steps, steps * accum, steps * 4 * accum)
     progress = run.progress()
-    assert (progress.step, progress.total, progress.finished) == (8 * accum, 8 * accum, True)
+    assert (progress.step, progress.total, progress.finished) == (steps * accum, steps * accum, True)
     assert progress.samples == plan["samples_seen"], "logged smpl: equals steps x effective batch"
     assert progress.lr == pytest.approx(2e-5), "the linearly scaled lr reached LeRobot"
     last = parse_lerobot([line for line in run.log.read_text().splitlines() if "smp/s:" in line][-1])
@@ -120,7 +121,7 @@ def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, vari
     assert abs(progress.samples_per_s - last.samples_per_s) <= slack, "LeRobot's own figure, unrounded"
     events, unreadable = run.events()
     assert ([(e.kind, e.title) for e in events], unreadable) == ([], 0), "banner, lr and batch agree with the plan"
-    checkpoint = tmp_path / "out" / "checkpoints" / f"{8 * accum:06d}" / "pretrained_model" / "model.safetensors"
+    checkpoint = made.out / "checkpoints" / f"{steps * accum:06d}" / "pretrained_model" / "model.safetensors"
     assert checkpoint.is_file()
     check = json.loads((run.path / "trainer-check.json").read_text())
     assert check["status"] == "accepted", "lerobot-train's own parser read the launched command as planned"
@@ -128,19 +129,26 @@ def test_real_lerobot_trains_the_samples_and_lr_the_plan_promised(tmp_path, vari
     assert {k: check["values"][k] for k in shared} == {
         "per_device_batch": 2,
         "lr": pytest.approx(2e-5),
-        "steps": 8 * accum,
+        "steps": steps * accum,
         "warmup_steps": accum,
         "dataset": "local/so100_tiny",
         "policy": "act",
-    }, "a 5% warmup of 8 updates, ceil 1, is `accum` loop steps"
+    }, "a 5% warmup of 12 updates, ceil 1, is `accum` loop steps"
+
+
+LOOP_STEPS, SAVE_EVERY = 20, 4
+"""The stop-and-resume run in lerobot-train's loop steps (an update is `accum` of them on main): the stop lands after
+the first checkpoint and before the run's end, so 16 loop steps stay between them; fewer steps, or a later first
+checkpoint, would let a slow stop find the run finished."""
 
 
 @pytest.mark.lerobot
 @pytest.mark.parametrize("variable, accum", REAL_ENVS)
-def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, variable, accum):
+def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(gw, tmp_path, variable, accum):
     """Stop after the first checkpoint, then `run --resume`: lerobot-train continues from
     checkpoints/last/pretrained_model/train_config.json (lerobot/configs/train.py) to the planned step."""
-    preset = real_preset(tmp_path, variable, accum, steps=30, save_freq=4)
+    steps = LOOP_STEPS // accum
+    preset = real_preset(tmp_path, variable, accum, steps=steps, save_freq=SAVE_EVERY // accum)
     config = tmp_path / "out" / "checkpoints" / "last" / "pretrained_model" / "train_config.json"
     first = subprocess.Popen(
         [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
@@ -148,25 +156,25 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(tmp_path, va
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 400
-    while not config.is_file() and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for(lambda: config.is_file() or first.poll() is not None, timeout=400)
     assert config.is_file(), "a first checkpoint was written"
-    assert gw_subprocess("stop", timeout=120).returncode == 0
+    stop = gw("stop")  # in process: the stop's own code, without a second interpreter's start-up in the margin
+    assert stop.code == 0, stop.out + stop.err
     first.communicate(timeout=120)
     stopped = newest_run()
     assert stopped.status().state == "stopped"
     checked = gw_subprocess("check", "--trust", preset, "--resume", timeout=600)
     assert checked.returncode == 0 and "accepted by lerobot-train" in checked.stdout, checked.stderr
-    assert f"{30 * accum} steps" in checked.stdout and "resume true" in checked.stdout
+    assert f"{LOOP_STEPS} steps" in checked.stdout and "resume true" in checked.stdout
     resumed = gw_subprocess("run", "--trust", preset, "--headless", "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = newest_run()
     assert run.status().resumed_from == stopped.run_id
     progress = run.progress()
-    assert (progress.step, progress.total) == (30 * accum, 30 * accum)
+    assert (progress.step, progress.total) == (LOOP_STEPS, LOOP_STEPS)
     assert "--resume=true" in run.job().argv and not any(a.startswith("--policy.type") for a in run.job().argv)
     check = json.loads((run.path / "trainer-check.json").read_text())
-    assert (check["status"], check["values"]["resume"], check["values"]["steps"]) == ("accepted", True, 30 * accum)
+    assert (check["status"], check["values"]["resume"], check["values"]["steps"]) == ("accepted", True, LOOP_STEPS)
     resumed_at = re.search(r"continues from step (\d+) ", " ".join(check["notes"]))
-    assert resumed_at and int(resumed_at[1]) % (4 * accum) == 0, "the checkpoint's step, read by lerobot-train itself"
+    assert resumed_at and int(resumed_at[1]) % SAVE_EVERY == 0, "the checkpoint's step, read by lerobot-train itself"
+    assert int(resumed_at[1]) < LOOP_STEPS, "stopped before its end"

@@ -5,38 +5,22 @@ communication hook sees."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from gpuwizard.analysis.noise_scale import GAUGE_FILE, read_gauge, summary
-from gpuwizard.runs.rundir import RunDir, list_runs
-from support.cli import gw_subprocess
-from support.trainers import real_preset
+from support.trainers import SHARES_061_RUN
 
 pytestmark = pytest.mark.lerobot
 
 
-def gauged_run(tmp_path: Path, variable: str, accum: int, gauge: bool) -> RunDir:
-    folder = tmp_path / ("gauged" if gauge else "plain")
-    folder.mkdir()
-    preset = real_preset(folder, variable, accum, steps=12, save_freq=12)
-    if gauge:
-        preset.write_text(
-            preset.read_text().replace("monitor: {hang_timeout_s: 300}", "monitor: {gauge: true, hang_timeout_s: 300}")
-        )
-    result = gw_subprocess("run", "--trust", preset, "--headless", timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return list_runs()[0].run
-
-
+@SHARES_061_RUN
 @pytest.mark.parametrize("variable, accum", [pytest.param("GPUWIZARD_LEROBOT_PYTHON", 1, id="0.6.1")])
-def test_lerobot_with_the_gauge_trains_the_same_losses_and_gives_a_noise_scale(tmp_path, variable, accum):
-    """0.6.1 only in the suite (100 s a version): its update_policy calls policy.forward() on the DDP module, the one
-    path the demo and the HF Trainer do not take; main 7427f31 calls policy(batch) and passed the same test once
-    (GPUWIZARD_LEROBOT_MAIN_PYTHON, accumulation 2: 100 s)."""
-    plain = gauged_run(tmp_path, variable, accum, gauge=False)
-    gauged = gauged_run(tmp_path, variable, accum, gauge=True)
+def test_lerobot_with_the_gauge_trains_the_same_losses_and_gives_a_noise_scale(lerobot_run, variable, accum):
+    """0.6.1 only in the suite: its update_policy calls policy.forward() on the DDP module, the one path the demo and
+    the HF Trainer do not take; main 7427f31 calls policy(batch) and passed the same test once
+    (GPUWIZARD_LEROBOT_MAIN_PYTHON, accumulation 2). The run without the gauge is test_lerobot.py's (lerobot_run)."""
+    plain = lerobot_run(variable, accum).run
+    gauged = lerobot_run(variable, accum, gauge=True).run
     losses = [[(m.step, m.loss) for m in run.metrics()] for run in (plain, gauged)]
     assert losses[0] and losses[0] == losses[1], "the same seed, the same losses, with and without the gauge"
     assert not (plain.path / GAUGE_FILE).exists()
