@@ -303,7 +303,18 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
     own task (its status names it) and gets its output; the sweep ends with the comparison."""
     from gpuwizard.runs.sweeps import read_sweep
 
+    from gpuwizard.runner.sweep_view import ACTIVE, PENDING, looked
+
     folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20)
+    seen: list[list[str]] = []
+
+    def a_look_with_a_task_pending() -> bool:
+        record = read_sweep(folder)
+        seen.append([r["state"] for r in looked(record)])
+        return PENDING in seen[-1] or record.ended
+
+    assert wait_for(a_look_with_a_task_pending, 600) and PENDING in seen[-1], seen
+    assert sum(state in ACTIVE for state in seen[-1]) <= 2, "a task waiting for a node is not shown running"
     assert wait_for(lambda: read_sweep(folder).ended, 600), read_sweep(folder).model_dump_json(indent=1)
     record = read_sweep(folder)
     assert record.slurm and [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]

@@ -76,3 +76,29 @@ def test_one_look_at_a_sweep_reads_each_runs_status_once(tmp_path, monkeypatch, 
     reads.clear()
     assert gw("sweep", "status", folder.name, "--json").code == 0
     assert sorted(reads) == sorted(p.name for p in paths), "and so does `sweep status`"
+
+
+def test_a_task_slurm_holds_pending_is_shown_pending_and_counted_with_the_queue(tmp_path):
+    """An array's task waits for nodes with its run folder made (sweep_slurm.joining writes PENDING): the row says
+    pending, not running, and the sweep's ETA lets it start only as a running run ends (it was counted as running
+    since its submission, its ETA as short as its wait)."""
+    from gpuwizard.runner.sweep_view import PENDING, run_rows
+    from gpuwizard.runs.sweeps import Sweep, SweepRun
+    from support.runs import copied_run
+
+    waiting = copied_run(tmp_path, state="starting", slurm_job_id="41_1", slurm_state="PENDING")
+    (waiting.path / "progress.json").unlink()
+    started = copied_run(tmp_path, "20261201-005642-demo-cmp", state="starting", slurm_job_id="41_0")
+    started.update_status(slurm_state="RUNNING")
+    runs = [
+        SweepRun(index=i, values={}, preset_file="", processes=1, device="cpu", state="running", array="41", task=i)
+        for i in range(2)
+    ]
+    for run, folder in zip(runs, (started, waiting), strict=True):
+        run.run_id, run.run_path = folder.run_id, str(folder.path)
+    sweep = Sweep(sweep_id="s", preset="p", source="p", created=0.0, grid={}, workdir=str(tmp_path), runs=runs)
+    rows = run_rows(sweep, {})
+    assert [r["state"] for r in rows] == ["running", PENDING]
+    running = {"state": "running", "elapsed_s": 10.0, "eta_s": 20.0}
+    pending = {"state": PENDING, "elapsed_s": 50.0, "eta_s": None}
+    assert sweep_eta([running, pending], 1) == (50.0, 50.0, 1), "it starts when the running one ends, 20 s + 30 s"

@@ -268,9 +268,9 @@ def status_line(progress: Progress | None, status: Status, now: float | None = N
     p = progress or Progress()
     step, total = p.step, p.total or status.steps
     parts = [f"[{clock(status.elapsed_s(now))}]", str(status.state)]
-    if status.slurm_job_id and status.slurm_state in ("PENDING", "CONFIGURING", "REQUEUED", "SUSPENDED"):
+    if status.waiting_at_slurm:
         reason = f": {status.slurm_reason}" if status.slurm_reason else ""
-        parts.append(f"SLURM job {status.slurm_job_id} {status.slurm_state.lower()}{reason}")
+        parts.append(f"SLURM job {status.slurm_job_id} {(status.slurm_state or '').lower()}{reason}")
     elif step is not None:
         pct = f" ({100 * step / total:.0f}%)" if total else ""
         parts.append(f"step {step}/{total or '?'}{pct}")

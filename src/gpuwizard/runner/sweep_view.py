@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from gpuwizard.runs.sweeps import Sweep, SweepRun
 
 ACTIVE = ("starting", "running")
+PENDING = "pending"
+"""A row's state where the run was submitted and SLURM has not started it (an array's task waiting for nodes): it
+holds no slot, and the sweep's ETA counts it with the queue."""
 METRIC_NAMES = {"final_loss": "final loss", "loss_at_equal_samples": "loss at equal samples", "duration_s": "time"}
 SEED = "trainer_options.seed"
 
@@ -73,6 +76,8 @@ def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[dict[s
             row["unreadable"] = f"its run folder {run.run_path} cannot be read: {status}"
             continue
         progress = folder.progress()
+        if run.state in ACTIVE and status.waiting_at_slurm and (progress is None or progress.step is None):
+            row["state"] = PENDING
         row["total"] = (progress.total if progress else None) or status.steps
         row["elapsed_s"] = status.elapsed_s()
         if progress is not None:
@@ -82,11 +87,11 @@ def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[dict[s
 
 
 def sweep_eta(rows: list[dict[str, Any]], slots: int) -> tuple[float, float, int] | None:
-    """Seconds until every run has ended, (soonest, latest, runs it is judged from): the queued runs take the slots as
-    the running ones free them, each as long as the shortest and as the longest run seen so far (finished ones, and
-    running ones by their own ETA). None where nothing has run far enough to say."""
+    """Seconds until every run has ended, (soonest, latest, runs it is judged from): the queued runs (and those SLURM
+    holds pending) take the slots as the running ones free them, each as long as the shortest and as the longest run
+    seen so far (finished ones, and running ones by their own ETA). None where nothing has run far enough to say."""
     active = [r for r in rows if r["state"] in ACTIVE]
-    queued = sum(r["state"] == "queued" for r in rows)
+    queued = sum(r["state"] in ("queued", PENDING) for r in rows)
     if not active and not queued:
         return 0.0, 0.0, 0
     lengths = [r["elapsed_s"] for r in rows if r["state"] == "finished" and r["elapsed_s"]]

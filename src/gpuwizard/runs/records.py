@@ -213,6 +213,11 @@ class Status(Record):
         return self.state in FINAL_STATES
 
     @property
+    def waiting_at_slurm(self) -> bool:
+        """Submitted, and SLURM has not given it its nodes (or took them back): nothing of it runs."""
+        return bool(self.slurm_job_id) and self.slurm_state in ("PENDING", "CONFIGURING", "REQUEUED", "SUSPENDED")
+
+    @property
     def claims_active(self) -> bool:
         return self.state in ACTIVE_STATES
 

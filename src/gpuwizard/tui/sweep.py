@@ -19,6 +19,7 @@ from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runner.follow import clock
 from gpuwizard.runner.sweep_view import (
     ACTIVE,
+    PENDING,
     best_text,
     eta_text,
     looked,
@@ -209,7 +210,7 @@ class SweepScreen(Screen[None]):
         self.query_one("#sweep-title", Static).update(
             safe_line(f"Sweep {sweep.sweep_id} · {sweep.preset} · {len(rows)} runs · ? lists every key")
         )
-        counts = {s: sum(r["state"] == s for r in rows) for s in ("running", "starting", "queued")}
+        counts = {s: sum(r["state"] == s for r in rows) for s in ("running", "starting", "queued", PENDING)}
         ended = len(rows) - sum(counts.values())
         if self.busy:
             scheduler = self.busy
@@ -225,7 +226,8 @@ class SweepScreen(Screen[None]):
         queued = [f"#{r['index'] + 1}" for r in rows if r["state"] == "queued"]
         queue = "queue: " + (" ".join(queued[:8]) + (f" +{len(queued) - 8}" if len(queued) > 8 else "") or "empty")
         active = counts["running"] + counts["starting"]
-        parts = [scheduler, f"{active} running, {counts['queued']} queued, {ended} ended", queue]
+        pending = f"{counts[PENDING]} pending at SLURM, " if counts[PENDING] else ""
+        parts = [scheduler, f"{active} running, {pending}{counts['queued']} queued, {ended} ended", queue]
         if not sweep.ended and (state.alive or active):
             parts.append(eta_text(sweep_eta(rows, self.slots), self.slots))
         status.update(safe_text(" · ".join(p for p in parts if p)))
