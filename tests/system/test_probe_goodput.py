@@ -81,6 +81,10 @@ def test_probe_measures_b_noise_fits_the_throughput_model_and_says_the_time_to_t
     assert predicted == expected, (predicted, model)
     assert all(r.outcome == "predicted" for r in result.predicted)
     assert all(r.outcome != "predicted" for r in result.rows), "predicted rows never among the measured"
+    line = result.memory  # the grid's own memory line gives each predicted row its memory per device
+    assert line is not None and line.batches == [32, 128], line
+    for r in result.predicted:
+        assert r.memory_mb == pytest.approx(line.fixed_mb + line.per_sample_mb * r.per_device_batch), r
     for r in result.predicted:  # a fit 100% or more off at some row (a loaded machine) leaves no upper end
         assert r.rate_low and r.rate_low <= r.samples_per_s, r
         assert r.samples_per_s <= r.rate_high if r.rate_high else (model.max_residual or 0) >= 1, r

@@ -301,9 +301,8 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
     """Issue 27 on SLURM: the 4 runs of one shape are one `sbatch --array=0-3` (tasks sharing one ArrayJobId, two at
     a time on the two one-CPU nodes); each run keeps its own checks, run folder, script and supervisor, follows its
     own task (its status names it) and gets its output; the sweep ends with the comparison."""
-    from gpuwizard.runs.sweeps import read_sweep
-
     from gpuwizard.runner.sweep_view import ACTIVE, PENDING, looked
+    from gpuwizard.runs.sweeps import read_sweep
 
     folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20)
     seen: list[list[str]] = []

@@ -174,7 +174,8 @@ def test_twice_the_largest_batch_is_predicted_only_where_the_memory_line_lets_it
             memory=fit_memory([(8, 400.0), (16, 480.0)], limit_mb, simulated=False),
         )  # fmt: skip
         fill_models(probe)
+        assert [r.memory_mb for r in probe.predicted] == [320.0 + 10.0 * r.per_device_batch for r in probe.predicted]
         return {r.per_device_batch: r.detail for r in probe.predicted}
 
-    assert predicted(10_000) == {32: "throughput model; fits by the memory line"}
+    assert predicted(10_000) == {32: "throughput model; fits by the memory line"}, "at 640 MB a device, the line's"
     assert predicted(600) == {}, "the line puts 32 past 600 MB (320 + 10 x 32 = 640)"

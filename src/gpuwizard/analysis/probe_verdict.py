@@ -155,7 +155,7 @@ def fill_models(result: ProbeResult) -> None:
 def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]:
     """The grid's configurations no run measured, twice the most GPUs measured (on the CPU, within its cores: ranks
     past them would share them) and twice the largest batch measured (where the memory line does not rule it out),
-    from the throughput model."""
+    from the throughput model, with the memory line's figure per device where there is one."""
     model = result.throughput
     if model is None or not measured:
         return []
@@ -182,6 +182,7 @@ def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]
                     gpus=gpus,
                     per_device_batch=batch,
                     outcome="predicted",
+                    memory_mb=memory.fixed_mb + memory.per_sample_mb * batch if memory is not None else None,
                     samples_per_s=samples / step,
                     rate_low=samples / longest,
                     rate_high=samples / shortest if shortest > 0 else None,
