@@ -81,8 +81,10 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
         assert all(r[-2].endswith("x") for r in rows), "each row's time to the same loss"
         assert probe.query_one("#probe-progress", ProgressBar).percentage == 1
         verdict = text_of(probe.query_one("#probe-verdict"))
-        assert "2 processes:" in verdict and "Recommended:" in verdict, verdict
-        assert verdict.startswith("B_noise ~ ") and "Time to the same loss (B_noise ~" in verdict, verdict
+        assert verdict.startswith("Recommended: ") and "2 processes:" in verdict, "the decision first, then why"
+        assert "Time to the same loss (B_noise ~" in verdict and "throughput model: step time" in verdict, verdict
+        assert "B_noise (gradient noise scale" in verdict and "memory model: mem(b) = " in verdict, verdict
+        assert probe.query_one("#probe-verdict-box").has_focus, "the verdict scrolls with the keys once it is there"
         assert "the estimates now use it" in text_of(probe.query_one("#probe-status"))
         keys = key_bar_fits(probe)
         assert "esc Back" in keys and "Cancel" not in keys, "an ended probe offers only what applies"

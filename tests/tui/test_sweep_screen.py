@@ -194,6 +194,37 @@ async def test_a_run_folder_that_cannot_be_read_is_a_row_saying_so(tmp_path):
     assert app.return_code in (None, 0), "no traceback"
 
 
+async def test_a_look_that_fails_is_said_and_the_screen_goes_on_looking(tmp_path, monkeypatch):
+    """A look that raised ended the poll worker without a word: the table stayed as of the look before, looking live
+    (a tmux walk saw 'starting' and 'queued' for a minute after both runs had finished). Now the status line says the
+    look failed, and the next look that succeeds takes the table on again."""
+    from gpuwizard.tui import sweep as sweep_screen
+
+    folder = by_hand(tmp_path, "20260101-000000-hand-0000", [run_of(0, "queued"), run_of(1, "queued")])
+    real, failing = sweep_screen.looked, [True]
+
+    def looked(sweep):
+        if failing[0]:
+            raise OSError(5, "Input/output error")
+        return real(sweep)
+
+    monkeypatch.setattr(sweep_screen, "looked", looked)
+    app = GpuWizardApp(sweep=folder)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        assert await wait_until(pilot, lambda: "the last look failed" in status_text(screen), 10), status_text(screen)
+        assert "OSError: [Errno 5] Input/output error" in status_text(screen)
+        assert screen.query_one(DataTable).row_count == 0, "nothing shown as if it had been read"
+        failing[0] = False
+        assert await wait_until(pilot, lambda: screen.query_one(DataTable).row_count == 2, 10)
+        assert await wait_until(pilot, lambda: "the last look failed" not in status_text(screen), 10)
+        assert "0 running, 2 queued, 0 ended" in status_text(screen), status_text(screen)
+        toasts = recorded(app)
+        await pilot.press("enter")
+        assert await wait_until(pilot, lambda: toasts, 5) and toasts[0] == "This run has not started yet.", toasts
+    assert app.return_code in (None, 0), "no traceback"
+
+
 async def test_the_runs_screen_opens_the_only_sweep_and_picks_among_several(tmp_path):
     first = by_hand(tmp_path, "20260101-000000-hand-0000", [run_of(0, "queued")])
     app = GpuWizardApp(preset="demo-cpu")

@@ -146,6 +146,13 @@ class SweepPolled(NewState):
 
 
 @dataclass
+class SweepLookFailed(Message):
+    """A look at the sweep raised: said on the screen (its table is then as of the last look) and tried again."""
+
+    error: str
+
+
+@dataclass
 class SweepDone(Message):
     """A stop, resume or save of a sweep, done in a worker: what to say, and whether it went wrong."""
 

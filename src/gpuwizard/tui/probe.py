@@ -212,8 +212,8 @@ class ProbeScreen(Screen[bool]):
         else:
             said = f"{result.state}; {where}; the estimates now use it"
         status.update(safe_text(said))
-        noise = [f"{result.noise.text()} from {result.noise.source}"] if result.noise else []
-        self.query_one("#probe-verdict", Static).update(safe_text("\n".join([*noise, *result.verdict])))
+        self.query_one("#probe-verdict", Static).update(safe_text(verdict_text(result)))
+        self.query_one("#probe-verdict-box", VerticalScroll).focus()  # its scrollbar shows, keys scroll it
 
     def fill(self, result: ProbeResult) -> None:
         table = self.query_one("#probe-table", DataTable)
@@ -224,6 +224,17 @@ class ProbeScreen(Screen[bool]):
         bar = self.query_one("#probe-progress", ProgressBar)
         total = len(result.batches) * len(self.probe.request.gpus) if self.probe and result.batches else None
         bar.update(total=total, progress=sum(r.outcome != "stopped" for r in result.rows))  # a stop is no progress
+
+
+def verdict_text(result: ProbeResult) -> str:
+    """Under the table, in the order a user decides by: the recommendation (at 80x24 it was the last line, below
+    the fold), the rest of the verdict, then the notes `gpuwizard probe` prints (B_noise, the memory line, the
+    throughput model, t-loss)."""
+    from gpuwizard.analysis.probe_verdict import models_text
+
+    first = [line for line in result.verdict if line.startswith("Recommended:")]
+    rest = [line for line in result.verdict if line not in first]
+    return "\n".join([*first, *rest, "", *models_text(result)]).strip()
 
 
 def cells(row: ProbeRow, time_ratio: float | None = None) -> tuple[str, ...]:

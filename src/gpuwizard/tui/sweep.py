@@ -4,6 +4,7 @@ ETA and its scheduler; at the end the runs compared and the best named; stop, re
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from gpuwizard.runner.sweep_view import (
     sweep_eta,
     values_label,
 )
-from gpuwizard.tui.messages import SweepDone, SweepPolled
+from gpuwizard.tui.messages import SweepDone, SweepLookFailed, SweepPolled
 from gpuwizard.tui.widgets import KeyBar
 
 if TYPE_CHECKING:
@@ -110,6 +111,8 @@ class SweepScreen(Screen[None]):
         """The most runs seen running at once: how many the queued ones share."""
         self.busy = ""
         """What a stop or resume under way is doing."""
+        self.failed = ""
+        """Why the newest look at the sweep failed ('' once one succeeds): the table is as of the look before."""
         self.shown: tuple[tuple[str, ...], list[list[str]]] = ((), [])
         self.closed = threading.Event()
 
@@ -133,14 +136,24 @@ class SweepScreen(Screen[None]):
     def follow(self) -> None:
         cache: dict[tuple, Any] = {}
         while True:
-            self.post_message(polled(self.folder, cache))
+            try:
+                self.post_message(polled(self.folder, cache))
+            except Exception as exc:
+                # stopped silently would look live (a worker that raised ends, with nothing on the screen)
+                self.post_message(SweepLookFailed(f"{type(exc).__name__}: {exc}"))
             if self.closed.wait(POLL_S):
                 return
+
+    @on(SweepLookFailed)
+    def _look_failed(self, message: SweepLookFailed) -> None:
+        self.failed = f"{time.strftime('%H:%M:%S')}: {message.error}"
+        self.describe()
 
     @on(SweepPolled)
     def _polled(self, message: SweepPolled) -> None:
         before = self.state
         self.state = message
+        self.failed = ""
         self.slots = max(self.slots, sum(r["state"] in ACTIVE for r in message.rows))
         self.fill()
         self.describe()
@@ -201,10 +214,9 @@ class SweepScreen(Screen[None]):
         best once every run has ended."""
         state = self.state
         status, hint, best = (self.query_one(f"#sweep-{n}", Static) for n in ("status", "hint", "best"))
-        if state is None:
-            return
-        if state.sweep is None:
-            status.update(safe_text(state.error or ""))
+        stale = f"the last look failed ({self.failed}); the table is older, looking again" if self.failed else ""
+        if state is None or state.sweep is None:
+            status.update(safe_text(" · ".join(p for p in (stale, state and state.error) if p)))
             return
         sweep, rows = state.sweep, state.rows
         self.query_one("#sweep-title", Static).update(
@@ -227,7 +239,7 @@ class SweepScreen(Screen[None]):
         queue = "queue: " + (" ".join(queued[:8]) + (f" +{len(queued) - 8}" if len(queued) > 8 else "") or "empty")
         active = counts["running"] + counts["starting"]
         pending = f"{counts[PENDING]} pending at SLURM, " if counts[PENDING] else ""
-        parts = [scheduler, f"{active} running, {pending}{counts['queued']} queued, {ended} ended", queue]
+        parts = [stale, scheduler, f"{active} running, {pending}{counts['queued']} queued, {ended} ended", queue]
         if not sweep.ended and (state.alive or active):
             parts.append(eta_text(sweep_eta(rows, self.slots), self.slots))
         status.update(safe_text(" · ".join(p for p in parts if p)))
@@ -288,7 +300,9 @@ class SweepScreen(Screen[None]):
 
         row = self.selected()
         if row is None or row["run_id"] is None:
-            self.notify("This run has not started yet.", severity="warning")
+            starting = row is not None and row["state"] == "starting"
+            said = "is starting: its monitor opens once its run folder is made" if starting else "has not started yet"
+            self.notify(f"This run {said}.", severity="warning")
         elif row["unreadable"]:
             self.notify(safe_line(row["unreadable"]), severity="warning", markup=False)
         elif self.state and self.state.sweep:
