@@ -22,7 +22,7 @@ def test_new_state_replaces_its_own_kind_only():
 def test_every_message_is_a_dataclass_and_says_whether_it_coalesces():
     kinds = [v for v in vars(messages).values() if isinstance(v, type) and v.__module__ == messages.__name__]
     posted = [k for k in kinds if k is not messages.NewState]
-    assert len(posted) == 16 and all("__dataclass_fields__" in vars(k) for k in posted)
+    assert len(posted) == 17 and all("__dataclass_fields__" in vars(k) for k in posted)
     once = {k.__name__ for k in posted if not issubclass(k, messages.NewState)}
     assert once == {"RunStarted", "RunPolled", "SweepDone", "SweepStarted", "OpenSweep"}, "results and requests"
 

@@ -88,7 +88,7 @@ def test_the_recorded_runs_compared_are_sure_and_the_table_shows_the_spread_in_8
     said = certainty(probe)
     # 2 processes read 378-423 against 227-267 for 1: 71-93% efficiency, above the 70% bar even at the extremes
     assert said.startswith("Sure: 1 process 227-267, 2 processes 378-423 samples/s"), said
-    assert "2 processes 71%-93% efficiency even at the extremes" in said
+    assert said.endswith("even at the extremes, 2 processes 71%-93% efficiency, above the 70% a recommendation needs.")
     assert lines[-2] == said and lines[-1].startswith("Recommended: 2 processes at batch 8 per device (")
     assert "378-423 over 4 windows" in lines[-1]
     text = result_text(probe.model_copy(update={"verdict": lines}))
@@ -108,6 +108,9 @@ def test_intervals_either_side_of_the_bar_are_too_noisy_to_decide_and_say_how_to
         "configuration then runs all its steps)."
     )
     assert verdict(probe)[-2] == said
+    assert verdict(probe)[-1].endswith("; whether more processes pay is too noisy to tell here (above)."), (
+        "no firm 'do not pay' under a line that says it cannot tell (a tmux walk read both, one after the other)"
+    )
     line = recommendation_line(probe)
     assert line.startswith("probe recommends 2 processes at batch 8 (850 samples/s, 700-1000 over 4 windows)")
     assert line.endswith("; too noisy to decide")
@@ -120,7 +123,8 @@ def test_overlapping_rates_that_still_decide_say_sure():
     probe = result([row(1, 540, 575, 610), row(2, 480, 560, 650)])
     said = certainty(probe)
     assert said.startswith("Sure: 1 process 540-610, 2 processes 480-650 samples/s"), said
-    assert "2 processes 39%-60% efficiency even at the extremes" in said
+    assert said.endswith("even at the extremes, 2 processes 39%-60% efficiency, below the 70% a recommendation needs.")
+    assert verdict(probe)[-1].endswith("(575.0 samples/s, 540-610 over 4 windows): more processes do not pay here.")
     said = recommendation_line(probe)
     assert said == "probe recommends 1 process at batch 8 (575 samples/s, 540-610 over 4 windows); sure"
 

@@ -117,8 +117,11 @@ def verdict(result: ProbeResult) -> list[str]:
     choice = recommend(grid_rows(result))
     if choice is not None:
         more = "GPUs" if device == "cuda" else "processes"
-        why = f": more {more} do not pay here" if choice.gpus == base.gpus and len(best) > 1 else ""
         sure = certainty(result)
+        if sure.startswith(TOO_NOISY):  # the line above says so: no firm "do not pay" under it
+            why = f"; whether more {more} pay is too noisy to tell here (above)" if len(best) > 1 else ""
+        else:
+            why = f": more {more} do not pay here" if choice.gpus == base.gpus and len(best) > 1 else ""
         if sure:
             lines.append(sure)
         lines.append(
@@ -237,6 +240,9 @@ def spread_text(row: ProbeRow) -> str:
     return f", {rate_range(row)} over {row.sub_windows} windows" if interval(row) else ""
 
 
+TOO_NOISY = "Too noisy to decide"
+
+
 def certainty(result: ProbeResult) -> str:
     """How sure the recommendation is: whether each larger count's efficiency against the fewest, taken at the
     slowest and fastest sub-windows of both, stays on one side of the bar a recommendation needs."""
@@ -259,18 +265,19 @@ def certainty(result: ProbeResult) -> str:
         ratio = row.gpus / base.gpus
         worst, best_eff = low / base_high / ratio, high / base_low / ratio
         said = f"{device_word(device, row.gpus)} {worst:.0%}-{best_eff:.0%} efficiency"
-        (undecided if worst < GOOD_EFFICIENCY <= best_eff else decided).append(said)
-    bar = f"the {GOOD_EFFICIENCY:.0%} a recommendation needs"
+        if worst < GOOD_EFFICIENCY <= best_eff:
+            undecided.append(said)
+        else:
+            side = "above" if worst >= GOOD_EFFICIENCY else "below"
+            decided.append(f"{said}, {side} the {GOOD_EFFICIENCY:.0%} a recommendation needs")
     windows = min(row.sub_windows for row in rows)
     if undecided:
         return (
-            f"Too noisy to decide: {rates} ({', '.join(undecided)}, either side of {bar}); rerun on a quieter "
+            f"{TOO_NOISY}: {rates} ({', '.join(undecided)}, either side of the {GOOD_EFFICIENCY:.0%} a "
+            "recommendation needs); rerun on a quieter "
             f"machine{rerun_steps(result)}."
         )
-    return (
-        f"Sure: {rates} (slowest-fastest of {windows} windows each); {', '.join(decided)} even at the extremes, "
-        f"on one side of {bar}."
-    )
+    return f"Sure: {rates} (slowest-fastest of {windows} windows each); even at the extremes, {'; '.join(decided)}."
 
 
 STEPS_SHOWN = re.compile(r"steps (\d+)-(\d+)")

@@ -146,7 +146,7 @@ class SweepPolled(NewState):
 
 
 @dataclass
-class SweepLookFailed(Message):
+class SweepLookFailed(NewState):
     """A look at the sweep raised: said on the screen (its table is then as of the last look) and tried again."""
 
     error: str
