@@ -102,3 +102,49 @@ def test_a_task_slurm_holds_pending_is_shown_pending_and_counted_with_the_queue(
     running = {"state": "running", "elapsed_s": 10.0, "eta_s": 20.0}
     pending = {"state": PENDING, "elapsed_s": 50.0, "eta_s": None}
     assert sweep_eta([running, pending], 1) == (50.0, 50.0, 1), "it starts when the running one ends, 20 s + 30 s"
+
+
+def test_an_ended_sweep_is_shown_within_80_columns_and_a_stop_leaves_it_as_it_ended(tmp_path, monkeypatch, gw):
+    """`sweep status` at 80 columns: the table as wide as its values (it was 101 columns with a 34-column values
+    field), the comparison's paragraph and the best's line wrapped at words (the terminal broke them mid-word).
+    `sweep stop` of a sweep that had ended said 'stopped' and recorded it so; now it says it had ended."""
+    from gpuwizard.runs.sweeps import Sweep, SweepRun, read_sweep, sweeps_dir, write_sweep
+    from support.runs import CMP_RUNS, copy_runs
+
+    data = tmp_path / "data"
+    copy_runs(data, *CMP_RUNS)
+    runs = [
+        SweepRun(
+            index=i,
+            values={"optim.lr": 10.0**-i},
+            preset_file=f"runs/{i:03d}.yaml",
+            processes=1,
+            device="cpu",
+            state="finished",
+            run_id=name,
+            run_path=str(data / "runs" / name),
+        )
+        for i, name in enumerate(CMP_RUNS)
+    ]
+    folder = sweeps_dir() / "20261201-000000-demo-cmp-abcd"
+    folder.mkdir(parents=True)
+    record = Sweep(
+        sweep_id=folder.name,
+        preset="demo-cmp",
+        source="demo-cmp",
+        created=0.0,
+        grid={},
+        workdir=str(tmp_path),
+        runs=runs,
+    )
+    write_sweep(folder, record)
+    assert read_sweep(folder).ended
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = gw("sweep", "status", folder.name)
+    assert shown.code == 0 and "best run: " in shown.out, shown.err
+    long = [line for line in shown.out.splitlines() if len(line) > 80]
+    assert long == [], long
+    assert all(name in shown.out for name in CMP_RUNS)
+    stop = gw("sweep", "stop", folder.name)
+    assert (stop.code, stop.out.strip()) == (0, f"sweep {folder.name} had already ended (2 finished); nothing to stop")
+    assert read_sweep(folder) == record and not read_sweep(folder).stopped, "the record as it was"

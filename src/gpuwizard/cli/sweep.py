@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import textwrap
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +115,15 @@ def cell(value: Any, spec: str = "") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def say(text: str) -> None:
+    """Print, each line longer than the terminal (80 columns where output is not one) wrapped at its words: a
+    terminal wraps mid-word."""
+    width = shutil.get_terminal_size((80, 24)).columns
+    for line in text.splitlines() or [""]:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        print(textwrap.fill(line, width, subsequent_indent=indent) if len(line) > width else line)
+
+
 def status_command(folder: Path, args: argparse.Namespace) -> int:
     from gpuwizard.analysis.compare import compare_text
     from gpuwizard.runner.sweep import save_best, sweep_comparison
@@ -135,38 +147,50 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
     print(f"sweep {sweep.sweep_id} of {sweep.preset}: {len(rows)} runs; scheduler {live}")
     for array in sweep.arrays:
         print(f"SLURM array {array.job_id}: {len(array.runs)} tasks, runs {', '.join(str(i + 1) for i in array.runs)}")
-    print(f"{'#':>3} {'values':<34} {'device':<9} {'state':<9} {'step':>6} {'loss':>9}  run id")
-    for r in rows:
+    labels = [values_label(r["values"]) for r in rows]
+    wide = min(34, max([len("values"), *map(len, labels)]))  # as wide as the longest, within 80 columns
+    device = max([len("device"), *(len(r["device"]) for r in rows)])
+    print(f"{'#':>3} {'values':<{wide}} {'device':<{device}} {'state':<9} {'step':>6} {'loss':>9}  run id")
+    for r, label in zip(rows, labels, strict=True):
         print(
-            f"{r['index'] + 1:>3} {values_label(r['values'])[:34]:<34} {r['device']:<9} {r['state']:<9} "
+            f"{r['index'] + 1:>3} {label[:wide]:<{wide}} {r['device']:<{device}} {r['state']:<9} "
             f"{cell(r['step']):>6} {cell(r['loss'], '.4f'):>9}  {r['run_id'] or '-'}"
         )
         if r["error"] or r["unreadable"]:
-            print(f"      {r['error'] or r['unreadable']}")
+            say(f"      {r['error'] or r['unreadable']}")
         if own := sweep.runs[r["index"]].own_job:
-            print(f"      {own}")
+            say(f"      {own}")
     if not sweep.ended and alive:
         slots = max(1, sum(r["state"] in ACTIVE for r in rows))
         print(eta_text(sweep_eta(rows, slots), slots))
     if compared is not None:
         result, best = compared
         print()
-        print(compare_text(result))
+        say(compare_text(result))
         print()
-        print(best_text(sweep, best, result.runs))
+        say(best_text(sweep, best, result.runs))
         print(f"best run: {best.run_id}")
     if args.save_best:
-        print(save_best(folder, args.save_best))
+        say(save_best(folder, args.save_best))
     elif compared is not None:
-        print(f"`gpuwizard sweep status {sweep.sweep_id} --save-best NAME` saves its preset as yours")
+        say(f"`gpuwizard sweep status {sweep.sweep_id} --save-best NAME` saves its preset as yours")
     return ExitCode.OK
 
 
 def stop_command(folder: Path, args: argparse.Namespace) -> int:
-    """The scheduler first (nothing more starts), then each run as `gpuwizard stop` ends it."""
+    """The scheduler first (nothing more starts), then each run as `gpuwizard stop` ends it; a sweep that has ended
+    is left as it is (recorded stopped, it would read as one a user cut short)."""
     from gpuwizard.runner.sweep import stop_whole
-    from gpuwizard.runner.sweep_view import stop_text
+    from gpuwizard.runner.sweep_view import ACTIVE, looked, stop_text
+    from gpuwizard.runs.sweeps import read_sweep
 
+    sweep = read_sweep(folder)
+    rows = looked(sweep)
+    if sweep.ended and not any(r["state"] in ACTIVE for r in rows):
+        states = Counter(r["state"] for r in rows)
+        said = ", ".join(f"{n} {state}" for state, n in states.items())
+        print(f"sweep {folder.name} had already ended ({said}); nothing to stop")
+        return ExitCode.OK
     left = stop_whole(folder)
     print(stop_text(folder.name, left))
     return ExitCode.FAILED if left else ExitCode.OK
