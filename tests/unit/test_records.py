@@ -73,6 +73,8 @@ def test_runs_lists_damaged_folders_as_corrupt_lines(gw, runs_with_damage):
     lines = result.out.splitlines()
     assert sum(" corrupt " in line for line in lines) == len(DAMAGE)
     assert any(line.startswith(healthy.run_id) and " finished " in line for line in lines)
+    row = next(line for line in lines if line.startswith(healthy.run_id))
+    assert len(row) <= 80, f"a run's row fits 80 columns (ids and steps as wide as the longest shown): {row!r}"
     rows = json.loads(gw("runs", "--json").out)
     assert {r["state"] for r in rows} == {"finished", "corrupt"}
     assert all(r["problem"].startswith("status.json") for r in rows if r["state"] == "corrupt")

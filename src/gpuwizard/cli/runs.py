@@ -162,20 +162,23 @@ def runs_command(args: argparse.Namespace) -> int:
             else "no runs yet: `gpuwizard run demo-cpu --headless` starts one"
         )
         return ExitCode.OK
-    print(f"{'run id':<36} {'state':<9} {'exit':>4} {'workers':>7} {'step':>12} {'time':>8}  baseline")
+    steps = {id(r): f"{r['step'] if r['step'] is not None else '-'}/{r['steps']}" for r in rows if "step" in r}
+    wide = min(36, max(len(r["run_id"]) for r in rows))  # id and steps as wide as the longest shown: a row fits 80
+    tall = max([len("step"), *(len(s) for s in steps.values())])
+    print(f"{'run id':<{wide}} {'state':<9} {'exit':>4} {'workers':>7} {'step':>{tall}} {'time':>8}  baseline")
     for r in rows:
         if r["state"] == "corrupt":
             running = running_marked(Path(r["path"]))
             hint = f"; processes {running} of it still run: `gpuwizard stop {r['run_id']}` ends them" if running else ""
-            print(f"{r['run_id'][:36]:<36} corrupt   {r['problem']}{hint}")
+            print(f"{r['run_id'][:wide]:<{wide}} corrupt   {r['problem']}{hint}")
             continue
-        step = f"{r['step'] if r['step'] is not None else '-'}/{r['steps']}"
+        step = steps[id(r)]
         mark = "green" if r["baseline_green"] else "never"
         exit_code = r["exit_code"] if r["exit_code"] is not None else "-"
         minutes, seconds = divmod(int(r["duration_s"]), 60)
         workers = f"{r['world_size']} {'GPU' if r['device'] == 'cuda' else 'CPU'}"  # a CPU run counts processes
         print(
-            f"{r['run_id'][:36]:<36} {r['state']:<9} {exit_code:>4} {workers:>7} {step:>12} "
+            f"{r['run_id'][:wide]:<{wide}} {r['state']:<9} {exit_code:>4} {workers:>7} {step:>{tall}} "
             f"{minutes:>5}:{seconds:02d}  {mark}{' (smoke)' if r['smoke'] else ''}"
             + (" (probe)" if r.get("probe") else "")
             + (f"  {r['sweep_run']}" if r["sweep_run"] else " (sweep)" if r.get("sweep") else "")
