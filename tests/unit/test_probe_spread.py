@@ -146,3 +146,26 @@ def test_an_older_probe_json_without_the_spread_still_loads_and_says_it_is_not_k
 def test_asked_steps_are_said_as_run_to_their_end():
     probe = result([row(1, 540, 575, 610)], steps=60, steps_asked=True)
     assert "60 steps per configuration, each run to its end (--steps)" in result_text(probe)
+
+
+def test_a_probed_noise_scale_replaces_the_plans_unmeasured_note(gw):
+    """Issue 26: plan said the critical batch was unmeasured (and to run `gpuwizard probe`) after a probe had
+    measured it. With a finished probe that measured B_noise ~ 16 (8-32), the demo's effective batch of 16 (8 per
+    process x 2) needs (1 + 16/32)/(1 + 16/16) = 0.75x the steps at twice the batch, 0.67x-0.83x over the interval."""
+    from gpuwizard.analysis.noise_scale import NoiseFigure
+    from gpuwizard.analysis.probe_results import probes_dir
+
+    before = gw("plan", "demo-cpu", "--json").json()
+    assert any("unmeasured in the literature" in n for n in before["notes"]), before["notes"]
+    noise = NoiseFigure(
+        b_simple=16.0, low=8.0, high=32.0, steps=200, b_small=8, b_big=16, provisional=False, source="2 x 8"
+    )
+    probe = result([row(1, 540, 575, 610), row(2, 700, 850, 1000)], state="finished", noise=noise)
+    folder = probes_dir() / "20261207-000000-demo-cpu"
+    folder.mkdir(parents=True)
+    (folder / "probe.json").write_text(probe.model_copy(update={"probe_id": folder.name}).model_dump_json())
+    notes = gw("plan", "demo-cpu", "--json").json()["notes"]
+    assert not any("unmeasured in the literature" in n for n in notes), notes
+    [said] = [n for n in notes if n.startswith("this job's gradient noise scale, probed (20261207-000000-demo-cpu)")]
+    assert "B_noise ~ 16 (90% interval 8-32)" in said, said
+    assert "effective batch of 16, twice the batch would need 0.75x the steps (0.67-0.83 across the interval)" in said

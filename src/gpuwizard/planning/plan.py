@@ -16,7 +16,15 @@ from gpuwizard.planning.checks import (
     rendezvous_findings,
 )
 from gpuwizard.planning.machine import machine_problems
-from gpuwizard.planning.scaling import advice_lines, batch_table, choose_strategy, estimate_fit, plan_estimates, scale
+from gpuwizard.planning.scaling import (
+    advice_lines,
+    batch_table,
+    choose_strategy,
+    critical_batch_note,
+    estimate_fit,
+    plan_estimates,
+    scale,
+)
 from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
 from gpuwizard.trainers.registry import get_trainer
 
@@ -221,13 +229,7 @@ def make_plan(
     workdir, workdir_problems = workdir_for(preset)
     dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective, workdir)
     found += dataset_problems
-    found.append(
-        note(
-            "the critical batch size for robot imitation learning is unmeasured in the literature: scaling rules are "
-            f"heuristics, so compare against the single-GPU baseline (`gpuwizard probe {preset.name}` measures this "
-            "job's gradient noise scale, B_noise, and says whether a larger batch still buys fewer steps)"
-        )
-    )
+    found.append(note(critical_batch_note(preset.name, layout.effective)))
 
     table = batch_table(trainer, preset)
     plan = Plan(

@@ -122,6 +122,36 @@ def sweep_hint(preset: Preset, world: int) -> str:
     return f"`gpuwizard sweep {preset.name} --set hardware.gpus=1 {varied}`"
 
 
+def critical_batch_note(preset_name: str, effective: int | None) -> str:
+    """Where a larger batch stops buying fewer steps: this job's B_noise where its newest probe measured it (with
+    what doubling the plan's batch would buy, S = S_min (1 + B_noise / B)), else that nobody knows it."""
+    from gpuwizard.analysis.probe_results import newest_probe
+
+    probe = newest_probe(preset_name)
+    if probe is None or probe.noise is None:
+        return (
+            "the critical batch size for robot imitation learning is unmeasured in the literature: scaling rules are "
+            f"heuristics, so compare against the single-GPU baseline (`gpuwizard probe {preset_name}` measures this "
+            "job's gradient noise scale, B_noise, and says whether a larger batch still buys fewer steps)"
+        )
+    noise = probe.noise
+    said = f"this job's gradient noise scale, probed ({probe.probe_id}): {noise.text()}, in samples"
+    if not effective:
+        return said
+
+    def doubled(b_noise: float) -> float:
+        """Steps at twice the batch against steps at it."""
+        return (1 + b_noise / (2 * effective)) / (1 + b_noise / effective)
+
+    ends = sorted(doubled(v) for v in (noise.low, noise.high) if v is not None)
+    spread = f" ({ends[0]:.2f}-{ends[1]:.2f} across the interval)" if len(ends) == 2 else ""
+    return (
+        f"{said}; at this plan's effective batch of {effective}, twice the batch would need "
+        f"{doubled(noise.b_simple):.2f}x the steps{spread} (0.50x: half the steps, as many samples; 1.00x: no fewer "
+        "steps, twice the samples): a guide, not a law (it grows as the loss falls)"
+    )
+
+
 def advice_lines(
     preset: Preset, policy: PolicyEntry, world: int, strategy: str, fit: Fit, k: float | None
 ) -> list[str]:
