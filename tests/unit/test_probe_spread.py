@@ -164,8 +164,12 @@ def test_a_probed_noise_scale_replaces_the_plans_unmeasured_note(gw):
     folder = probes_dir() / "20261207-000000-demo-cpu"
     folder.mkdir(parents=True)
     (folder / "probe.json").write_text(probe.model_copy(update={"probe_id": folder.name}).model_dump_json())
-    notes = gw("plan", "demo-cpu", "--json").json()["notes"]
-    assert not any("unmeasured in the literature" in n for n in notes), notes
+    after = gw("plan", "demo-cpu", "--json").json()
+    notes = after["notes"]
+    assert not any("unmeasured in the literature" in n for n in notes + after["advice"]), after
+    assert (
+        "The effective batch is 2x the reference run's; this job's probe measured B_noise ~ 16" in after["advice"][-1]
+    )
     [said] = [n for n in notes if n.startswith("this job's gradient noise scale, probed (20261207-000000-demo-cpu)")]
     assert "B_noise ~ 16 (90% interval 8-32)" in said, said
     assert "effective batch of 16, twice the batch would need 0.75x the steps (0.67-0.83 across the interval)" in said

@@ -23,6 +23,7 @@ from gpuwizard.planning.scaling import (
     critical_batch_note,
     estimate_fit,
     plan_estimates,
+    probed_noise,
     scale,
 )
 from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
@@ -229,7 +230,8 @@ def make_plan(
     workdir, workdir_problems = workdir_for(preset)
     dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective, workdir)
     found += dataset_problems
-    found.append(note(critical_batch_note(preset.name, layout.effective)))
+    probe = probed_noise(preset.name)
+    found.append(note(critical_batch_note(preset.name, layout.effective, probe)))
 
     table = batch_table(trainer, preset)
     plan = Plan(
@@ -260,7 +262,7 @@ def make_plan(
         batch_flag=trainer.batch_flag,
         batch_table=table,
         dataset=dataset_meta,
-        advice=advice_lines(preset, policy, world, strategy, fit, k),
+        advice=advice_lines(preset, policy, world, strategy, fit, k, probe),
         estimates=plan_estimates(preset, policy, table, reference.effective, base_lr),
         epochs=epochs_of(steps * layout.effective if layout.effective else None, dataset_meta),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.errors import Problem, note, problem, warning
 from gpuwizard.core.units import about
@@ -12,6 +12,9 @@ from gpuwizard.model.catalog import PolicyEntry
 from gpuwizard.model.job import DetectedDevices, Fit
 from gpuwizard.model.preset import Preset
 from gpuwizard.trainers.base import Trainer
+
+if TYPE_CHECKING:
+    from gpuwizard.analysis.probe_results import ProbeResult
 
 TABLE_COUNTS = (1, 2, 4, 8)
 ADDED_WARMUP_RATIO = 0.05
@@ -122,12 +125,17 @@ def sweep_hint(preset: Preset, world: int) -> str:
     return f"`gpuwizard sweep {preset.name} --set hardware.gpus=1 {varied}`"
 
 
-def critical_batch_note(preset_name: str, effective: int | None) -> str:
-    """Where a larger batch stops buying fewer steps: this job's B_noise where its newest probe measured it (with
-    what doubling the plan's batch would buy, S = S_min (1 + B_noise / B)), else that nobody knows it."""
+def probed_noise(preset_name: str) -> ProbeResult | None:
+    """The preset's newest probe on this machine, where it measured B_noise."""
     from gpuwizard.analysis.probe_results import newest_probe
 
     probe = newest_probe(preset_name)
+    return probe if probe is not None and probe.noise is not None else None
+
+
+def critical_batch_note(preset_name: str, effective: int | None, probe: ProbeResult | None) -> str:
+    """Where a larger batch stops buying fewer steps: this job's B_noise where its newest probe measured it (with
+    what doubling the plan's batch would buy, S = S_min (1 + B_noise / B)), else that nobody knows it."""
     if probe is None or probe.noise is None:
         return (
             "the critical batch size for robot imitation learning is unmeasured in the literature: scaling rules are "
@@ -153,7 +161,13 @@ def critical_batch_note(preset_name: str, effective: int | None) -> str:
 
 
 def advice_lines(
-    preset: Preset, policy: PolicyEntry, world: int, strategy: str, fit: Fit, k: float | None
+    preset: Preset,
+    policy: PolicyEntry,
+    world: int,
+    strategy: str,
+    fit: Fit,
+    k: float | None,
+    probe: ProbeResult | None = None,
 ) -> list[str]:
     """Honest words on whether more GPUs pay for this job."""
     lines = []
@@ -198,7 +212,12 @@ def advice_lines(
             f"{name}: {about(policy.single_gpu_hours.hours)} ({policy.single_gpu_hours.setting}), for those steps and "
             "that batch; the estimates scale it to this preset's steps and batch."
         )
-    if k and k != 1:
+    if k and k != 1 and probe is not None and probe.noise is not None:
+        lines.append(
+            f"The effective batch is {k:g}x the reference run's; this job's probe measured B_noise ~ "
+            f"{probe.noise.b_simple:.3g}, and the notes say what a larger batch buys in steps."
+        )
+    elif k and k != 1:
         lines.append(
             f"The effective batch is {k:g}x the reference run's; the critical batch size for robot imitation learning "
             "is unmeasured in the literature, so a larger batch may not train faster per sample (`gpuwizard probe` "
