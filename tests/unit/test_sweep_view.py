@@ -2,7 +2,40 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpuwizard.runner.sweep_view import eta_text, sweep_eta
+from gpuwizard.runs.sweeps import Sweep, SweepRun, sweeps_dir, write_sweep
+
+
+def written_sweep(tmp_path: Path, paths: list[Path], states: list[str]) -> tuple[Path, Sweep]:
+    """A sweep folder as its scheduler writes it, its runs in these run folders (one per path; queued past them)."""
+    runs = [
+        SweepRun(
+            index=i,
+            values={"optim.lr": 10.0**-i},
+            preset_file=f"runs/{i:03d}.yaml",
+            processes=1,
+            device="cpu",
+            state=state,  # type: ignore[arg-type]  # the states a test names are SweepRun's
+            run_id=paths[i].name if i < len(paths) else None,
+            run_path=str(paths[i]) if i < len(paths) else None,
+        )
+        for i, state in enumerate(states)
+    ]
+    folder = sweeps_dir() / "20261201-000000-demo-cmp-abcd"
+    folder.mkdir(parents=True)
+    record = Sweep(
+        sweep_id=folder.name,
+        preset="demo-cmp",
+        source="demo-cmp",
+        created=0.0,
+        grid={},
+        workdir=str(tmp_path),
+        runs=runs,
+    )
+    write_sweep(folder, record)
+    return folder, record
 
 
 def test_the_sweep_eta_is_a_range_from_the_runs_seen_and_unknown_without_them():
@@ -21,7 +54,6 @@ def test_one_look_at_a_sweep_reads_each_runs_status_once(tmp_path, monkeypatch, 
     """The Sweep screen's poll and `sweep status` each take a run's state and its steps and time from one read of
     its status.json (a running run was read twice: for its state, then for its row)."""
     from gpuwizard.runs import rundir
-    from gpuwizard.runs.sweeps import Sweep, SweepRun, sweeps_dir, write_sweep
     from gpuwizard.tui.sweep import polled
     from support.runs import CMP_RUNS, copy_runs
 
@@ -32,33 +64,7 @@ def test_one_look_at_a_sweep_reads_each_runs_status_once(tmp_path, monkeypatch, 
     (damaged / "status.json").write_text("{")
     paths = [data / "runs" / name for name in (*CMP_RUNS, "20261129-120000-demo-cpu")] + [damaged]
     states = ["running", "running", "finished", "running", "queued"]  # as the sweep recorded them last
-    runs = [
-        SweepRun(
-            index=i,
-            values={"trainer_options.lr": 10.0**-i},
-            preset_file=f"runs/{i:03d}.yaml",
-            processes=1,
-            device="cpu",
-            state=state,
-            run_id=paths[i].name if i < len(paths) else None,
-            run_path=str(paths[i]) if i < len(paths) else None,
-        )
-        for i, state in enumerate(states)
-    ]
-    folder = sweeps_dir() / "20261201-000000-demo-cmp-abcd"
-    folder.mkdir(parents=True)
-    write_sweep(
-        folder,
-        Sweep(
-            sweep_id=folder.name,
-            preset="demo-cmp",
-            source="demo-cmp",
-            created=0.0,
-            grid={},
-            workdir=str(tmp_path),
-            runs=runs,
-        ),
-    )
+    folder, _ = written_sweep(tmp_path, paths, states)
     reads: list[str] = []
     real = rundir.read_record
 
@@ -83,7 +89,6 @@ def test_a_task_slurm_holds_pending_is_shown_pending_and_counted_with_the_queue(
     pending, not running, and the sweep's ETA lets it start only as a running run ends (it was counted as running
     since its submission, its ETA as short as its wait)."""
     from gpuwizard.runner.sweep_view import PENDING, run_rows
-    from gpuwizard.runs.sweeps import Sweep, SweepRun
     from support.runs import copied_run
 
     waiting = copied_run(tmp_path, state="starting", slurm_job_id="41_1", slurm_state="PENDING")
@@ -108,36 +113,12 @@ def test_an_ended_sweep_is_shown_within_80_columns_and_a_stop_leaves_it_as_it_en
     """`sweep status` at 80 columns: the table as wide as its values (it was 101 columns with a 34-column values
     field), the comparison's paragraph and the best's line wrapped at words (the terminal broke them mid-word).
     `sweep stop` of a sweep that had ended said 'stopped' and recorded it so; now it says it had ended."""
-    from gpuwizard.runs.sweeps import Sweep, SweepRun, read_sweep, sweeps_dir, write_sweep
+    from gpuwizard.runs.sweeps import read_sweep
     from support.runs import CMP_RUNS, copy_runs
 
     data = tmp_path / "data"
     copy_runs(data, *CMP_RUNS)
-    runs = [
-        SweepRun(
-            index=i,
-            values={"optim.lr": 10.0**-i},
-            preset_file=f"runs/{i:03d}.yaml",
-            processes=1,
-            device="cpu",
-            state="finished",
-            run_id=name,
-            run_path=str(data / "runs" / name),
-        )
-        for i, name in enumerate(CMP_RUNS)
-    ]
-    folder = sweeps_dir() / "20261201-000000-demo-cmp-abcd"
-    folder.mkdir(parents=True)
-    record = Sweep(
-        sweep_id=folder.name,
-        preset="demo-cmp",
-        source="demo-cmp",
-        created=0.0,
-        grid={},
-        workdir=str(tmp_path),
-        runs=runs,
-    )
-    write_sweep(folder, record)
+    folder, record = written_sweep(tmp_path, [data / "runs" / name for name in CMP_RUNS], ["finished", "finished"])
     assert read_sweep(folder).ended
     monkeypatch.setenv("COLUMNS", "80")
     shown = gw("sweep", "status", folder.name)
