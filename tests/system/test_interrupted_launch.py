@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.runner.launches import LAUNCHER
+from gpuwizard.runs.rundir import RunDir
 from support.callers import drawn, gw_call
 from support.cli import gw_subprocess, wait_for
 from support.launches import (
@@ -226,3 +227,39 @@ def test_a_launch_killed_before_its_supervisor_started_is_recorded_as_failed_not
     status = status_of(folder)
     assert status.state == "failed" and status.exit_code == 127 and "never ran" in status.error
     assert_whole_or_nothing(data)
+
+
+def test_an_interrupted_start_ends_what_carries_its_marker_when_its_supervisor_is_not_known(tmp_path):
+    """CI, 2026-12-07: SIGTERM to a headless `run` just as its folder was published left a run recorded 'stopped by
+    SIGTERM before the job started' while its supervisor, its torchrun and both ranks trained on (4 marked processes a
+    minute later). Whatever let the supervisor go unstopped (unknown here, or not ending within the wait), the start
+    that is undone now ends every process carrying the run's marker before it records the stop."""
+    from gpuwizard.runner.interrupt import StartCancelled
+    from gpuwizard.runner.launch import StartUp
+    from gpuwizard.runner.procs import MARKER, marker_value
+    from support.runs import hand_made_run
+
+    data = tmp_path / "data"
+    run = hand_made_run(data / "runs" / "20261207-000000-orphan", ["true"])
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
+    )
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", stubborn],
+        env={**os.environ, MARKER: marker_value(run.path)},
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert orphan.stdout is not None and orphan.stdout.readline() == "up\n"
+        assert marked_under(data) == [orphan.pid]
+        start = StartUp(run=run, stage=RunDir(tmp_path / ".staging"), published=True, supervisor=None)
+        start.abandon(StartCancelled("stopped by SIGTERM before the job started"))
+        assert orphan.wait(timeout=60) == -signal.SIGKILL, "it ignored SIGTERM: ended the hard way"
+        assert marked_under(data) == []
+        status = run.status()
+        assert (status.state, status.error) == ("stopped", "stopped by SIGTERM before the job started")
+    finally:
+        if orphan.poll() is None:
+            os.killpg(orphan.pid, signal.SIGKILL)

@@ -301,7 +301,7 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
     """Issue 27 on SLURM: the 4 runs of one shape are one `sbatch --array=0-3` (tasks sharing one ArrayJobId, two at
     a time on the two one-CPU nodes); each run keeps its own checks, run folder, script and supervisor, follows its
     own task (its status names it) and gets its output; the sweep ends with the comparison."""
-    from gpuwizard.runner.sweep_view import ACTIVE, PENDING, looked
+    from gpuwizard.runner.sweep_view import PENDING, looked
     from gpuwizard.runs.sweeps import read_sweep
 
     folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20)
@@ -312,8 +312,10 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
         seen.append([r["state"] for r in looked(record)])
         return PENDING in seen[-1] or record.ended
 
+    # two one-CPU nodes: while two tasks train the others wait, and a look shows them pending (they read 'running'
+    # from their submission); how many read running at that look is not asserted: a task SLURM has ended can still
+    # read running until its supervisor records the end
     assert wait_for(a_look_with_a_task_pending, 600) and PENDING in seen[-1], seen
-    assert sum(state in ACTIVE for state in seen[-1]) <= 2, "a task waiting for a node is not shown running"
     assert wait_for(lambda: read_sweep(folder).ended, 600), read_sweep(folder).model_dump_json(indent=1)
     record = read_sweep(folder)
     assert record.slurm and [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]

@@ -182,6 +182,12 @@ class StartUp:
             deadline = time.monotonic() + ABANDON_WAIT_S
             while self.supervisor.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
+        if self.supervisor is None or self.supervisor.poll() is None:
+            from gpuwizard.runner.follow import stop_all
+
+            # a supervisor that did not end in time, or one spawned before the interrupt could record it here: what
+            # carries the run's marker is ended from here, so nothing trains on under a run recorded as stopped
+            stop_all(self.run.path)
         try:
             status = self.run.status()
         except RecordError:
