@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
@@ -137,6 +138,11 @@ def sweep_entries(entries: list[RunEntry], sweep_id: str) -> tuple[list[RunEntry
     return mine, labels
 
 
+def step_text(row: dict[str, Any]) -> str:
+    """The step column: the header sizes it to the longest shown."""
+    return f"{row['step'] if row['step'] is not None else '-'}/{row['steps']}"
+
+
 def runs_command(args: argparse.Namespace) -> int:
     entries = listed_runs()
     ended = frozenset(e.run.run_id for e in entries if e.status is not None and e.status.final)
@@ -162,9 +168,8 @@ def runs_command(args: argparse.Namespace) -> int:
             else "no runs yet: `gpuwizard run demo-cpu --headless` starts one"
         )
         return ExitCode.OK
-    steps = {id(r): f"{r['step'] if r['step'] is not None else '-'}/{r['steps']}" for r in rows if "step" in r}
     wide = min(36, max(len(r["run_id"]) for r in rows))  # id and steps as wide as the longest shown: a row fits 80
-    tall = max([len("step"), *(len(s) for s in steps.values())])
+    tall = max([len("step"), *(len(step_text(r)) for r in rows if r["state"] != "corrupt")])
     print(f"{'run id':<{wide}} {'state':<9} {'exit':>4} {'workers':>7} {'step':>{tall}} {'time':>8}  baseline")
     for r in rows:
         if r["state"] == "corrupt":
@@ -172,7 +177,7 @@ def runs_command(args: argparse.Namespace) -> int:
             hint = f"; processes {running} of it still run: `gpuwizard stop {r['run_id']}` ends them" if running else ""
             print(f"{r['run_id'][:wide]:<{wide}} corrupt   {r['problem']}{hint}")
             continue
-        step = steps[id(r)]
+        step = step_text(r)
         mark = "green" if r["baseline_green"] else "never"
         exit_code = r["exit_code"] if r["exit_code"] is not None else "-"
         minutes, seconds = divmod(int(r["duration_s"]), 60)

@@ -139,7 +139,8 @@ class SweepScreen(Screen[None]):
             try:
                 self.post_message(polled(self.folder, cache))
             except Exception as exc:
-                # stopped silently would look live (a worker that raised ends, with nothing on the screen)
+                # any failure is said and the look tried again: a worker that raised would end without a word,
+                # leaving a table that looks live
                 self.post_message(SweepLookFailed(f"{type(exc).__name__}: {exc}"))
             if self.closed.wait(POLL_S):
                 return
