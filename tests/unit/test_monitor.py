@@ -446,6 +446,54 @@ def test_a_wrapped_failure_names_its_cause():
     assert "It surfaced as draccus.utils.ParsingError: Couldn't instantiate class AcceleratorConfig" in failed.detail
 
 
+FAST_HF_LOG = DATA / "logs" / "hf524_tiny_1proc_40_steps_in_one_chunk.log"
+"""Real log of a probe's 1-process run of tests/data/hf/tiny_train.py (transformers 5.24.0, batch 4, 40 steps in 0.11
+s): each loss dict's line starts with the bar as redrawn after the dict before it (tqdm.write: clear, dict, redraw),
+so a chunk holding all of it has each step's bar only there; a probe's row read "the log gave no samples/s" (and its
+losses had no steps) before those bars were read."""
+
+
+def test_the_bar_redrawn_before_each_loss_dict_gives_its_step_and_rate_when_the_log_arrives_at_once():
+    monitor = JobMonitor(expect(steps=40, lr=1e-3, effective_batch=4, world_size=1), get_trainer("hf"))
+    text = FAST_HF_LOG.read_bytes().decode()  # not read_text: it would turn each carriage return into a newline
+    monitor.feed_text(text.rstrip("\n"), text.count("\n"), now=1000.0)
+    metrics = monitor.take_metrics()
+    # the last dict's bar (40/40) is glued to the checkpoint message after it, so it takes the step before
+    assert [m.step for m in metrics] == [*range(1, 40), 39]
+    assert metrics[1].samples_per_s == pytest.approx(179.52 * 4), "step 2's dict, after the bar at 1/40 179.52it/s"
+    assert all(m.samples_per_s for m in metrics[1:])
+    assert monitor.progress.step == 40 and monitor.progress.finished
+
+
+ABORT_AT_EXIT_LOG = DATA / "logs" / "hf524_tiny_2proc_abort_at_exit.log"
+"""Real torchrun of tests/data/hf/tiny_train.py (transformers 5.24.0, accelerate 1.15.0, torch 2.13.0+cpu), 2 gloo
+processes, 12 steps, without gpuwizard: rank 0 logged its train summary, then aborted in Python's exit (2 of 12 such
+runs on a loaded 2-core machine). gdb on its core: a ProcessGroupGloo::runLoop worker destroys an AsyncAllgatherWork,
+whose tensor's decref takes the GIL during Py_FinalizeEx; take_gil ends the thread (pthread_exit), and the forced
+unwind through a noexcept frame calls std::terminate."""
+
+
+@pytest.mark.parametrize("cut_after_step_5", [False, True])
+def test_an_abort_in_pythons_exit_after_the_last_step_is_said_to_have_trained(cut_after_step_5):
+    lines = LogTail(ABORT_AT_EXIT_LOG).read().lines
+    if cut_after_step_5:  # the same abort mid-run: no exit crash then
+        lines = lines[: lines.index(next(line for line in lines if "5/12" in line)) + 1] + lines[-42:]
+        assert lines[-42].startswith("terminate called")
+    monitor = JobMonitor(expect(steps=12, lr=5e-5, effective_batch=16), get_trainer("hf"))
+    events = []
+    for t, line in enumerate(lines):
+        events += [e for e in monitor.feed(line, now=1000.0 + t) if e.kind != "lr_mismatch"]  # its lr decays
+    assert [e.kind for e in events if e.severity == "error"] == ["exit_abort", "rank_failed"]
+    failed = events[-1]
+    assert failed.rank == 0 and failed.data["exitcode"] == -6
+    if cut_after_step_5:
+        assert monitor.progress.step == 5
+        assert failed.suggestion.startswith("Read the rank's traceback")
+    else:
+        assert monitor.progress.step == 12
+        assert failed.suggestion.startswith("Training had reached its last step (12) before this rank aborted")
+
+
 def test_the_store_closing_after_a_green_multi_node_run_is_no_failure():
     """shared/reference/slurm.md: after a green run a non-head agent may print c10d's recvVector warning with a C++
     stack (the store's host exited first). The message text is torch's own (libtorch_cpu: "recvVector failed on {}:

@@ -12,10 +12,17 @@ from gpuwizard.runner.failures import MAX_PARSED_CHARS, FailureReader, lines_con
 from gpuwizard.runner.stalls import InputBoundWatch, classify_ranks, ranks_working
 from gpuwizard.runs.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
 from gpuwizard.trainers.base import Trainer
-from gpuwizard.trainers.logparse import LineInfo, clean
+from gpuwizard.trainers.logparse import LineInfo, clean, first_segment
 
 LR_TOLERANCE = 0.25
 FIRST_STEP_MIN_S = 600.0
+EXIT_ABORT_ADVICE = (
+    "Training had reached its last step ({step}) before this rank aborted with no exception, which is how a crash "
+    "in Python's exit looks (torch 2.13 with gloo can free a collective's tensor from a worker thread after the "
+    "interpreter began to shut down). If the last checkpoint is in the output folder, the weights are complete and "
+    "nothing is left to train."
+)
+"""A rank that aborts with no exception after the run's last step (std::terminate in the interpreter's exit)."""
 
 
 def unrounded_rate(logged: float, step_s: float | None, per_step: int | None) -> float:
@@ -92,6 +99,10 @@ class JobMonitor:
             self.progress.lines += count
             self.last_output_t = now
             for line in lines_containing(text, self.markers):
+                redrawn = first_segment(line, MAX_PARSED_CHARS)
+                bar_info = self.parse_line(redrawn) if redrawn else None
+                if bar_info and (bar_info.bar or bar_info.bar_total is not None):
+                    new += self._apply(bar_info, now)
                 info = self.parse_line(clean(line[:MAX_PARSED_CHARS]))
                 if info:
                     new += self._apply(info, now)
@@ -411,5 +422,11 @@ class JobMonitor:
         return "; ".join(steps) + "."
 
     def _event(self, event: Event) -> Event:
+        if event.kind == "rank_failed" and self.failures.seen("exit_abort") and self._reached_the_end():
+            event = event.model_copy(update={"suggestion": EXIT_ABORT_ADVICE.format(step=self.progress.step)})
         self.events.append(event)
         return event
+
+    def _reached_the_end(self) -> bool:
+        p = self.progress
+        return p.step is not None and p.total is not None and p.step >= p.total

@@ -56,6 +56,13 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "A peer process died or the network dropped; the rank that failed first is in the failure table.",
     ),
     (
+        "exit_abort",
+        re.compile(r"terminate called without an active exception"),
+        "a process aborted in C++ with no exception (std::terminate)",
+        "Mid-run, a thread was ended while still running: read the log above it and reproduce with a smoke run. "
+        "After the last step it is a crash in the interpreter's exit, not in training (see the failed rank).",
+    ),
+    (
         "out_of_memory",
         re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
         "GPU out of memory",
@@ -79,7 +86,7 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
 
 OWN_LINE = re.compile(
     r"(?:[A-Za-z_][\w.]*(?:Error|Exception)\b"  # an exception the job raised: a traceback's last line
-    r"|what\(\):|terminate called after throwing"  # a C++ exception that ended a process
+    r"|what\(\):|terminate called (?:after throwing|without an active exception)"  # C++ ended a process
     r"|\[[EF][\d :.]*(?:\S+/)?\w+\.(?:cpp|hpp|cc|h):\d+\]"  # c10d's error log: [E1218 ... ProcessGroupNCCL.cpp:629]
     r"|\S+:\d+:\d+ \[\d+\] NCCL WARN"  # NCCL's own warning: host:pid:tid [device] NCCL WARN
     r"|[\w.-]+: .*: (?:No space left on device|Disk quota exceeded)$)"  # a tool the job ran, in perror's form
@@ -252,6 +259,10 @@ class FailureReader:
         self.failure_table = FailureTable()
         self.exceptions = ExceptionChain()
         self._seen_signatures: set[str] = set()
+
+    def seen(self, kind: str) -> bool:
+        """A signature of this kind was in the log."""
+        return any(key.startswith(f"{kind}:") for key in self._seen_signatures)
 
     def feed_text(self, text: str) -> list[Event]:
         """Complete lines joined by newlines; only lines holding a signal word, or in the failure table, are parsed."""
