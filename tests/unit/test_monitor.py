@@ -455,14 +455,21 @@ losses had no steps) before those bars were read."""
 
 def test_the_bar_redrawn_before_each_loss_dict_gives_its_step_and_rate_when_the_log_arrives_at_once():
     monitor = JobMonitor(expect(steps=40, lr=1e-3, effective_batch=4, world_size=1), get_trainer("hf"))
-    text = FAST_HF_LOG.read_bytes().decode()  # not read_text: it would turn each carriage return into a newline
-    monitor.feed_text(text.rstrip("\n"), text.count("\n"), now=1000.0)
+    chunk = LogTail(FAST_HF_LOG, redrawn_bars=True).read()  # the supervisor's tail: the whole log in one read
+    assert chunk.bar is None
+    monitor.feed_text(chunk.text, chunk.line_count, now=1000.0)
     metrics = monitor.take_metrics()
-    # the last dict's bar (40/40) is glued to the checkpoint message after it, so it takes the step before
-    assert [m.step for m in metrics] == [*range(1, 40), 39]
+    assert [m.step for m in metrics] == list(range(1, 41))
     assert metrics[1].samples_per_s == pytest.approx(179.52 * 4), "step 2's dict, after the bar at 1/40 179.52it/s"
     assert all(m.samples_per_s for m in metrics[1:])
     assert monitor.progress.step == 40 and monitor.progress.finished
+
+
+def test_a_display_tail_keeps_only_each_lines_last_state():
+    shown, read = LogTail(FAST_HF_LOG).read().lines, LogTail(FAST_HF_LOG, redrawn_bars=True).read().lines
+    assert sum(line.startswith("{'loss'") for line in shown) == sum(line.startswith("{'loss'") for line in read) == 40
+    assert [line[:16] for line in shown if "%|" in line] == ["  0%|          |", "100%|██████████|", "100%|██████████|"]
+    assert len(read) - len(shown) == 39, "the monitor's tail: the bar before each loss dict but the first"
 
 
 ABORT_AT_EXIT_LOG = DATA / "logs" / "hf524_tiny_2proc_abort_at_exit.log"

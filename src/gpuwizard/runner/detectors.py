@@ -12,7 +12,7 @@ from gpuwizard.runner.failures import MAX_PARSED_CHARS, FailureReader, lines_con
 from gpuwizard.runner.stalls import InputBoundWatch, classify_ranks, ranks_working
 from gpuwizard.runs.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
 from gpuwizard.trainers.base import Trainer
-from gpuwizard.trainers.logparse import LineInfo, clean, first_segment
+from gpuwizard.trainers.logparse import LineInfo, clean
 
 LR_TOLERANCE = 0.25
 FIRST_STEP_MIN_S = 600.0
@@ -99,10 +99,6 @@ class JobMonitor:
             self.progress.lines += count
             self.last_output_t = now
             for line in lines_containing(text, self.markers):
-                redrawn = first_segment(line, MAX_PARSED_CHARS)
-                bar_info = self.parse_line(redrawn) if redrawn else None
-                if bar_info and (bar_info.bar or bar_info.bar_total is not None):
-                    new += self._apply(bar_info, now)
                 info = self.parse_line(clean(line[:MAX_PARSED_CHARS]))
                 if info:
                     new += self._apply(info, now)

@@ -35,7 +35,7 @@ class OutputPump:
     """Feeds the run's log to the monitor; `pump` once per loop pass, `drain` once the job has ended."""
 
     def __init__(self, log: PathLike[str], max_lag_s: float = MAX_LAG_S, keep_s: float = KEEP_S):
-        self.tail = LogTail(log)
+        self.tail = LogTail(log, redrawn_bars=True)
         self.max_lag_s, self.keep_s = max_lag_s, keep_s
         self.cost_per_byte: float | None = None
         self.read_bytes = self.read_lines = 0

@@ -47,8 +47,9 @@ class Chunk:
         return self.text is not None or self.bar is not None or self.skipped > 0
 
 
-def collapse(text: str) -> str:
-    """Keep only the last carriage-return state of each line (tqdm redraws), in one pass over the text."""
+def collapse(text: str, redrawn_bars: bool = False) -> str:
+    """Keep only the last carriage-return state of each line (tqdm redraws), in one pass over the text; with
+    `redrawn_bars`, also the bar a message's line starts with, as a line of its own before the message."""
     if "\r" not in text:
         return text
     pieces, done = [], 0
@@ -60,11 +61,23 @@ def collapse(text: str) -> str:
             end, line = len(text), text[start:]  # at the very end, a return starts a line still to come
         else:
             line = text[start:end].rstrip("\r")  # before a newline, trailing returns are line ends (\r\n)
-        pieces += [text[done:start], line[line.rfind("\r") + 1 :]]
+        last = line[line.rfind("\r") + 1 :]
+        if redrawn_bars and "%|" in line and len(line) <= 4 * MAX_BAR_LINE:
+            last = bar_before(line, last)
+        pieces += [text[done:start], last]
         done = end
         cr = text.find("\r", end)
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+def bar_before(line: str, last: str) -> str:
+    """The bar as redrawn after the message before (tqdm.write: clear, message, redraw) names that message's step;
+    where the whole line arrives in one read, only this line's message would be left of it."""
+    states = [state for state in line.split("\r") if state.strip()]
+    if len(states) >= 2 and "%|" in states[0] and "%|" not in last:
+        return f"{states[0]}\n{last}"
+    return last
 
 
 def split_bars(body: str) -> str:
@@ -80,8 +93,10 @@ class LogTail:
     """Reads what was appended since the last call; never blocks, never re-reads. A file that is there but cannot
     be read (a FIFO or folder in its place, no permission) reads as empty, `problem` saying why."""
 
-    def __init__(self, path: os.PathLike[str], offset: int = 0, chunk: int = 4 << 20):
+    def __init__(self, path: os.PathLike[str], offset: int = 0, chunk: int = 4 << 20, redrawn_bars: bool = False):
         self.path, self.offset, self.chunk = Path(path), offset, chunk
+        self.redrawn_bars = redrawn_bars
+        """Keep each bar a message cleared as a line of its own (the monitor's steps); a display wants only the last."""
         self.partial = ""
         self.cutting = False
         self.last_bar = ""
@@ -125,7 +140,7 @@ class LogTail:
         text = self.partial + self.decoder.decode(data)
         cut = text.rfind("\n")
         if cut >= 0:
-            body = collapse(text[: cut + 1])[:-1]
+            body = collapse(text[: cut + 1], self.redrawn_bars)[:-1]
             out.text = split_bars(body) if "%|" in body else body
             text = text[cut + 1 :]
         bar = text.rfind("\r")

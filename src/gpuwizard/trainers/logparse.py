@@ -50,16 +50,6 @@ def clean(line: str) -> str:
     return RANK_PREFIX.sub("", safe_line(line)).rstrip()
 
 
-def first_segment(line: str, limit: int) -> str | None:
-    """A line's first carriage-return segment, cleaned, where more follow: the bar as it was redrawn after the message
-    of the line before (tqdm.write: clear, message, redraw), which names that message's step. The last segment alone
-    loses it when the output arrives in large chunks."""
-    if "\r" not in line:
-        return None
-    parts = [p for p in line[: 2 * limit].split("\r") if p.strip()]
-    return clean(parts[0][:limit]) if len(parts) >= 2 else None
-
-
 def to_float(text: str) -> float | None:
     try:
         return float(text)
