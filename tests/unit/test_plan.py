@@ -112,6 +112,16 @@ def test_linear_rule_on_two_gpus_doubles_lr_and_reaches_the_trainer(gw, write_pr
     assert flag(argv, "--policy.scheduler_warmup_steps") is None
 
 
+def test_a_cpu_plans_advice_names_memory_per_process_and_asks_for_no_gpu_memory(gw):
+    result = gw("plan", "demo-cpu", "--json")
+    assert result.code == 0, result.err
+    advice = result.json()["advice"][0]
+    assert "GB per process at this batch; CPU processes share the machine's memory" in advice
+    assert "gpu_memory_gb" not in advice
+    gpu = gw("plan", "demo-gpu", "--json").json()["advice"][0]
+    assert "GB per device at this batch; device memory unknown: set hardware.gpu_memory_gb" in gpu
+
+
 def test_divide_steps_halves_steps_on_two_gpus(gw, write_preset):
     text = (
         LEROBOT_MAIN_ACCUM.replace("hardware: {gpus: 4}", "hardware: {gpus: 2}")

@@ -171,9 +171,12 @@ def advice_lines(
 ) -> list[str]:
     """Honest words on whether more GPUs pay for this job."""
     lines = []
-    size = f"~{fit.estimate_gb} GB per device at this batch" + (
+    cpu = preset.hardware.device == "cpu"
+    size = f"~{fit.estimate_gb} GB per {'process' if cpu else 'device'} at this batch" + (
         f"; {fit.device_gb:g} GB per device, {fit.device_source}"
         if fit.device_gb
+        else "; CPU processes share the machine's memory"
+        if cpu
         else "; device memory unknown: set hardware.gpu_memory_gb"
     )
     if fit.fits is False:
