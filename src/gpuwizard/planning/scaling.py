@@ -173,10 +173,10 @@ def advice_lines(
     lines = []
     cpu = preset.hardware.device == "cpu"
     size = f"~{fit.estimate_gb} GB per {'process' if cpu else 'device'} at this batch" + (
-        f"; {fit.device_gb:g} GB per device, {fit.device_source}"
-        if fit.device_gb
-        else "; CPU processes share the machine's memory"
+        "; CPU processes share the machine's memory"
         if cpu
+        else f"; {fit.device_gb:g} GB per device, {fit.device_source}"
+        if fit.device_gb
         else "; device memory unknown: set hardware.gpu_memory_gb"
     )
     if fit.fits is False:
