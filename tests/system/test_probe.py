@@ -16,7 +16,7 @@ import sys
 import psutil
 import pytest
 
-from gpuwizard.analysis.probe_results import NO_SECOND_BATCH, ProbeResult, probes_dir
+from gpuwizard.analysis.probe_results import NO_SECOND_BATCH, ProbeResult, newest_probe, probes_dir
 from gpuwizard.analysis.probe_verdict import result_text
 from gpuwizard.planning.estimates import measured_runs
 from gpuwizard.runs.rundir import alive_processes, baseline_green, list_runs, scaling_report
@@ -138,7 +138,7 @@ def test_batch_search_doubles_then_bisects_to_the_memory_limit(gw, tmp_path):
     runs = [e.status for e in list_runs("probe-oom")]
     assert any(s.state == "finished" and s.exit_code == 0 and s.world_size == 1 and s.probe for s in runs)
     assert not baseline_green("probe-oom") and scaling_report("probe-oom") == []
-    assert {m.basis for m in measured_runs("probe-oom", 16)} == {"probed"}
+    assert {m.basis for m in measured_runs("probe-oom", 16, newest_probe("probe-oom"))} == {"probed"}
     history = gw("runs", "--json", "--probes").json()
     assert history and not any(r["baseline_green"] for r in history)
 
@@ -169,7 +169,7 @@ def test_a_probe_that_measured_nothing_exits_non_zero_and_is_not_used(gw, tmp_pa
     assert result.code == 1, result.out + result.err
     assert "1    64" in result.out and "now uses it" not in result.out
     assert "nothing was measured, so `gpuwizard plan probe-none` does not use it" in result.out
-    assert measured_runs("probe-none", 64) == []
+    assert measured_runs("probe-none", 64, newest_probe("probe-none")) == []
 
 
 def test_configurations_this_machine_cannot_start_are_refused_up_front(gw, tmp_path):

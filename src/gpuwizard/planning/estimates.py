@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwizard.core.units import about, counted, device_unit
 
 if TYPE_CHECKING:
+    from gpuwizard.analysis.probe_results import ProbeResult
     from gpuwizard.model.catalog import TrainingTime
 
 ASSUMED_EFFICIENCY = 0.85
@@ -183,13 +184,12 @@ def estimate_rows(
     return out
 
 
-def measured_runs(preset_name: str, per_device_batch: int | None = None) -> list[Measured]:
-    """What this machine measured for the preset, best first: its newest probe (at the batch nearest the plan's),
-    then the newest finished, full (not smoke) run per world size."""
-    from gpuwizard.analysis.probe_results import newest_probe, probed_rates
+def measured_runs(preset_name: str, per_device_batch: int | None, probe: ProbeResult | None) -> list[Measured]:
+    """What this machine measured for the preset, best first: its newest probe (`newest_probe`, at the batch nearest
+    the plan's), then the newest finished, full (not smoke) run per world size."""
+    from gpuwizard.analysis.probe_results import probed_rates
     from gpuwizard.runs.rundir import scaling_report
 
-    probe = newest_probe(preset_name)
     noise = f"; probed: B_noise ≈ {probe.noise.plus_minus()}" if probe and probe.noise else ""
     probed = (
         [

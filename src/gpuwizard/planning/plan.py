@@ -23,7 +23,6 @@ from gpuwizard.planning.scaling import (
     critical_batch_note,
     estimate_fit,
     plan_estimates,
-    probed_noise,
     scale,
 )
 from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
@@ -230,7 +229,9 @@ def make_plan(
     workdir, workdir_problems = workdir_for(preset)
     dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective, workdir)
     found += dataset_problems
-    probe = probed_noise(preset.name)
+    from gpuwizard.analysis.probe_results import newest_probe
+
+    probe = newest_probe(preset.name)  # read once: the note, the advice and the estimates use it
     found.append(note(critical_batch_note(preset.name, layout.effective, probe)))
 
     table = batch_table(trainer, preset)
@@ -263,7 +264,7 @@ def make_plan(
         batch_table=table,
         dataset=dataset_meta,
         advice=advice_lines(preset, policy, world, strategy, fit, k, probe),
-        estimates=plan_estimates(preset, policy, table, reference.effective, base_lr),
+        estimates=plan_estimates(preset, policy, table, reference.effective, base_lr, probe),
         epochs=epochs_of(steps * layout.effective if layout.effective else None, dataset_meta),
     )
     preset_folder = output_dir is None

@@ -125,14 +125,6 @@ def sweep_hint(preset: Preset, world: int) -> str:
     return f"`gpuwizard sweep {preset.name} --set hardware.gpus=1 {varied}`"
 
 
-def probed_noise(preset_name: str) -> ProbeResult | None:
-    """The preset's newest probe on this machine, where it measured B_noise."""
-    from gpuwizard.analysis.probe_results import newest_probe
-
-    probe = newest_probe(preset_name)
-    return probe if probe is not None and probe.noise is not None else None
-
-
 def critical_batch_note(preset_name: str, effective: int | None, probe: ProbeResult | None) -> str:
     """Where a larger batch stops buying fewer steps: this job's B_noise where its newest probe measured it (with
     what doubling the plan's batch would buy, S = S_min (1 + B_noise / B)), else that nobody knows it."""
@@ -230,7 +222,12 @@ def advice_lines(
 
 
 def plan_estimates(
-    preset: Preset, policy: PolicyEntry, table: list[dict[str, Any]], reference_effective: int | None, base_lr: float
+    preset: Preset,
+    policy: PolicyEntry,
+    table: list[dict[str, Any]],
+    reference_effective: int | None,
+    base_lr: float,
+    probe: ProbeResult | None,
 ) -> list[dict[str, Any]]:
     """Time and cost for each GPU count of the batch table, on the steps the scaling rule gives that count."""
     from gpuwizard.planning.estimates import estimate_rows, measured_runs
@@ -248,7 +245,7 @@ def plan_estimates(
     per_device = per_update // preset.batch.grad_accum if per_update else None
     device = "cpu" if preset.hardware.device == "cpu" else "cuda"  # as resolve_device: only a cpu preset runs there
     estimates = estimate_rows(
-        rows, measured_runs(preset.name, per_device), policy.single_gpu_hours, preset.costs.gpu_hour, device
+        rows, measured_runs(preset.name, per_device, probe), policy.single_gpu_hours, preset.costs.gpu_hour, device
     )
     return [e.to_json() for e in estimates]
 
