@@ -191,7 +191,7 @@ def endless_line(megabytes: int) -> dict[str, float]:
     base = Path(env["GPUWIZARD_DATA_DIR"])
     done = base / "line-done"
     run = RunDir(make_job_run(base, 300, argv=[PYTHON, "-c", ENDLESS_LINE_JOB, str(megabytes), str(done)]))
-    sup = subprocess.Popen([PYTHON, "-m", "gpuwizard.runner.supervisor", str(run.path)], env=env, cwd=ROOT)
+    sup = subprocess.Popen([PYTHON, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)], env=env, cwd=ROOT)
     peak, gap, last_write, seen_step3 = 0.0, 0.0, None, None
     progress = run.path / "progress.json"
     while sup.poll() is None:

@@ -31,7 +31,7 @@ def one_flood(rate: int, seconds: float) -> dict[str, float]:
     argv = [PYTHON, str(ROOT / "bench" / "flood_job.py"), "--rate", str(rate), "--seconds", str(seconds)]
     run = RunDir(make_run(base, int(rate * seconds), argv=[*argv, "--done", str(done)]))
     sup = subprocess.Popen(
-        [PYTHON, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        [PYTHON, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

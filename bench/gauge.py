@@ -11,10 +11,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
 from gpuwizard.demo.noise import closed_form
 from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_BATCH_VAR
-from gpuwizard.runner.gauge_env import GAUGE_DIR
+from gpuwizard.runner.launch.gauge_env import GAUGE_DIR
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 

@@ -51,7 +51,7 @@ def plain_read(path: Path) -> float:
 
 
 def supervisor_stage(path: Path) -> float:
-    from gpuwizard.runner.detectors import JobMonitor
+    from gpuwizard.runner.detect.detectors import JobMonitor
     from gpuwizard.runs.records import Expectations
     from gpuwizard.runs.tail import LogTail
     from gpuwizard.trainers.registry import get_trainer
@@ -128,7 +128,7 @@ def start_flood(total: int) -> tuple[Path, subprocess.Popen, subprocess.Popen]:
         [PYTHON, "-c", PLAIN_TAILER, str(run / "log.txt"), str(total)], stdout=subprocess.PIPE, text=True
     )
     supervisor = subprocess.Popen(
-        [PYTHON, "-m", "gpuwizard.runner.supervisor", str(run)],
+        [PYTHON, "-m", "gpuwizard.runner.supervise.supervisor", str(run)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -25,7 +25,7 @@ PRESET = (ROOT / "presets" / "demo-cpu.yaml").read_text()
 PICKER_TIME = """
 import sys, time
 from textual.app import App
-from gpuwizard.tui.dialogs import PresetPicker
+from gpuwizard.tui.dialogs.modals import PresetPicker
 
 class Host(App):
     def on_mount(self):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuwizard.analysis.noise_scale import GaugeFollower, estimate, read_gauge
+from gpuwizard.analysis.probe.noise_scale import GaugeFollower, estimate, read_gauge
 
 SIZES = (1_000, 10_000, 100_000)
 NEW_STEPS = 100

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
-from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
 from gpuwizard.demo import train
 from gpuwizard.demo.noise import NoiseRegression, closed_form
 from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_BATCH_VAR
-from gpuwizard.runner.gauge_env import GAUGE_DIR
+from gpuwizard.runner.launch.gauge_env import GAUGE_DIR
 
 DIM, SIGMA, START = 4, 0.1, 1.0
 """d, the label noise and |w - w*| at the start: B_simple grows from 5.04 there to 21 at the target."""

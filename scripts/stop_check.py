@@ -13,7 +13,7 @@ import time
 
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset, save_user_preset
-from gpuwizard.runner.follow import request_stop
+from gpuwizard.runner.control.stopping import request_stop
 from gpuwizard.runs.rundir import alive_processes, list_runs
 
 

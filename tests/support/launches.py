@@ -70,7 +70,7 @@ def status_of(folder: Path) -> Status | None:
 
 def marked_under(data: Path) -> list[int]:
     """Live processes carrying the marker of a run of this data folder."""
-    from gpuwizard.runner.procs import marked_pids
+    from gpuwizard.runner.host.procs import marked_pids
 
     base = str((data / "runs").resolve())
     return sorted(pid for pid, value in marked_pids().items() if value.startswith(base + "/") and pid != os.getpid())

@@ -8,8 +8,8 @@ from textual.widgets import Input
 from textual.worker import WorkerCancelled
 
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.monitor import MonitorScreen
-from gpuwizard.tui.widgets import KeyBar
+from gpuwizard.tui.monitor.screen import MonitorScreen
+from gpuwizard.tui.widgets.fields import KeyBar
 
 SIZE = (80, 24)
 SIZES = [(80, 24), (120, 40)]

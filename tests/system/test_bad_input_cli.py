@@ -47,7 +47,7 @@ def test_presets_list_names_a_bomb_as_invalid_and_lists_the_rest(tmp_path):
 
 SNIPPETS = {  # each of the other YAML files read, through the command or call that reads it
     "settings.yaml": "from gpuwizard.model.settings import check_settings; print(check_settings())",
-    "themes/bomb.yaml": "from gpuwizard.tui.themes import load_themes; print(load_themes()[1])",
+    "themes/bomb.yaml": "from gpuwizard.tui.base.themes import load_themes; print(load_themes()[1])",
     "policies.yaml": "from gpuwizard.model.catalog import load_catalog\n"
     "try:\n    load_catalog()\nexcept Exception as exc:\n    print(exc)",
 }

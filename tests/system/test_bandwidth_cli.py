@@ -58,7 +58,7 @@ def start_slow_measurement() -> tuple[subprocess.Popen[str], list[psutil.Process
     seen = [proc.stderr.readline() for _ in range(2)]
     assert "1 of 3 sizes" in seen[1], seen
     ranks = psutil.Process(proc.pid).children()
-    assert len(ranks) == 2 and all("gpuwizard.runner.allreduce" in " ".join(r.cmdline()) for r in ranks)
+    assert len(ranks) == 2 and all("gpuwizard.runner.bandwidth.allreduce" in " ".join(r.cmdline()) for r in ranks)
     return proc, ranks
 
 

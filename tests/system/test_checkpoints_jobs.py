@@ -10,9 +10,9 @@ import pytest
 from gpuwizard.core.errors import UserError
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
-from gpuwizard.runner.follow import request_stop
-from gpuwizard.runner.launch import start_run
-from gpuwizard.runner.prepare import prepare_run
+from gpuwizard.runner.control.stopping import request_stop
+from gpuwizard.runner.launch.prepare import prepare_run
+from gpuwizard.runner.launch.start import start_run
 from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, wait_for
 from support.presets import quick_demo

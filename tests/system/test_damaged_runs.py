@@ -361,7 +361,7 @@ async def test_the_runs_screen_lists_damaged_runs_with_their_reason(data_with_go
     from textual.widgets import DataTable
 
     from gpuwizard.tui.app import GpuWizardApp
-    from gpuwizard.tui.runs import RunsScreen
+    from gpuwizard.tui.screens.runs import RunsScreen
     from support.tui import wait_until
 
     reasons = {
@@ -388,7 +388,7 @@ async def test_the_runs_screen_says_when_the_history_cannot_be_read(data_with_go
     from gpuwizard.core.errors import UserError, problem
     from gpuwizard.runs import listing
     from gpuwizard.tui.app import GpuWizardApp
-    from gpuwizard.tui.runs import RunsScreen
+    from gpuwizard.tui.screens.runs import RunsScreen
     from support.tui import wait_until
 
     def unreadable(*args: object, **kwargs: object) -> list:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from gpuwizard.runner.flight import Finding, analyze, parse_analysis
+from gpuwizard.runner.supervise.flight import Finding, analyze, parse_analysis
 from support.data import DATA
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpuwizard.runner.procs import MARKER, marker_value
+from gpuwizard.runner.host.procs import MARKER, marker_value
 from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, wait_for
 from support.data import REPO
@@ -35,7 +35,7 @@ def start_flood(tmp_path: Path, name: str) -> tuple[RunDir, Path, subprocess.Pop
     argv = [sys.executable, str(FLOOD_JOB), "--rate", RATE, "--seconds", SECONDS, "--done", str(done)]
     run = hand_made_run(tmp_path / "data" / "runs" / f"20261202-000000-{name}", argv)
     sup = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
         env={**os.environ, MARKER: marker_value(run.path)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
 from gpuwizard.demo.noise import closed_form
 from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_BATCH_VAR
-from gpuwizard.runner.gauge_env import GAUGE_DIR
+from gpuwizard.runner.launch.gauge_env import GAUGE_DIR
 from gpuwizard.runs.rundir import list_runs
 from support.cli import gw_subprocess
 from support.presets import NOISE_PRESET
@@ -45,7 +45,7 @@ def gauged_noise_run(tmp_path: Path, name: str, sigma: float, gpus: int = 2, acc
     found = estimate(read.steps)
     assert found is not None and found.b_simple is not None and not found.provisional, found
     reader = subprocess.run(
-        [sys.executable, "-m", "gpuwizard.analysis.noise_scale", str(run.path)], capture_output=True, text=True
+        [sys.executable, "-m", "gpuwizard.analysis.probe.noise_scale", str(run.path)], capture_output=True, text=True
     )
     assert reader.returncode == 0 and reader.stdout.startswith(f"B_simple ~ {found.b_simple:.3g} samples"), reader
     return found.b_simple

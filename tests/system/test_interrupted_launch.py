@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.runner.launches import LAUNCHER
+from gpuwizard.runner.control.launches import LAUNCHER
 from gpuwizard.runs.rundir import RunDir
 from support.callers import drawn, gw_call
 from support.cli import gw_subprocess, wait_for
@@ -213,7 +213,7 @@ def test_a_launch_killed_before_its_supervisor_started_is_recorded_as_failed_not
     preset = demo_run_preset(tmp_path, "never-supervised")
     code = (
         "import os, sys\n"
-        "from gpuwizard.runner import launch\n"
+        "from gpuwizard.runner.launch.start import start as launch\n"
         "launch.spawn_supervisor = lambda run, env: os._exit(9)  # the launcher dies right there, as kill -9 would\n"
         "from gpuwizard.cli.main import main\n"
         "main(['run', sys.argv[1], '--headless'])\n"
@@ -234,9 +234,9 @@ def test_an_interrupted_start_ends_what_carries_its_marker_when_its_supervisor_i
     SIGTERM before the job started' while its supervisor, its torchrun and both ranks trained on (4 marked processes a
     minute later). Whatever let the supervisor go unstopped (unknown here, or not ending within the wait), the start
     that is undone now ends every process carrying the run's marker before it records the stop."""
-    from gpuwizard.runner.interrupt import StartCancelled
-    from gpuwizard.runner.launch import StartUp
-    from gpuwizard.runner.procs import MARKER, marker_value
+    from gpuwizard.runner.host.interrupt import StartCancelled
+    from gpuwizard.runner.host.procs import MARKER, marker_value
+    from gpuwizard.runner.launch.start import StartUp
     from support.runs import hand_made_run
 
     data = tmp_path / "data"

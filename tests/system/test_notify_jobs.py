@@ -72,8 +72,8 @@ def test_a_headless_run_rings_its_terminal_and_its_supervisor_runs_the_command(t
 def test_the_monitor_sends_the_desktop_notification_when_it_sees_the_run_end(tmp_path):
     """The TUI in a real pty, attached while the run goes: the OSC sequences arrive once the run has finished."""
     from gpuwizard.model.preset_files import load_preset
-    from gpuwizard.runner.launch import start_run
-    from gpuwizard.runner.prepare import prepare_run
+    from gpuwizard.runner.launch.prepare import prepare_run
+    from gpuwizard.runner.launch.start import start_run
 
     write_settings("notify: {desktop: true}\n")
     quick_demo(tmp_path, "seen", "trainer_options: {step_time_s: 0.1, log_every: 5}", steps=60)

@@ -16,8 +16,8 @@ import sys
 import psutil
 import pytest
 
-from gpuwizard.analysis.probe_results import NO_SECOND_BATCH, ProbeResult, newest_probe, probes_dir
-from gpuwizard.analysis.probe_verdict import result_text
+from gpuwizard.analysis.probe.results import NO_SECOND_BATCH, ProbeResult, newest_probe, probes_dir
+from gpuwizard.analysis.probe.verdict import result_text
 from gpuwizard.planning.estimates import measured_runs
 from gpuwizard.runs.rundir import alive_processes, baseline_green, list_runs, scaling_report
 from support.cli import wait_for
@@ -190,7 +190,7 @@ def a_configuration_runs(name: str) -> bool:
 
 def stop_what_is_left(name: str) -> None:
     """A failed test leaves no job training behind it (the orphans these tests look for)."""
-    from gpuwizard.runner.follow import request_stop
+    from gpuwizard.runner.control.stopping import request_stop
 
     for entry in list_runs(name):
         if entry.status is not None and not entry.status.final:

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuwizard.analysis.noise_scale import GAUGE_FILE
-from gpuwizard.analysis.probe_results import ProbeResult
-from gpuwizard.analysis.probe_verdict import result_text
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE
+from gpuwizard.analysis.probe.results import ProbeResult
+from gpuwizard.analysis.probe.verdict import result_text
 from gpuwizard.demo.noise import closed_form
 from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_BATCH_VAR
-from gpuwizard.runner.gauge_env import GAUGE_DIR
+from gpuwizard.runner.launch.gauge_env import GAUGE_DIR
 
 PRESET = """\
 version: 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwizard.analysis.probe_results import SUB_WINDOWS, ProbeResult
-from gpuwizard.analysis.probe_verdict import result_text
+from gpuwizard.analysis.probe.results import SUB_WINDOWS, ProbeResult
+from gpuwizard.analysis.probe.verdict import result_text
 from gpuwizard.runs.rundir import history_entries, is_probe_run, list_runs
 
 PRESET = """\

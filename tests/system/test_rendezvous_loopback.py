@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpuwizard.runner.procs import marker_value, read_marker
+from gpuwizard.runner.host.procs import marker_value, read_marker
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import RunDir
 

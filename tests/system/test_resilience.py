@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runs.records import Event, Expectations
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.tail import MAX_LINE_CHARS, LogTail
@@ -40,7 +40,7 @@ print("[demo] Training finished", flush=True)
 
 def run_in_process(run: RunDir) -> int:
     """The real supervisor on this run, in this process (so its clock can be moved); its handlers undone after."""
-    from gpuwizard.runner.supervisor import Supervisor
+    from gpuwizard.runner.supervise.supervisor import Supervisor
 
     umask = os.umask(0o022)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)}
@@ -135,10 +135,10 @@ def test_a_disk_filled_at_the_end_of_a_job_still_gets_a_final_status(small_disk,
     script.write_text(FILL_THE_DISK)
     data = small_disk / "data"
     run = hand_made_run(data / "runs" / "20261201-000000-full", [sys.executable, str(script), str(small_disk / "ckpt")])
-    from gpuwizard.runner.procs import MARKER, marker_value
+    from gpuwizard.runner.host.procs import MARKER, marker_value
 
     sup = subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
         env={**os.environ, MARKER: marker_value(run.path)},
         capture_output=True,
         text=True,
@@ -158,10 +158,10 @@ def test_a_disk_filled_at_the_end_of_a_job_still_gets_a_final_status(small_disk,
 
 def supervise(run) -> None:
     """The real supervisor over a hand-made run folder, to its end, as a launch starts it (with the run marker)."""
-    from gpuwizard.runner.procs import MARKER, marker_value
+    from gpuwizard.runner.host.procs import MARKER, marker_value
 
     subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
         env={**os.environ, MARKER: marker_value(run.path)},
         capture_output=True,
         timeout=120,
@@ -242,7 +242,7 @@ def test_a_fifty_megabyte_line_is_cut_and_the_lines_after_it_are_still_read(tmp_
 
 # -- one output folder, two data folders -------------------------------------------------------------------------
 def test_the_output_lock_holds_across_data_folders(tmp_path, monkeypatch):
-    from gpuwizard.runner.locks import OutputLock, output_holder
+    from gpuwizard.runner.host.locks import OutputLock, output_holder
 
     out = tmp_path / "shared-out"
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(tmp_path / "alice"))

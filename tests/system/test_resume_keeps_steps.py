@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpuwizard.runner.launch import relaunch
+from gpuwizard.runner.launch.start import relaunch
 from gpuwizard.runs.rundir import RunDir, list_runs
 from support.cli import gw_subprocess, wait_for
 

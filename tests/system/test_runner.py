@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.runner.prepare import launcher_problems
-from gpuwizard.runner.procs import read_environ
+from gpuwizard.runner.host.procs import read_environ
+from gpuwizard.runner.host.targets import SUPERVISOR
+from gpuwizard.runner.launch.prepare import launcher_problems
 from gpuwizard.runs.records import Event, GpuSample, RanksSample, Status, parse_lines
 from gpuwizard.runs.rundir import RunDir, alive_processes, list_runs, run_processes
 from support.cli import gw_subprocess, wait_for
@@ -263,7 +264,7 @@ def test_supervisor_samples_gpus_off_its_loop_and_reports_a_lost_device_once(tmp
     run = hand_made_run(tmp_path / "20261129-000000-gpu-replay", [sys.executable, "-c", GPU_JOB], device="cuda")
     env = {**os.environ, "GPUWIZARD_NVML_REPLAY": str(DATA / "nvml" / "l40s_lost_midrun.json")}
     done = subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        [sys.executable, "-m", SUPERVISOR, str(run.path)],
         env=env,
         timeout=120,
         capture_output=True,
@@ -350,7 +351,10 @@ def test_sigusr1_dumps_every_ranks_stack(demo_preset):
 def test_a_job_that_fails_to_start_says_why(tmp_path, gw):
     run = hand_made_run(tmp_path / "data" / "runs" / "20261129-000000-nostart", [str(tmp_path / "no-such-launcher")])
     done = subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)], timeout=60, capture_output=True, text=True
+        [sys.executable, "-m", SUPERVISOR, str(run.path)],
+        timeout=60,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 127
     status = run.status()
@@ -500,9 +504,9 @@ def test_ctrl_c_during_start_up_leaves_nothing_running(demo_preset, delay):
 
 
 def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, monkeypatch):
-    from gpuwizard.runner import supervisor as supervisor_module
-    from gpuwizard.runner.detectors import JobMonitor
-    from gpuwizard.runner.stacks import StackReport
+    from gpuwizard.runner.detect.detectors import JobMonitor
+    from gpuwizard.runner.supervise import supervisor as supervisor_module
+    from gpuwizard.runner.supervise.stacks import StackReport
     from gpuwizard.runs.records import Event
     from gpuwizard.trainers.registry import get_trainer
 
@@ -526,7 +530,7 @@ def test_a_full_disk_does_not_kill_the_supervisor_and_the_reason_is_kept(tmp_pat
     """Writes to the run folder that fail (ENOSPC) leave the job watched to its end; the first failure is the reason."""
     import errno
 
-    from gpuwizard.runner import supervisor as supervisor_module
+    from gpuwizard.runner.supervise import supervisor as supervisor_module
 
     run = hand_made_run(tmp_path / "20261129-000000-full-disk", [sys.executable, "-c", GPU_JOB.replace("0.8", "0.05")])
     real_write = RunDir.write
@@ -560,7 +564,7 @@ def test_process_counts_are_capped_before_anything_starts(gw, demo_preset):
 
 
 def test_a_finished_runs_elapsed_time_stops_at_its_end():
-    from gpuwizard.runner.follow import status_line
+    from gpuwizard.runner.control.follow import status_line
 
     status = Status(
         run_id="r",

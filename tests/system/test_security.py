@@ -147,8 +147,8 @@ def screen_text(app) -> str:
 
 async def test_the_tui_draws_hostile_runs_without_their_sequences(hostile_folders):
     from gpuwizard.tui.app import GpuWizardApp
-    from gpuwizard.tui.monitor import MonitorScreen
-    from gpuwizard.tui.runs import CompareScreen, RunsScreen
+    from gpuwizard.tui.monitor.screen import MonitorScreen
+    from gpuwizard.tui.screens.runs import CompareScreen, RunsScreen
 
     first, second = hostile_folders
     app = GpuWizardApp(run=first)

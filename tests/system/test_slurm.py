@@ -221,7 +221,7 @@ def test_a_submitted_gpu_job_samples_every_node_into_the_run_folder(tmp_path):
     from gpuwizard.model.preset import with_field
     from gpuwizard.model.preset_files import load_preset_file
     from gpuwizard.planning.plan import build_command, make_plan
-    from gpuwizard.runner.slurm import batch_script
+    from gpuwizard.runner.host.slurm import batch_script
 
     path = tmp_path / "act-2node.yaml"
     path.write_text(GPU_2NODE)
@@ -301,7 +301,7 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
     """Issue 27 on SLURM: the 4 runs of one shape are one `sbatch --array=0-3` (tasks sharing one ArrayJobId, two at
     a time on the two one-CPU nodes); each run keeps its own checks, run folder, script and supervisor, follows its
     own task (its status names it) and gets its output; the sweep ends with the comparison."""
-    from gpuwizard.runner.sweep_view import PENDING, looked
+    from gpuwizard.runner.sweep.view import PENDING, looked
     from gpuwizard.runs.sweeps import read_sweep
 
     folder = slurm_sweep(demo_on_slurm, tmp_path, steps=20)
@@ -420,8 +420,8 @@ def test_an_array_a_killed_scheduler_left_held_runs_the_tasks_whose_runs_joined_
     """A scheduler killed while it started an array's runs leaves the array held; the next one (`sweep resume`)
     cancels the tasks no run joined and releases the rest, which run their own run's script. An array it was killed
     before recording (its folder made, sweep.json not yet written) is cancelled whole."""
-    from gpuwizard.runner.slurm import array_script, submit
-    from gpuwizard.runner.sweep_slurm import release_held
+    from gpuwizard.runner.host.slurm import array_script, submit
+    from gpuwizard.runner.sweep.arrays import release_held
     from gpuwizard.runs.sweeps import SlurmArray, Sweep, SweepRun
     from support.runs import copied_run
 

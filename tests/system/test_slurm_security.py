@@ -50,7 +50,7 @@ def test_every_word_of_every_field_reaches_srun_as_written(tmp_path):
     launch argv and the environment value, and none of the hostile values ran."""
     from gpuwizard.model.preset import parse_preset
     from gpuwizard.planning.plan import build_command, make_plan
-    from gpuwizard.runner.slurm import batch_script
+    from gpuwizard.runner.host.slurm import batch_script
 
     workdir = tmp_path / "work $(touch INJECTED-w) `touch INJECTED-w`"
     workdir.mkdir()

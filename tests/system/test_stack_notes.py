@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpuwizard.runner.stacks import dump_stacks
+from gpuwizard.runner.supervise.stacks import dump_stacks
 from gpuwizard.runs.records import RankState
 
 

@@ -49,7 +49,7 @@ def folder_reserved(data: Path) -> bool:
 
 
 def marked_processes(data: Path) -> list[int]:
-    from gpuwizard.runner.procs import marked_pids
+    from gpuwizard.runner.host.procs import marked_pids
 
     base = str((data / "runs").resolve())
     return [pid for pid, value in marked_pids().items() if value.startswith(base + "/")]

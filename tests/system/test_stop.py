@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpuwizard.runner.procs import read_environ
+from gpuwizard.runner.host.procs import read_environ
 from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, wait_for
 from support.presets import DEMO
@@ -53,15 +53,15 @@ os.wait()
 
 NO_CGROUP_SUPERVISOR = """
 import sys
-from gpuwizard.runner import cgroup
+from gpuwizard.runner.host import cgroup
 cgroup.JobCgroup.create = classmethod(lambda cls, name: None)  # as on a machine that lends no cgroup
-from gpuwizard.runner.supervisor import main
+from gpuwizard.runner.supervise.supervisor import main
 raise SystemExit(main(sys.argv[1:]))
 """
 
 
 def can_make_cgroups() -> bool:
-    from gpuwizard.runner.cgroup import JobCgroup
+    from gpuwizard.runner.host.cgroup import JobCgroup
 
     group = JobCgroup.create("probe")
     if group is None:
@@ -72,9 +72,9 @@ def can_make_cgroups() -> bool:
 
 def start_supervisor(run_path: Path, cgroup: bool = True) -> subprocess.Popen:
     """A supervisor started as start_run starts one (its own session, the run marker in its environment)."""
-    from gpuwizard.runner.procs import MARKER, marker_value
+    from gpuwizard.runner.host.procs import MARKER, marker_value
 
-    argv = ["-m", "gpuwizard.runner.supervisor"] if cgroup else ["-c", NO_CGROUP_SUPERVISOR]
+    argv = ["-m", "gpuwizard.runner.supervise.supervisor"] if cgroup else ["-c", NO_CGROUP_SUPERVISOR]
     return subprocess.Popen(
         [sys.executable, *argv, str(run_path)],
         env={**os.environ, MARKER: marker_value(run_path)},
@@ -255,7 +255,7 @@ while not Path(sys.argv[1]).exists():
 def test_stop_never_signals_a_process_that_took_the_reaped_launchers_pid(tmp_path):
     """torchrun exited and was reaped while a descendant lingers; an unrelated process (its own session) takes
     torchrun's pid. Stopping the job must end the descendant and leave the unrelated process alone."""
-    from gpuwizard.runner.procs import JobProcesses
+    from gpuwizard.runner.host.procs import JobProcesses
 
     go = tmp_path / "go"
     root = subprocess.Popen([sys.executable, "-c", ROOT_WITH_DAEMON, str(go)], start_new_session=True)
@@ -349,7 +349,7 @@ def test_stop_of_an_ended_run_checks_for_leftovers(tmp_path):
 def test_the_empty_cgroup_of_a_killed_supervisor_is_removed_by_the_next_one():
     """kill -9 of a supervisor leaves its job's cgroup (emptied by the parent-death signal); the next supervisor
     made under the same parent removes it, and never the cgroup of a supervisor still alive."""
-    from gpuwizard.runner.cgroup import JobCgroup
+    from gpuwizard.runner.host.cgroup import JobCgroup
 
     if not can_make_cgroups():
         pytest.skip("this machine lends no writable cgroup v2 sub-tree")

@@ -15,9 +15,8 @@ import psutil
 import pytest
 
 from gpuwizard.cli.runs import said
-from gpuwizard.runner.follow import marked_runs
-from gpuwizard.runner.procs import MARKER, marker_value
-from gpuwizard.runner.stopping import StopNote, stop_run
+from gpuwizard.runner.control.stopping import StopNote, marked_runs, stop_run
+from gpuwizard.runner.host.procs import MARKER, marker_value
 from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, wait_for
 from support.launches import demo_run_preset, gw_run, marked_under, stepping
@@ -81,8 +80,8 @@ for step in range(1, 100000):
 def test_a_process_that_shed_the_marker_is_found_by_the_runs_cgroup_and_stopped(tmp_path):
     """The supervisor is killed (-9) and the job's root goes with it; what is left is a daemon whose environment no
     longer names the run: `stop` finds it in the run's cgroup and ends it."""
-    from gpuwizard.runner.cgroup import JobCgroup
-    from gpuwizard.runner.procs import read_environ
+    from gpuwizard.runner.host.cgroup import JobCgroup
+    from gpuwizard.runner.host.procs import read_environ
 
     script, pid_file = tmp_path / "sheds.py", tmp_path / "daemon.pid"
     script.write_text(SHEDS_THE_MARKER)
@@ -122,7 +121,7 @@ def alive(proc: psutil.Process) -> bool:
 def supervised(run: RunDir) -> subprocess.Popen:
     """A real supervisor of a hand-made run, started as start_run starts one (its own session, the run's marker)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard.runner.supervisor", str(run.path)],
+        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
         env={**os.environ, MARKER: marker_value(run.path)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

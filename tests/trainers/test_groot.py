@@ -184,7 +184,7 @@ def test_resume_is_the_same_command_and_a_fresh_start_needs_an_empty_folder(groo
     assert preview.code == 0, preview.err
     preview = preview.json()
     assert "--resume-from-checkpoint" not in preview["argv"]
-    from gpuwizard.runner.prepare import prepare_run
+    from gpuwizard.runner.launch.prepare import prepare_run
 
     with pytest.raises(UserError) as refused_run:
         prepare_run(preset, inventory=None)

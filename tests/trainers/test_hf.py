@@ -25,7 +25,7 @@ from gpuwizard.core.yamlio import dumps
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.model.preset_files import load_preset_file
 from gpuwizard.planning.plan import build_command, make_plan
-from gpuwizard.runner.detectors import JobMonitor
+from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runs.records import Expectations
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.base import ceil_ratio
@@ -407,7 +407,7 @@ def test_a_real_hf_run_with_the_gauge_trains_the_same_losses_and_gives_a_noise_s
     """Issue 26: the HF Trainer on 2 CPU processes (accelerate wraps the model in DistributedDataParallel,
     transformers trainer.py), accumulation 2, with the gauge on: the same logged losses as without it, and the
     gradient norms of each step read from DDP's all-reduce."""
-    from gpuwizard.analysis.noise_scale import GAUGE_FILE, read_gauge, summary
+    from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, read_gauge, summary
 
     losses, runs = [], []
     for gauge in (False, True):

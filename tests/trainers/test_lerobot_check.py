@@ -14,9 +14,9 @@ import pytest
 from gpuwizard.core import yamlio
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import make_plan
-from gpuwizard.runner.detectors import JobMonitor
-from gpuwizard.runner.prepare import prepare_run
-from gpuwizard.runner.staging import expectations
+from gpuwizard.runner.detect.detectors import JobMonitor
+from gpuwizard.runner.launch.prepare import prepare_run
+from gpuwizard.runner.launch.staging import expectations
 from gpuwizard.runs.records import Expectations
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwizard.analysis.noise_scale import GAUGE_FILE, read_gauge, summary
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, read_gauge, summary
 from support.trainers import SHARES_061_RUN
 
 pytestmark = pytest.mark.lerobot

@@ -18,7 +18,7 @@ import yaml
 
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import build_command, make_plan
-from gpuwizard.runner.prepare import smoke_variant
+from gpuwizard.runner.launch.prepare import smoke_variant
 from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.registry import get_trainer
 from support.data import REPO

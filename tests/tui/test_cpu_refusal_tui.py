@@ -7,7 +7,7 @@ import os
 
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.problems import ProblemsScreen
+from gpuwizard.tui.wizard.problems import ProblemsScreen
 from support.presets import demo_preset
 from support.tui import SIZE, settle, text_of, wait_until
 

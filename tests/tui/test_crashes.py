@@ -14,9 +14,9 @@ from gpuwizard.core.codes import ExitCode
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui import entry
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import AskText, Confirm, PresetPicker
-from gpuwizard.tui.plots import METRICS, MetricsPlot
-from gpuwizard.tui.wizard import WizardScreen
+from gpuwizard.tui.dialogs.modals import AskText, Confirm, PresetPicker
+from gpuwizard.tui.widgets.plots import METRICS, MetricsPlot
+from gpuwizard.tui.wizard.screen import WizardScreen
 from support.presets import user_preset
 from support.runs import CMP_RUNS, copied_run
 from support.tui import SIZE, monitor_on, settle, text_of, wait_until

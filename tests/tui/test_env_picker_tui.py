@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.envpicker import EnvPicker
-from gpuwizard.tui.widgets import FieldInput
+from gpuwizard.tui.dialogs.envpicker import EnvPicker
+from gpuwizard.tui.widgets.fields import FieldInput
 from support.trainers import metadata_venv
 from support.tui import goto, key_bar_fits, settle, text_of, wait_until
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.monitor import MonitorScreen
-from gpuwizard.tui.wizard import STEPS
+from gpuwizard.tui.monitor.screen import MonitorScreen
+from gpuwizard.tui.wizard.screen import STEPS
 from support.presets import demo_preset, user_preset
 from support.trainers import fake_env
 from support.tui import SIZE, goto, settle, text_of, wait_until

@@ -12,8 +12,8 @@ from gpuwizard.core.codes import RunState
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import PresetPicker
-from gpuwizard.tui.runs import RunsScreen
+from gpuwizard.tui.dialogs.modals import PresetPicker
+from gpuwizard.tui.screens.runs import RunsScreen
 from support.data import DATA
 from support.presets import user_preset
 from support.tui import SIZE, settle, wait_until

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.model.preset_files import load_preset
-from gpuwizard.runner.launch import start_run
-from gpuwizard.runner.prepare import prepare_run
+from gpuwizard.runner.launch.prepare import prepare_run
+from gpuwizard.runner.launch.start import start_run
 from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.details import EventDetails
-from gpuwizard.tui.dialogs import AskText, Confirm
-from gpuwizard.tui.logview import LogView
-from gpuwizard.tui.monitor import NOISE_EVERY_S, MonitorScreen
-from gpuwizard.tui.plots import MetricsPlot
-from gpuwizard.tui.widgets import KeyBar
+from gpuwizard.tui.dialogs.modals import AskText, Confirm
+from gpuwizard.tui.monitor.details import EventDetails
+from gpuwizard.tui.monitor.screen import NOISE_EVERY_S, MonitorScreen
+from gpuwizard.tui.widgets.fields import KeyBar
+from gpuwizard.tui.widgets.logview import LogView
+from gpuwizard.tui.widgets.plots import MetricsPlot
 from support.presets import quick_demo
 from support.runs import CMP_RUNS, copied_run
 from support.tui import SIZE, monitor_on, text_of, wait_until
@@ -28,7 +28,7 @@ from support.tui import SIZE, monitor_on, text_of, wait_until
 def stop_leftover_runs():
     """A failed assertion must not leave a demo job training on a shared 2-core machine."""
     yield
-    from gpuwizard.runner.follow import request_stop
+    from gpuwizard.runner.control.stopping import request_stop
     from gpuwizard.runs.rundir import list_runs
 
     for entry in list_runs():
@@ -244,10 +244,10 @@ async def test_r_on_a_finished_run_offers_to_continue_it_and_does(tmp_path):
 async def test_a_poll_that_arrives_while_the_monitor_is_torn_down_is_dropped(tmp_path):
     """ctrl+q detaches the monitor's widgets while the follower's last poll may still be queued: it must not mount
     a telemetry row into a detached panel (CI: MountError on `attach`, then a traceback at exit)."""
-    from gpuwizard.runner.follow import RunUpdate
+    from gpuwizard.runner.control.follow import RunUpdate
     from gpuwizard.runs.records import GpuSample
-    from gpuwizard.tui.messages import RunPolled
-    from gpuwizard.tui.telemetry import Telemetry, TelemetryRow
+    from gpuwizard.tui.base.messages import RunPolled
+    from gpuwizard.tui.monitor.telemetry import Telemetry, TelemetryRow
 
     run = copied_run(tmp_path, state="running")
     app = GpuWizardApp(run=run)
@@ -266,7 +266,7 @@ async def test_a_gauged_run_shows_its_noise_scale_with_its_interval(tmp_path):
     """Issue 26: the live monitor shows B_noise during a gauged run, from the run's own gauge file (the demo's noise
     task on 2 gloo processes through torchrun, its weights held so the figure settles); read a few lines at a time,
     once the run ended it is the figure of the whole file."""
-    from gpuwizard.analysis.noise_scale import GAUGE_FILE, estimate, read_gauge
+    from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
     from gpuwizard.model import trust
     from support.presets import NOISE_PRESET
 

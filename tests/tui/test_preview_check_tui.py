@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.wizard import STEPS
+from gpuwizard.tui.wizard.screen import STEPS
 from support.presets import demo_preset
 from support.tui import goto, text_of, type_into, wait_until
 

@@ -9,8 +9,8 @@ from textual.widgets import DataTable
 
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.runs import RunsScreen
-from gpuwizard.tui.wizard import STEPS
+from gpuwizard.tui.screens.runs import RunsScreen
+from gpuwizard.tui.wizard.screen import STEPS
 from support.presets import demo_preset
 from support.tui import goto, key_bar_fits, settle, text_of, wait_until
 

@@ -18,12 +18,12 @@ import psutil
 import pytest
 from textual.widgets import DataTable, ProgressBar
 
-from gpuwizard.analysis.probe_results import ProbeResult, probes_dir
+from gpuwizard.analysis.probe.results import ProbeResult, probes_dir
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runs.rundir import alive_processes, list_runs
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.probe import ProbeScreen
-from gpuwizard.tui.wizard import STEPS
+from gpuwizard.tui.screens.probe import ProbeScreen
+from gpuwizard.tui.wizard.screen import STEPS
 from support.cli import wait_for
 from support.presets import demo_preset
 from support.tui import goto, key_bar_fits, settle, text_of, wait_until
@@ -176,6 +176,6 @@ def test_a_dropped_ssh_session_mid_probe_stops_it_with_nothing_left():
             app.kill()
         for entry in list_runs("tui-hangup"):
             if entry.status is not None and not entry.status.final:
-                from gpuwizard.runner.follow import request_stop
+                from gpuwizard.runner.control.stopping import request_stop
 
                 request_stop(entry.run)  # a failed run of this test leaves no job training

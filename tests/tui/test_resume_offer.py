@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuwizard.core.codes import RunState
 from gpuwizard.runs.records import Progress, Status
-from gpuwizard.tui.banner import banner
+from gpuwizard.tui.monitor.banner import banner
 
 
 def stopped(step: int | None) -> tuple[Status, Progress]:

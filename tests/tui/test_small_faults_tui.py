@@ -11,9 +11,9 @@ from textual.widgets import Label, Select, Static
 
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.keys import KeysScreen
-from gpuwizard.tui.plots import MetricsPlot
-from gpuwizard.tui.telemetry import TelemetryRow
+from gpuwizard.tui.base.keys import KeysScreen
+from gpuwizard.tui.monitor.telemetry import TelemetryRow
+from gpuwizard.tui.widgets.plots import MetricsPlot
 from support.runs import CMP_RUNS, copied_run
 from support.tui import SIZE, goto, monitor_on, settle, text_of, wait_until
 

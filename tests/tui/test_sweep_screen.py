@@ -13,14 +13,14 @@ import pytest
 from textual.widgets import DataTable, Input
 
 from gpuwizard.model.preset_files import load_preset
-from gpuwizard.runner.sweep import create_sweep, stop_whole
+from gpuwizard.runner.sweep.manage import create_sweep, stop_whole
 from gpuwizard.runs.sweeps import Sweep, SweepRun, listed_sweeps, read_sweep, sweeps_dir, write_sweep
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import AskGrid, AskText, Confirm, SweepPicker
-from gpuwizard.tui.monitor import MonitorScreen
-from gpuwizard.tui.problems import ProblemsScreen
-from gpuwizard.tui.runs import RunsScreen
-from gpuwizard.tui.sweep import SweepScreen
+from gpuwizard.tui.dialogs.modals import AskGrid, AskText, Confirm, SweepPicker
+from gpuwizard.tui.monitor.screen import MonitorScreen
+from gpuwizard.tui.screens.runs import RunsScreen
+from gpuwizard.tui.screens.sweep import SweepScreen
+from gpuwizard.tui.wizard.problems import ProblemsScreen
 from support.launches import marked_under
 from support.presets import swept_preset
 from support.tui import SIZE, goto, key_bar_fits, recorded, settle, text_of, wait_until
@@ -198,7 +198,7 @@ async def test_a_look_that_fails_is_said_and_the_screen_goes_on_looking(tmp_path
     """A look that raised ended the poll worker without a word: the table stayed as of the look before, looking live
     (a tmux walk saw 'starting' and 'queued' for a minute after both runs had finished). Now the status line says the
     look failed, and the next look that succeeds takes the table on again."""
-    from gpuwizard.tui import sweep as sweep_screen
+    from gpuwizard.tui.screens import sweep as sweep_screen
 
     folder = by_hand(tmp_path, "20260101-000000-hand-0000", [run_of(0, "queued"), run_of(1, "queued")])
     real, failing = sweep_screen.looked, [True]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from gpuwizard.core import paths
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import Confirm
-from gpuwizard.tui.trustdialog import TrustQuestion
-from gpuwizard.tui.wizard import STEPS
+from gpuwizard.tui.dialogs.modals import Confirm
+from gpuwizard.tui.dialogs.trust import TrustQuestion
+from gpuwizard.tui.wizard.screen import STEPS
 from support.presets import demo_preset
 from support.tui import goto, settle, text_of, type_into, wait_until
 
@@ -93,7 +93,7 @@ async def test_save_as_takes_a_description_and_leaves_the_originals_output_folde
     """Save-as (issue 25, item 1): the copy gets the description typed beside its name and, under a new name, no
     fixed output_dir of the original's, so its runs never write where the original's do; the step line names it."""
     from gpuwizard.model.preset_files import load_preset_file, user_preset_files
-    from gpuwizard.tui.dialogs import SaveAs
+    from gpuwizard.tui.dialogs.modals import SaveAs
 
     demo_preset("fixed", f"optim: {{steps: 40}}\noutput_dir: {tmp_path / 'fixed-out'}")
     app = GpuWizardApp(preset="fixed")

@@ -15,11 +15,11 @@ from gpuwizard.model.preset_files import load_preset, load_preset_file, user_pre
 from gpuwizard.runs.records import Progress
 from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.logview import LogView
-from gpuwizard.tui.monitor import MonitorScreen
-from gpuwizard.tui.problems import ProblemsScreen
-from gpuwizard.tui.widgets import KeyBar
-from gpuwizard.tui.wizard import STEPS, WizardScreen
+from gpuwizard.tui.monitor.screen import MonitorScreen
+from gpuwizard.tui.widgets.fields import KeyBar
+from gpuwizard.tui.widgets.logview import LogView
+from gpuwizard.tui.wizard.problems import ProblemsScreen
+from gpuwizard.tui.wizard.screen import STEPS, WizardScreen
 from support.data import DATA, replay
 from support.presets import quick_demo
 from support.runs import CMP_RUNS, copy_runs
@@ -191,8 +191,8 @@ async def test_monitor_reacts_to_an_injected_hang(tmp_path):
 @pytest.mark.slow
 async def test_monitor_recovery_keys(tmp_path):
     """d: stack dump of every rank, shown; p: not offered on a CPU run; m: smoke run, asked first; w: the wizard."""
-    from gpuwizard.tui.details import EventDetails
-    from gpuwizard.tui.dialogs import Confirm
+    from gpuwizard.tui.dialogs.modals import Confirm
+    from gpuwizard.tui.monitor.details import EventDetails
 
     quick_demo(tmp_path, "tui-keys", "trainer_options: {step_time_s: 0.05, log_every: 2}", steps=3000)
     app = GpuWizardApp(preset=load_preset("tui-keys"))
@@ -258,7 +258,7 @@ async def test_monitor_resumes_a_stopped_run_with_r(tmp_path):
 async def test_monitor_plots_follow_a_running_demo(tmp_path):
     """v shows the curves, they grow with the run; l, x and g switch the metric, the x axis and the log scale; v
     again shows the log and the curves together."""
-    from gpuwizard.tui.plots import MetricsPlot
+    from gpuwizard.tui.widgets.plots import MetricsPlot
 
     quick_demo(tmp_path, "tui-plots", "trainer_options: {step_time_s: 0.03, log_every: 2}", steps=3000)
     app = GpuWizardApp(preset=load_preset("tui-plots"))
@@ -289,7 +289,7 @@ async def test_monitor_plots_follow_a_running_demo(tmp_path):
 
 
 async def test_runs_screen_marks_two_runs_and_compares_them(monkeypatch, tmp_path):
-    from gpuwizard.tui.runs import CompareScreen, RunsScreen
+    from gpuwizard.tui.screens.runs import CompareScreen, RunsScreen
 
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(tmp_path / "data"))
     copy_runs(tmp_path / "data", *CMP_RUNS)
@@ -319,7 +319,7 @@ def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size):
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
     async def before(pilot):
-        from gpuwizard.tui.runs import CompareScreen
+        from gpuwizard.tui.screens.runs import CompareScreen
 
         await pilot.press("ctrl+l")
         for _ in range(200):
@@ -624,8 +624,8 @@ def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
     import sys
     import termios
 
-    from gpuwizard.runner.launch import start_run
-    from gpuwizard.runner.prepare import prepare_run
+    from gpuwizard.runner.launch.prepare import prepare_run
+    from gpuwizard.runner.launch.start import start_run
 
     quick_demo(tmp_path, "tui-ssh", "trainer_options: {step_time_s: 0.05}")
     run = start_run(prepare_run(load_preset("tui-ssh")))

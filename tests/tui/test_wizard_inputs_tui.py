@@ -10,8 +10,8 @@ from textual.widgets import Select
 from gpuwizard.model.preset_files import load_preset, load_preset_file, user_preset_files
 from gpuwizard.runs.rundir import list_runs
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import SaveAs
-from gpuwizard.tui.problems import ProblemsScreen
+from gpuwizard.tui.dialogs.modals import SaveAs
+from gpuwizard.tui.wizard.problems import ProblemsScreen
 from support.data import replay
 from support.tui import SIZES, goto, recorded, settle, text_of, type_into, wait_until
 

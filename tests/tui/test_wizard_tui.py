@@ -18,10 +18,10 @@ from gpuwizard.core import paths
 from gpuwizard.model.preset import Preset
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.tui.app import GpuWizardApp
-from gpuwizard.tui.dialogs import Confirm
-from gpuwizard.tui.keys import KeysScreen
-from gpuwizard.tui.problems import ProblemsScreen
-from gpuwizard.tui.wizard import STEPS, WizardScreen
+from gpuwizard.tui.base.keys import KeysScreen
+from gpuwizard.tui.dialogs.modals import Confirm
+from gpuwizard.tui.wizard.problems import ProblemsScreen
+from gpuwizard.tui.wizard.screen import STEPS, WizardScreen
 from support.data import replay
 from support.presets import demo_preset, user_preset
 from support.runs import CMP_RUNS, copied_run, copy_runs
@@ -183,7 +183,7 @@ def hand_made_runs(data: Path) -> list[str]:
 
 
 async def test_runs_screen_fits_80_columns_with_whole_copyable_ids(tmp_path):
-    from gpuwizard.tui.runs import RunsScreen
+    from gpuwizard.tui.screens.runs import RunsScreen
 
     hand_made_runs(tmp_path / "data")
     app = GpuWizardApp(preset=load_preset("demo-cpu"))
@@ -212,7 +212,7 @@ async def test_runs_screen_fits_80_columns_with_whole_copyable_ids(tmp_path):
 
 
 async def test_compare_view_names_every_run_whole(tmp_path):
-    from gpuwizard.tui.runs import CompareScreen
+    from gpuwizard.tui.screens.runs import CompareScreen
 
     copy_runs(tmp_path / "data", *CMP_RUNS)
     app = GpuWizardApp(preset=load_preset("demo-cpu"))

@@ -12,7 +12,7 @@ from gpuwizard.cli.bandwidth import measurement_from, table_text
 from gpuwizard.cli.parser import build_parser
 from gpuwizard.gpus import bandwidth
 from gpuwizard.gpus.bandwidth import MIB, BandwidthRecord, bus_factor, find, record_path, save, size_result
-from gpuwizard.runner.bandwidth import Measurement, rank_command, rank_env
+from gpuwizard.runner.bandwidth.measure import Measurement, rank_command, rank_env
 from support.data import DATA
 
 
@@ -76,7 +76,7 @@ def test_the_table_fits_80_columns_and_names_the_figure_and_where_it_was_saved(i
 def test_the_ranks_are_an_argv_list_on_loopback_gloo_on_the_cpu():
     m = Measurement(device="cpu", ranks=2, sizes=(MIB, 4 * MIB), devices=("cpu",), hardware="CPU, 2 cores")
     argv = rank_command(m, Path("/tmp/x/store"))
-    assert argv[1:3] == ["-m", "gpuwizard.runner.allreduce"] and "--backend=gloo" in argv
+    assert argv[1:3] == ["-m", "gpuwizard.runner.bandwidth.allreduce"] and "--backend=gloo" in argv
     assert f"--sizes={MIB},{4 * MIB}" in argv
     env = rank_env(m, 1)
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("1", "2", "1")

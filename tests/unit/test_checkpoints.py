@@ -9,7 +9,7 @@ from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import plan_here
-from gpuwizard.runner.resume import ResumeTarget, resume_problems
+from gpuwizard.runner.launch.resume import ResumeTarget, resume_problems
 from gpuwizard.trainers.registry import get_trainer
 
 
@@ -43,7 +43,7 @@ def test_a_resume_that_finds_only_an_incomplete_lerobot_checkpoint_names_its_ste
 
 
 def test_a_trainer_that_cannot_continue_a_finished_run_refuses_in_one_sentence(tmp_path):
-    from gpuwizard.runner.resume import continue_problems
+    from gpuwizard.runner.launch.resume import continue_problems
 
     preset = with_field(load_preset("so100-act-ddp2"), "output_dir", str(tmp_path / "out"))
     _, ctx = plan_here(preset, read_inventory(), resume=True)

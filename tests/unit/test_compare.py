@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from gpuwizard.analysis.compare import CurvePoint, RunFacts, at_samples, compare, compare_text, time_to, verdict
+from gpuwizard.analysis.compare.runs import CurvePoint, RunFacts, at_samples, compare, compare_text, time_to, verdict
 from gpuwizard.runs.rundir import RunDir
 from support.data import DATA
 from support.runs import copy_runs
@@ -125,7 +125,7 @@ def test_runs_that_share_a_count_are_compared_across_counts_only(isolated_dirs):
 
 
 def test_the_curve_legend_counts_processes_for_cpu_runs(isolated_dirs):
-    from gpuwizard.analysis.compare import curve_label
+    from gpuwizard.analysis.compare.runs import curve_label
 
     one, two = compare(recorded(isolated_dirs / "data", ONE_PROCESS_RUN, "20261201-005700-demo-cmp")).runs
     assert (curve_label(one, "A"), curve_label(two, "B")) == ("A: 1 process", "B: 2 processes")

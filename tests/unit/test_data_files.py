@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuwizard.core import paths
 from gpuwizard.model.catalog import load_catalog
-from gpuwizard.tui.themes import load_themes
+from gpuwizard.tui.base.themes import load_themes
 
 
 def test_every_catalog_figure_cites_a_source():

@@ -111,7 +111,7 @@ def test_cpu_estimates_and_advice_count_processes_not_gpus(gw, write_preset):
     """A CPU preset runs processes: the plan's estimates, its advice and the wizard's Scaling step say so."""
     from gpuwizard.model.preset_files import load_preset_file
     from gpuwizard.planning.plan import make_plan
-    from gpuwizard.tui.job_steps import estimates_text
+    from gpuwizard.tui.wizard.job_steps import estimates_text
 
     path = write_preset(DEMO_CPU)
     text = gw("plan", path).out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuwizard.runner.flight import Finding, analyze, flight_recorder_env, parse_analysis
+from gpuwizard.runner.supervise.flight import Finding, analyze, flight_recorder_env, parse_analysis
 
 # The analyzer's report as torch 2.13 prints it: flight_recorder/components/utils.py (error_analysis: "Not all ranks
 # joining collective, sequence number: %s") and types.py (EntryState.log: one "key: value" line each).

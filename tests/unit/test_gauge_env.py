@@ -10,7 +10,7 @@ from gpuwizard.gauge import gwgauge
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, make_plan
-from gpuwizard.runner.gauge_env import GAUGE_DIR, gauge_env
+from gpuwizard.runner.launch.gauge_env import GAUGE_DIR, gauge_env
 
 
 def test_the_gauge_goes_first_on_the_path_with_the_plans_batches(tmp_path):

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gpuwizard.runner.detectors import JobMonitor
-from gpuwizard.runner.failures import FailureReader
+from gpuwizard.runner.detect.detectors import JobMonitor
+from gpuwizard.runner.detect.failures import FailureReader
 from gpuwizard.runs.records import Expectations, LrSchedule
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer

@@ -17,6 +17,14 @@ LAYERS = ["core", "model", "runs", "gpus", "trainers", "analysis", "planning", "
 (loaded inside the training interpreter) and `loopback` (loaded by torchrun) import nothing of gpuwizard; the
 package's own `__init__` (its version) imports nothing and may be imported by any layer; `__main__` sits on top."""
 
+ROOMS = {
+    "analysis": ["compare", "probe"],
+    "runner": ["host", "detect", "control", "supervise", "launch", "probe", "sweep", "bandwidth"],
+    "tui": ["base", "widgets", "dialogs", "screens", "monitor", "wizard"],
+}
+"""The sub-rooms of a layer, bottom first, as the layers are: a module imports its own sub-room and those before it;
+the modules at the layer's top level (`tui/app.py`, the runner's shims) sit above all of its sub-rooms."""
+
 SEALED = ("demo", "gauge", "loopback")
 """Folders that run where gpuwizard is not installed: they import only themselves."""
 
@@ -65,26 +73,68 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
                 continue
             elif rank(there) > rank(here) or (here == "tui" and there == "cli"):
                 wrong.append(f"{module} ({here}) -> {other} ({there})")
+            elif here == there and here in ROOMS and room_rank(other) > room_rank(module):
+                wrong.append(f"{module} ({room_of(module)}) -> {other} ({room_of(other)})")
     return wrong
 
 
+def room_of(module: str) -> str:
+    """`runner/host` for gpuwizard.runner.host.procs; the layer's name for a module at its top level."""
+    parts = module.split(".")
+    sub = parts[2] if len(parts) > 3 or (len(parts) == 3 and parts[2] in ROOMS.get(parts[1], ())) else ""
+    return f"{parts[1]}/{sub}" if sub else parts[1]
+
+
+def room_rank(module: str) -> int:
+    """Within a layer with sub-rooms: its package `__init__` below all, then the sub-rooms in order, then the top."""
+    parts = module.split(".")
+    rooms = ROOMS[parts[1]]
+    if len(parts) == 2:
+        return -1
+    return rooms.index(parts[2]) if parts[2] in rooms else len(rooms)
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every elementary circle found by depth-first search (each reported once, from its smallest member)."""
-    found, seen = [], set()
-
-    def walk(start: str, node: str, path: list[str]) -> None:
-        for nxt in sorted(graph.get(node, ())):
-            if nxt == start:
-                key = tuple(sorted(path))
-                if key not in seen:
-                    seen.add(key)
-                    found.append([*path, start])
-            elif nxt > start and nxt not in path:
-                walk(start, nxt, [*path, nxt])
-
-    for start in sorted(graph):
-        walk(start, start, [start])
-    return found
+    """Every strongly connected component of more than one node (Tarjan's, iterative), each sorted: a circle of
+    imports is one such component, and the search is linear in the graph where a search of paths is exponential."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    nodes = sorted(set(graph) | {m for targets in graph.values() for m in targets})
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif nxt not in index:
+                index[nxt] = low[nxt] = len(index)
+                stack.append(nxt)
+                on_stack.add(nxt)
+                work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+    return sorted(found)
 
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -104,6 +154,17 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 def test_every_folder_is_a_declared_layer():
     folders = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders == set(LAYERS) | set(SEALED)
+
+
+@pytest.mark.parametrize("layer", sorted(ROOMS))
+def test_every_sub_folder_of_a_layer_with_rooms_is_a_declared_room(layer):
+    folders = {p.name for p in (SRC / layer).iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(ROOMS[layer])
+
+
+@pytest.mark.parametrize("room", [f"{layer}/{room}" for layer, rooms in sorted(ROOMS.items()) for room in rooms])
+def test_each_room_has_a_docstring(room):
+    assert ast.get_docstring(ast.parse((SRC / room / "__init__.py").read_text())), room
 
 
 def test_no_layer_imports_a_layer_above_it():
@@ -130,9 +191,30 @@ def test_the_layer_check_finds_an_upward_import():
     assert upward_imports({"gpuwizard.demo.train": {"gpuwizard.core.paths"}})
 
 
+def test_the_layer_check_finds_an_import_up_the_rooms_of_a_layer():
+    graph = {
+        "gpuwizard.runner.host.procs": {"gpuwizard.runner.control.follow"},
+        "gpuwizard.runner.supervise.localjob": {"gpuwizard.runner.supervisor", "gpuwizard.runner.detect.stalls"},
+        "gpuwizard.tui.base.messages": {"gpuwizard.tui.app"},
+        "gpuwizard.tui.wizard.screen": {"gpuwizard.tui.screens.probe", "gpuwizard.tui.base.apphost"},
+    }
+    assert upward_imports(graph) == [
+        "gpuwizard.runner.host.procs (runner/host) -> gpuwizard.runner.control.follow (runner/control)",
+        "gpuwizard.runner.supervise.localjob (runner/supervise) -> gpuwizard.runner.supervisor (runner)",
+        "gpuwizard.tui.base.messages (tui/base) -> gpuwizard.tui.app (tui)",
+    ]
+
+
 def test_the_circle_finder_finds_circles():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c", "e"}, "e": set()}) == [["a", "b"], ["c", "d"]]
+
+
+def test_the_circle_finder_is_linear_on_a_dense_graph():
+    """A complete graph of 60 nodes has more elementary circles than atoms in the earth; one component."""
+    nodes = [f"m{i:02d}" for i in range(60)]
+    assert cycles({n: set(nodes) - {n} for n in nodes}) == [nodes]
 
 
 def test_type_checking_imports_count(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, make_plan
-from gpuwizard.runner.failures import failure_advice
+from gpuwizard.runner.detect.failures import failure_advice
 from gpuwizard.trainers.rendezvous import LOOPBACK_BACKEND, LOOPBACK_DIR
 
 

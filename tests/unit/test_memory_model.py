@@ -1,5 +1,5 @@
-"""The memory line of `probe --batch auto` (analysis/memory_model.py, runner/batch_search.py): the largest batch
-within a real or a simulated device, confirmed by at most two runs (the prediction, and one more or one fewer);
+"""The memory line of `probe --batch auto` (analysis/probe/memory_model.py, runner/probe/batch_search.py): the largest
+batch within a real or a simulated device, confirmed by at most two runs (the prediction, and one more or one fewer);
 where those disagree with the line the search says so and bisects. The search runs here against devices whose answer
 is known (a peak that is a line, one that curves); the real demo runs are tests/system/test_probe.py. And the
 probe's JAX runs: without preallocation, their memory figure named."""
@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from gpuwizard.analysis.memory_model import confirm_next, fit_memory, gauge_peak_mb
-from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-from gpuwizard.runner.batch_search import MAX_AUTO_BATCH, grid_memory_line, search_batch
+from gpuwizard.analysis.probe.memory_model import confirm_next, fit_memory, gauge_peak_mb
+from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+from gpuwizard.runner.probe.batch_search import MAX_AUTO_BATCH, grid_memory_line, search_batch
 
 
 def test_the_line_predicts_the_largest_batch_within_a_real_and_a_simulated_device():

@@ -7,8 +7,8 @@ import asyncio
 
 from textual.app import App
 
-from gpuwizard.tui import messages
-from gpuwizard.tui.messages import InventoryReady, RunPolled, RunsLoaded, RunStarted, SearchDone, TrainerChecked
+from gpuwizard.tui.base import messages
+from gpuwizard.tui.base.messages import InventoryReady, RunPolled, RunsLoaded, RunStarted, SearchDone, TrainerChecked
 
 
 def test_new_state_replaces_its_own_kind_only():

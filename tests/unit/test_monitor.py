@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.runner.detectors import JobMonitor
-from gpuwizard.runner.stalls import classify_ranks
+from gpuwizard.runner.detect.detectors import JobMonitor
+from gpuwizard.runner.detect.stalls import classify_ranks
 from gpuwizard.runs.records import Expectations, GpuSample, RankState, Status
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.logparse import big_number, parse_hf, parse_lerobot, parse_openpi

@@ -1,4 +1,4 @@
-"""The noise-scale estimator (analysis/noise_scale.py) on synthetic gauge values whose answer is known: exact norms,
+"""The noise-scale estimator (analysis/probe/noise_scale.py) on synthetic gauge values of known answer: exact norms,
 noisy ones, the smoothing of each sum on its own, the interval's width, and the gauge file as the ranks write it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from gpuwizard.analysis.noise_scale import GAUGE_FILE, GaugeStep, estimate, main, read_gauge, summary
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, GaugeStep, estimate, main, read_gauge, summary
 
 
 def expected_norms(g_sq: float, trace: float, batch: float) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.analysis.noise_scale import (
+from gpuwizard.analysis.probe.noise_scale import (
     WARMUP_SHARE,
     WINDOWS,
     GaugeFollower,

@@ -4,7 +4,7 @@ that ring a terminal: tests/system/test_notify_jobs.py)."""
 from __future__ import annotations
 
 from gpuwizard.model.settings import check_settings, notify_settings, settings_model
-from gpuwizard.runner.notify import Notice, command_argv, desktop_sequences, start_command, terminal_text
+from gpuwizard.runner.supervise.notify import Notice, command_argv, desktop_sequences, start_command, terminal_text
 from support.presets import write_settings
 
 NOTICE = Notice("finished", "20261201-000000-demo", "gpuwizard: run finished", "demo (2xcpu) finished, exit code 0")

@@ -12,7 +12,7 @@ import pytest
 from gpuwizard.core.errors import UserError
 from gpuwizard.model import trust
 from gpuwizard.model.preset_files import load_preset_file
-from gpuwizard.runner.prepare import prepare_run
+from gpuwizard.runner.launch.prepare import prepare_run
 
 OWN = """\
 version: 1
@@ -108,7 +108,7 @@ def test_the_marker_is_beside_the_folder_and_readable_by_whoever_shares_it(tmp_p
 )
 def test_a_checkpoints_step_is_read_from_its_step_folder(tmp_path, checkpoint, step):
     """Only the part under the output folder counts: a folder of digits above it is no step."""
-    from gpuwizard.runner.resume import checkpoint_step
+    from gpuwizard.runner.launch.resume import checkpoint_step
 
     out = tmp_path / "2026" / "out"
     (out / checkpoint).parent.mkdir(parents=True, exist_ok=True)

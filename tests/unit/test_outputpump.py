@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from gpuwizard.runner.detectors import JobMonitor
-from gpuwizard.runner.outputpump import OutputPump
-from gpuwizard.runner.supervisor import Supervisor
+from gpuwizard.runner.detect.detectors import JobMonitor
+from gpuwizard.runner.supervise.outputpump import OutputPump
+from gpuwizard.runner.supervise.supervisor import Supervisor
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer
 from support.runs import hand_made_run

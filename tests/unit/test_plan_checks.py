@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gpuwizard.analysis.compare import compare, compare_text
+from gpuwizard.analysis.compare.runs import compare, compare_text
 from gpuwizard.core.units import fmt_hours
 from gpuwizard.runs.rundir import RunDir
 from support.runs import CMP_RUNS, copy_runs

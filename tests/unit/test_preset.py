@@ -290,7 +290,7 @@ def test_presets_show_refuses_what_is_not_a_preset(gw, tmp_path):
 def test_redacted_secrets_come_back_from_the_environment_or_refuse(monkeypatch):
     """A preset read back from a run folder (the monitor's restart keys) has its secrets redacted."""
     from gpuwizard.core.secrets import REDACTED
-    from gpuwizard.runner.prepare import restore_secrets
+    from gpuwizard.runner.launch.prepare import restore_secrets
 
     preset = load_preset("demo-cpu")
     preset = updated(preset, launch=updated(preset.launch, env={"HF_TOKEN": REDACTED, "PLAIN": "1"}))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from gpuwizard.analysis.probe_results import (
+from gpuwizard.analysis.probe.results import (
     SUB_WINDOWS,
     ProbeResult,
     ProbeRow,
@@ -15,7 +15,7 @@ from gpuwizard.analysis.probe_results import (
     steady_window,
     window_rates,
 )
-from gpuwizard.analysis.probe_verdict import certainty, rate_range, recommendation_line, result_text, verdict
+from gpuwizard.analysis.probe.verdict import certainty, rate_range, recommendation_line, result_text, verdict
 from gpuwizard.runs.rundir import RunDir
 
 RUNS = Path(__file__).parents[1] / "data" / "runs"
@@ -152,8 +152,8 @@ def test_a_probed_noise_scale_replaces_the_plans_unmeasured_note(gw):
     """Issue 26: plan said the critical batch was unmeasured (and to run `gpuwizard probe`) after a probe had
     measured it. With a finished probe that measured B_noise ~ 16 (8-32), the demo's effective batch of 16 (8 per
     process x 2) needs (1 + 16/32)/(1 + 16/16) = 0.75x the steps at twice the batch, 0.67x-0.83x over the interval."""
-    from gpuwizard.analysis.noise_scale import NoiseFigure
-    from gpuwizard.analysis.probe_results import probes_dir
+    from gpuwizard.analysis.probe.noise_scale import NoiseFigure
+    from gpuwizard.analysis.probe.results import probes_dir
 
     before = gw("plan", "demo-cpu", "--json").json()
     assert any("unmeasured in the literature" in n for n in before["notes"]), before["notes"]

@@ -3,8 +3,8 @@ recommended, and one that is slower."""
 
 from __future__ import annotations
 
-from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-from gpuwizard.analysis.probe_verdict import predicted_range, verdict
+from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+from gpuwizard.analysis.probe.verdict import predicted_range, verdict
 
 
 def grid_result(rates: dict[int, float], samples: int) -> ProbeResult:

@@ -151,7 +151,7 @@ def test_a_status_from_this_version_reads_back_equal(tmp_path):
 def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
     """A `created: null` in an old run once made every multi-GPU `run` crash (the baseline check read every status)."""
     from gpuwizard.model.preset_files import load_preset
-    from gpuwizard.runner.prepare import prepare_run
+    from gpuwizard.runner.launch.prepare import prepare_run
 
     prepared = prepare_run(load_preset("demo-cpu"))
     assert any("never finished green on 1 process" in w.paragraph() for w in prepared.warnings)

@@ -10,7 +10,7 @@ from gpuwizard.gpus.inventory import GpuProcess, read_inventory
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, plan_here
-from gpuwizard.runner.sweep_scheduler import adopt_unrecorded, cpu_fits, link_text, next_start, place
+from gpuwizard.runner.sweep.scheduler import adopt_unrecorded, cpu_fits, link_text, next_start, place
 from gpuwizard.runs.sweeps import Sweep, SweepRun
 from support.data import replay
 from support.runs import copied_run
@@ -107,7 +107,7 @@ def test_cpu_runs_share_the_cores_with_other_runs_of_this_machine(tmp_path):
     """Two sweeps (or a sweep beside a run of the user's) on 2 cores: each counts the other's processes."""
     import os
 
-    from gpuwizard.runner.sweep_scheduler import cpu_processes_elsewhere
+    from gpuwizard.runner.sweep.scheduler import cpu_processes_elsewhere
     from gpuwizard.runs.records import ProcessRef
 
     sweep = gpu_sweep(1, device="cpu")
@@ -130,7 +130,7 @@ def slurm_sweep_of(runs: int) -> Sweep:
 def test_a_slurm_sweep_hands_its_queued_runs_over_together_at_most_slurm_in_flight():
     """The cluster places a SLURM sweep's runs: every queued run goes at once (one array per shape), up to the runs
     this machine's supervisors follow at a time."""
-    from gpuwizard.runner.sweep_scheduler import SLURM_IN_FLIGHT, slurm_batch
+    from gpuwizard.runner.sweep.scheduler import SLURM_IN_FLIGHT, slurm_batch
 
     assert [r.index for r in slurm_batch(slurm_sweep_of(4))] == [0, 1, 2, 3]
     sweep = slurm_sweep_of(SLURM_IN_FLIGHT + 3)
@@ -145,8 +145,8 @@ def test_a_slurm_sweep_hands_its_queued_runs_over_together_at_most_slurm_in_flig
 
 def staged_variants(**changes) -> list:
     """The demo preset on SLURM as a sweep's checked run, once per value of each changed field."""
-    from gpuwizard.runner.prepare import PreparedRun
-    from gpuwizard.runner.sweep_slurm import Staged
+    from gpuwizard.runner.launch.prepare import PreparedRun
+    from gpuwizard.runner.sweep.arrays import Staged
 
     base = with_field(load_preset("demo-cpu"), "launch.scheduler", "slurm")
     out = []
@@ -162,7 +162,7 @@ def staged_variants(**changes) -> list:
 def test_runs_of_one_shape_share_an_array_and_each_other_shape_gets_its_own(monkeypatch):
     """The shape is what the batch script asks SLURM for (nodes, CPUs, time, partition, sbatch options) and the
     secrets sbatch exports to every task; the learning rate or the seed is not part of it."""
-    from gpuwizard.runner.sweep_slurm import grouped
+    from gpuwizard.runner.sweep.arrays import grouped
 
     replay(monkeypatch, "h100_nvswitch_4")
     arrays, alone = grouped(staged_variants(**{"optim.lr": [1e-4, 2e-4, 3e-4], "trainer_options.seed": [1, 2]}))
@@ -174,7 +174,7 @@ def test_runs_of_one_shape_share_an_array_and_each_other_shape_gets_its_own(monk
 
 
 def test_a_run_whose_preset_asks_for_an_array_itself_goes_as_a_job_of_its_own(monkeypatch):
-    from gpuwizard.runner.sweep_slurm import grouped, own_job_reason
+    from gpuwizard.runner.sweep.arrays import grouped, own_job_reason
 
     replay(monkeypatch, "h100_nvswitch_4")
     arrays, alone = grouped(staged_variants(**{"slurm.sbatch_args": [["--array=0-1"], ["--qos=high"]]}))
@@ -189,7 +189,7 @@ def test_an_array_task_runs_the_batch_script_of_the_run_its_link_names(tmp_path)
     win as they do for a run submitted alone)."""
     import subprocess
 
-    from gpuwizard.runner.slurm import array_script
+    from gpuwizard.runner.host.slurm import array_script
 
     arrays = tmp_path / "sweep" / "arrays"
     for task in (0, 1):

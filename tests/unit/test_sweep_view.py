@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuwizard.runner.sweep_view import eta_text, sweep_eta
+from gpuwizard.runner.sweep.view import eta_text, sweep_eta
 from gpuwizard.runs.sweeps import Sweep, SweepRun, sweeps_dir, write_sweep
 
 
@@ -54,7 +54,7 @@ def test_one_look_at_a_sweep_reads_each_runs_status_once(tmp_path, monkeypatch, 
     """The Sweep screen's poll and `sweep status` each take a run's state and its steps and time from one read of
     its status.json (a running run was read twice: for its state, then for its row)."""
     from gpuwizard.runs import rundir
-    from gpuwizard.tui.sweep import polled
+    from gpuwizard.tui.screens.sweep import polled
     from support.runs import CMP_RUNS, copy_runs
 
     data = tmp_path / "data"
@@ -88,7 +88,7 @@ def test_a_task_slurm_holds_pending_is_shown_pending_and_counted_with_the_queue(
     """An array's task waits for nodes with its run folder made (sweep_slurm.joining writes PENDING): the row says
     pending, not running, and the sweep's ETA lets it start only as a running run ends (it was counted as running
     since its submission, its ETA as short as its wait)."""
-    from gpuwizard.runner.sweep_view import PENDING, run_rows
+    from gpuwizard.runner.sweep.view import PENDING, run_rows
     from support.runs import copied_run
 
     waiting = copied_run(tmp_path, state="starting", slurm_job_id="41_1", slurm_state="PENDING")

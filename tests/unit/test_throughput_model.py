@@ -1,4 +1,4 @@
-"""The probe's step-time model (analysis/throughput_model.py) on synthetic rows whose answer is known: an exact fit
+"""The probe's step-time model (analysis/probe/throughput_model.py) on synthetic rows of known answer: an exact fit
 recovers its coefficients and predicts a count it never saw, noisy rows give a residual, rows that cannot tell a
 coefficient leave it out and say what cannot be predicted, and a negative coefficient is dropped; a measured
 all-reduce (`gpus --bandwidth`) stands in for the comm term one GPU count cannot tell, through the probe too (the
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuwizard.analysis.throughput_model import Point, fit, measured_comm, ring
+from gpuwizard.analysis.probe.throughput_model import Point, fit, measured_comm, ring
 
 FIXED, PER_SAMPLE, COMM = 0.004, 0.0009, 0.02
 
@@ -95,8 +95,8 @@ def test_rows_that_tell_the_all_reduce_keep_the_fitted_term_and_show_the_measure
 
 
 def test_the_probe_uses_this_hosts_bandwidth_where_it_ran_one_process_count(isolated_dirs):
-    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-    from gpuwizard.analysis.probe_verdict import fill_models, result_text
+    from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+    from gpuwizard.analysis.probe.verdict import fill_models, result_text
     from gpuwizard.gpus.bandwidth import MIB, BandwidthRecord, host_name, save, size_result
     from gpuwizard.model.catalog import load_catalog
 
@@ -137,8 +137,8 @@ def test_the_probe_uses_this_hosts_bandwidth_where_it_ran_one_process_count(isol
 def test_a_cpu_probe_predicts_no_process_count_past_the_cores():
     """On the CPU, ranks past the cores share them, which the model does not know: `probe demo-cpu` on 2 cores
     predicted 4 processes at 1.6x the samples/s of 2 before."""
-    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-    from gpuwizard.analysis.probe_verdict import fill_models
+    from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+    from gpuwizard.analysis.probe.verdict import fill_models
 
     rows = [
         ProbeRow(gpus=n, per_device_batch=b, outcome="measured", samples_per_s=n * b / truth(n, b))
@@ -161,9 +161,9 @@ def test_a_cpu_probe_predicts_no_process_count_past_the_cores():
 
 
 def test_twice_the_largest_batch_is_predicted_only_where_the_memory_line_lets_it_fit():
-    from gpuwizard.analysis.memory_model import fit_memory
-    from gpuwizard.analysis.probe_results import ProbeResult, ProbeRow
-    from gpuwizard.analysis.probe_verdict import fill_models
+    from gpuwizard.analysis.probe.memory_model import fit_memory
+    from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+    from gpuwizard.analysis.probe.verdict import fill_models
 
     rows = [ProbeRow(gpus=1, per_device_batch=b, outcome="measured", samples_per_s=b / truth(1, b)) for b in (8, 16)]
 

@@ -1,4 +1,4 @@
-"""Time to the same loss (analysis/time_to_loss.py) on configurations whose answer is known by hand: steps from
+"""Time to the same loss (analysis/probe/time_to_loss.py) on configurations whose answer is known by hand: steps from
 S = S_min (1 + B_noise / B), the four things a second GPU can buy, how sure each is, and what to do instead."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpuwizard.analysis.time_to_loss import Config, buys, ratios, sentence, table
+from gpuwizard.analysis.probe.time_to_loss import Config, buys, ratios, sentence, table
 
 
 def config(gpus: int, batch: int, step_s: float, spread: float = 0.0, predicted: bool = False) -> Config:

@@ -18,7 +18,7 @@ from gpuwizard.core.errors import UserError, problem
 
 if TYPE_CHECKING:
     from gpuwizard.gpus.bandwidth import BandwidthRecord, SizeResult
-    from gpuwizard.runner.bandwidth import Measurement
+    from gpuwizard.runner.bandwidth.measure import Measurement
 
 MAX_SIZE_MIB = 4096
 
@@ -52,7 +52,7 @@ def parse_sizes(text: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
 def measurement_from(args: argparse.Namespace) -> Measurement:
     """The measurement the flags ask for, on the devices found here; UserError naming the flag otherwise."""
     from gpuwizard.gpus.bandwidth import CPU_SIZES_MIB, GPU_SIZES_MIB
-    from gpuwizard.runner.bandwidth import Measurement
+    from gpuwizard.runner.bandwidth.measure import Measurement
 
     if not args.bandwidth:
         given = "--device" if args.device else "--processes" if args.processes else "--sizes"
@@ -119,7 +119,7 @@ def measurement_from(args: argparse.Namespace) -> Measurement:
 
 def bandwidth_command(args: argparse.Namespace) -> int:
     from gpuwizard.gpus.bandwidth import save, size_text
-    from gpuwizard.runner.bandwidth import MeasurementFailed, measure
+    from gpuwizard.runner.bandwidth.measure import MeasurementFailed, measure
 
     m = measurement_from(args)
     sizes = ", ".join(size_text(s) for s in m.sizes)

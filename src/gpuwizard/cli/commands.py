@@ -87,7 +87,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     elif args.format == "script":
         print(spec.script(), end="")
     elif args.format == "sbatch":
-        from gpuwizard.runner.slurm import batch_script
+        from gpuwizard.runner.host.slurm import batch_script
 
         for p in plan.warnings:
             sys.stderr.write("warning: " + p.paragraph() + "\n")

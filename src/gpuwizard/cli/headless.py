@@ -15,11 +15,12 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from gpuwizard.analysis.noise_scale import summary as noise_summary
+from gpuwizard.analysis.probe.noise_scale import summary as noise_summary
 from gpuwizard.cli.runs import chosen_run, final_summary, readable_status, stop_recorded
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
-from gpuwizard.runner.follow import RunFollower, event_text, status_line, stop_all
+from gpuwizard.runner.control.follow import RunFollower, event_text, status_line
+from gpuwizard.runner.control.stopping import stop_all
 from gpuwizard.runs.records import Status
 from gpuwizard.runs.rundir import RunDir, alive_processes, supervisor_lost
 
@@ -32,8 +33,8 @@ STATUS_EVERY_S = 2.0
 def run_command(args: argparse.Namespace, signals: RunSignals) -> int:
     """`gpuwizard run`, its signals handled (main.cmd_run installs them before this module loads)."""
     from gpuwizard.cli.commands import load_given
-    from gpuwizard.runner.launch import start_run
-    from gpuwizard.runner.prepare import prepare_run
+    from gpuwizard.runner.launch.prepare import prepare_run
+    from gpuwizard.runner.launch.start import start_run
     from gpuwizard.tui import entry
 
     preset = load_given(args.preset, "run", args.trust)  # a preset's mistakes come first, whatever the terminal
@@ -161,7 +162,7 @@ def follow_headless(run: RunDir, stream_log: bool, signals: RunSignals | None = 
 
 def follow_until_end(run: RunDir, stream_log: bool, signals: RunSignals | None, out: TextIO) -> int:
     from gpuwizard.model.settings import notify_settings
-    from gpuwizard.runner.notify import final_notice, hang_notice, tell_terminal
+    from gpuwizard.runner.supervise.notify import final_notice, hang_notice, tell_terminal
 
     follower = RunFollower(run)
     last_line, last_status_t, told_stops = "", 0.0, 0

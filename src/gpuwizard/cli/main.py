@@ -89,7 +89,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gpuwizard.cli.signals import RunSignals
-    from gpuwizard.runner.interrupt import StartCancelled
+    from gpuwizard.runner.host.interrupt import StartCancelled
 
     signals = RunSignals()
     signals.install()  # before the heavy modules load: a stop signal may land while they do

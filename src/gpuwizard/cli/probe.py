@@ -17,12 +17,12 @@ from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
 
 if TYPE_CHECKING:
-    from gpuwizard.runner.probe_grid import ProbeRequest
+    from gpuwizard.runner.probe.grid import ProbeRequest
 
 
 def probe_request(args: argparse.Namespace) -> ProbeRequest:
     from gpuwizard.cli.commands import load_given
-    from gpuwizard.runner.probe_grid import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
+    from gpuwizard.runner.probe.grid import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
 
     preset = load_given(args.preset, "probe", args.trust)
     if not 0 <= args.headroom < 1:
@@ -78,8 +78,8 @@ def stopped_by_term_and_hangup() -> Iterator[None]:
 
 
 def probe_command(args: argparse.Namespace) -> int:
-    from gpuwizard.analysis.probe_verdict import result_text
-    from gpuwizard.runner.probe_grid import Probe
+    from gpuwizard.analysis.probe.verdict import result_text
+    from gpuwizard.runner.probe.grid import Probe
 
     request = probe_request(args)
     with stopped_by_term_and_hangup():

@@ -11,10 +11,17 @@ from typing import Any
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
-from gpuwizard.runner.follow import marked_runs, request_stop
-from gpuwizard.runner.launches import clear_interrupted_launches
-from gpuwizard.runner.procs import marker_value
-from gpuwizard.runner.stopping import STOP_WAIT_S, StopNote, StopResult, stop_run, unrecorded
+from gpuwizard.runner.control.launches import clear_interrupted_launches
+from gpuwizard.runner.control.stopping import (
+    STOP_WAIT_S,
+    StopNote,
+    StopResult,
+    marked_runs,
+    request_stop,
+    stop_run,
+    unrecorded,
+)
+from gpuwizard.runner.host.procs import marker_value
 from gpuwizard.runs.listing import listed_runs
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import (
@@ -129,7 +136,7 @@ def tidy_interrupted_launches(ended: frozenset[str] = frozenset()) -> bool:
 
 def sweep_entries(entries: list[RunEntry], sweep_id: str) -> tuple[list[RunEntry], dict[str, str]]:
     """The runs of one sweep (by its record and by their own status), each with its combination's label."""
-    from gpuwizard.runner.sweep import sweep_run_labels
+    from gpuwizard.runner.sweep.manage import sweep_run_labels
     from gpuwizard.runs.sweeps import chosen_sweep
 
     folder = chosen_sweep(sweep_id)
@@ -253,7 +260,7 @@ def said(result: StopResult) -> int:
 
 def compare_command(args: argparse.Namespace) -> int:
     """`gpuwizard compare RUN RUN...`: the table and the verdict, or --json."""
-    from gpuwizard.analysis.compare import CompareError, compare, compare_text
+    from gpuwizard.analysis.compare.runs import CompareError, compare, compare_text
 
     runs = [chosen_run(run_id) for run_id in args.run_ids]
     if len({run.run_id for run in runs}) < 2:

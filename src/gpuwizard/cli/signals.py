@@ -12,7 +12,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.codes import ExitCode
-from gpuwizard.runner.interrupt import StartCancelled
+from gpuwizard.runner.host.interrupt import StartCancelled
 
 if TYPE_CHECKING:
     from gpuwizard.core.errors import UserError

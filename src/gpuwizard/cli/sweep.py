@@ -69,7 +69,7 @@ def start_command(preset_arg: str | None, args: argparse.Namespace) -> int:
     from gpuwizard.cli.commands import load_given
     from gpuwizard.core.yamlio import load_file
     from gpuwizard.model.sweep import SweepFile, parse_sets, parse_sweep_file
-    from gpuwizard.runner.sweep import create_sweep
+    from gpuwizard.runner.sweep.manage import create_sweep
 
     spec = parse_sweep_file(load_file(Path(args.file)), args.file) if args.file else SweepFile()
     preset_arg = preset_arg or spec.preset
@@ -125,10 +125,10 @@ def say(text: str) -> None:
 
 
 def status_command(folder: Path, args: argparse.Namespace) -> int:
-    from gpuwizard.analysis.compare import compare_text
-    from gpuwizard.runner.sweep import save_best, sweep_comparison
-    from gpuwizard.runner.sweep_scheduler import scheduler_alive
-    from gpuwizard.runner.sweep_view import ACTIVE, best_text, eta_text, looked, sweep_eta, values_label
+    from gpuwizard.analysis.compare.runs import compare_text
+    from gpuwizard.runner.sweep.manage import save_best, sweep_comparison
+    from gpuwizard.runner.sweep.scheduler import scheduler_alive
+    from gpuwizard.runner.sweep.view import ACTIVE, best_text, eta_text, looked, sweep_eta, values_label
     from gpuwizard.runs.sweeps import read_sweep
 
     sweep = read_sweep(folder)
@@ -180,8 +180,8 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
 def stop_command(folder: Path, args: argparse.Namespace) -> int:
     """The scheduler first (nothing more starts), then each run as `gpuwizard stop` ends it; a sweep that has ended
     is left as it is (recorded stopped, it would read as one a user cut short)."""
-    from gpuwizard.runner.sweep import stop_whole
-    from gpuwizard.runner.sweep_view import ACTIVE, looked, stop_text
+    from gpuwizard.runner.sweep.manage import stop_whole
+    from gpuwizard.runner.sweep.view import ACTIVE, looked, stop_text
     from gpuwizard.runs.sweeps import read_sweep
 
     sweep = read_sweep(folder)
@@ -197,8 +197,8 @@ def stop_command(folder: Path, args: argparse.Namespace) -> int:
 
 
 def resume_command(folder: Path, args: argparse.Namespace) -> int:
-    from gpuwizard.runner.sweep import resume_sweep
-    from gpuwizard.runner.sweep_view import resume_text
+    from gpuwizard.runner.sweep.manage import resume_sweep
+    from gpuwizard.runner.sweep.view import resume_text
 
     again = resume_sweep(folder)
     follow = f"; `gpuwizard sweep status {folder.name}` follows them" if again else ""

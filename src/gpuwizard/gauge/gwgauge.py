@@ -1,7 +1,7 @@
 """The gauge inside a training process (stdlib and torch only): one JSON line per optimizer step in the file
 GPUWIZARD_GAUGE_FILE names: wall time, peak memory, and under DDP the squared norm of this rank's own gradient before
 the all-reduce and of the averaged one after it, with the batch sizes they stand for (the estimator,
-gpuwizard.analysis.noise_scale, turns them into the noise scale). It waits for torch's own modules to be imported,
+gpuwizard.analysis.probe.noise_scale, turns them into the noise scale). It waits for torch's own modules to be imported,
 then adds one communication hook to each DistributedDataParallel module that does exactly what DDP does without one,
 and reads the bucket on the way; it never changes what the trainer computes. Where it cannot measure, it says why in
 one line and the run trains unchanged."""

@@ -11,7 +11,7 @@ from gpuwizard.core.schema import Strict
 
 
 class NotifySettings(Strict):
-    """How a run that finishes, fails or hangs is told (gpuwizard.runner.notify); everything is off by default."""
+    """How a run that finishes, fails or hangs is told (runner/supervise/notify.py); everything is off by default."""
 
     bell: bool = Field(False, description="Ring the terminal bell (tmux marks the window).")
     desktop: bool = Field(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpuwizard.core.units import about, counted, device_unit
 
 if TYPE_CHECKING:
-    from gpuwizard.analysis.probe_results import ProbeResult
+    from gpuwizard.analysis.probe.results import ProbeResult
     from gpuwizard.model.catalog import TrainingTime
 
 ASSUMED_EFFICIENCY = 0.85
@@ -187,7 +187,7 @@ def estimate_rows(
 def measured_runs(preset_name: str, per_device_batch: int | None, probe: ProbeResult | None) -> list[Measured]:
     """What this machine measured for the preset, best first: its newest probe (`newest_probe`, at the batch nearest
     the plan's), then the newest finished, full (not smoke) run per world size."""
-    from gpuwizard.analysis.probe_results import probed_rates
+    from gpuwizard.analysis.probe.results import probed_rates
     from gpuwizard.runs.rundir import scaling_report
 
     noise = f"; probed: B_noise ≈ {probe.noise.plus_minus()}" if probe and probe.noise else ""

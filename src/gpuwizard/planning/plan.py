@@ -229,7 +229,7 @@ def make_plan(
     workdir, workdir_problems = workdir_for(preset)
     dataset_meta, dataset_problems = dataset_findings(preset, trainer, layout.effective, workdir)
     found += dataset_problems
-    from gpuwizard.analysis.probe_results import newest_probe
+    from gpuwizard.analysis.probe.results import newest_probe
 
     probe = newest_probe(preset.name)  # read once: the note, the advice and the estimates use it
     found.append(note(critical_batch_note(preset.name, layout.effective, probe)))

@@ -14,7 +14,7 @@ from gpuwizard.model.preset import Preset
 from gpuwizard.trainers.base import Trainer
 
 if TYPE_CHECKING:
-    from gpuwizard.analysis.probe_results import ProbeResult
+    from gpuwizard.analysis.probe.results import ProbeResult
 
 TABLE_COUNTS = (1, 2, 4, 8)
 ADDED_WARMUP_RATIO = 0.05

@@ -1,9 +1,9 @@
 """Whose an output folder is: the marker a run leaves beside the folder its trainer writes, naming the run and the
 first run of its resume chain, so a resume takes only checkpoints its own chain wrote.
 
-The marker sits where the output folder's lock does (runner/locks.py): beside the folder, `.<name>.gpuwizard-run.json`
-in its parent, or inside it where the parent cannot be written. One per node, like the lock: the nodes of a job
-started by hand share one folder and each has its own run id.
+The marker sits where the output folder's lock does (runner/host/locks.py): beside the folder,
+`.<name>.gpuwizard-run.json` in its parent, or inside it where the parent cannot be written. One per node, like the
+lock: the nodes of a job started by hand share one folder and each has its own run id.
 """
 
 from __future__ import annotations

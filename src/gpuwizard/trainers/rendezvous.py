@@ -1,5 +1,5 @@
 """torchrun's rendezvous on one node (loopback only) and inside a SLURM allocation: every trainer's launcher takes
-these arguments, and the batch script (runner/slurm.py) fills in the head node's address and the job id they name."""
+these arguments, and the batch script (runner/host/slurm.py) fills in the head node and job id they name."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from gpuwizard.model.settings import raw_theme
-from gpuwizard.tui.apphost import AppHost
-from gpuwizard.tui.messages import OpenSweep
-from gpuwizard.tui.themes import DEFAULT_THEME, load_themes
+from gpuwizard.tui.base.apphost import AppHost
+from gpuwizard.tui.base.messages import OpenSweep
+from gpuwizard.tui.base.themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -75,11 +75,11 @@ class GpuWizardApp(AppHost):
         if self.start_sweep is not None:
             self.open_sweep(OpenSweep(self.start_sweep))
         elif self.start_run is not None:
-            from gpuwizard.tui.monitor import MonitorScreen
+            from gpuwizard.tui.monitor.screen import MonitorScreen
 
             self.push_screen(MonitorScreen(self.start_run))
         else:
-            from gpuwizard.tui.wizard import WizardScreen
+            from gpuwizard.tui.wizard.screen import WizardScreen
 
             self.push_screen(WizardScreen(self.start_preset, exit_on_error=self.exit_on_error))
         self.call_after_refresh(
@@ -104,7 +104,7 @@ class GpuWizardApp(AppHost):
 
     def open_monitor(self, run: RunDir, replace: bool = False) -> None:
         """Show a run in the monitor (screens reach each other through the app, never by importing one another)."""
-        from gpuwizard.tui.monitor import MonitorScreen
+        from gpuwizard.tui.monitor.screen import MonitorScreen
 
         self.last_run = run
         if replace:
@@ -115,21 +115,21 @@ class GpuWizardApp(AppHost):
     @on(OpenSweep)
     def open_sweep(self, message: OpenSweep) -> None:
         """A sweep's screen, asked for by the Runs screen, the wizard or `gpuwizard sweep watch`."""
-        from gpuwizard.tui.sweep import SweepScreen
+        from gpuwizard.tui.screens.sweep import SweepScreen
 
         self.push_screen(SweepScreen(message.folder))
 
     def sweep_under(self, screen: Screen) -> bool:
         """Whether the screen right under `screen` is a Sweep screen (a monitor opened from it goes back in one key)."""
-        from gpuwizard.tui.sweep import SweepScreen
+        from gpuwizard.tui.screens.sweep import SweepScreen
 
         stack = self.screen_stack
         return screen in stack[1:] and isinstance(stack[stack.index(screen) - 1], SweepScreen)
 
     async def action_quit(self) -> None:
         """Unsaved edits in a wizard are asked about first (ctrl+q again quits); otherwise quit at once."""
-        from gpuwizard.tui.dialogs import Confirm
-        from gpuwizard.tui.wizard import WizardScreen
+        from gpuwizard.tui.dialogs.modals import Confirm
+        from gpuwizard.tui.wizard.screen import WizardScreen
 
         edited = next((s for s in self.screen_stack if isinstance(s, WizardScreen) and s.unsaved()), None)
         if edited is None or edited.preset is None or self.quit_asked:
@@ -148,7 +148,7 @@ class GpuWizardApp(AppHost):
 
     def action_help(self) -> None:
         """The keys of the screen in front; pressed again (or escape), it closes."""
-        from gpuwizard.tui.keys import KeysScreen
+        from gpuwizard.tui.base.keys import KeysScreen
 
         if isinstance(self.screen, KeysScreen):
             self.screen.dismiss(None)
@@ -157,14 +157,14 @@ class GpuWizardApp(AppHost):
 
     def action_runs(self) -> None:
         """The run history: open, compare, resume."""
-        from gpuwizard.tui.runs import RunsScreen
+        from gpuwizard.tui.screens.runs import RunsScreen
 
         if not isinstance(self.screen, RunsScreen):
             self.push_screen(RunsScreen())
 
     def open_wizard(self, preset: Preset) -> None:
         """Back to the wizard: the one under the monitor, or a new one on the run's preset."""
-        from gpuwizard.tui.wizard import WizardScreen
+        from gpuwizard.tui.wizard.screen import WizardScreen
 
         if len(self.screen_stack) > 2 and isinstance(self.screen_stack[-2], WizardScreen):
             self.pop_screen()
@@ -190,8 +190,8 @@ class GpuWizardApp(AppHost):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        from gpuwizard.tui.monitor import MonitorScreen
-        from gpuwizard.tui.wizard import STEPS, WizardScreen
+        from gpuwizard.tui.monitor.screen import MonitorScreen
+        from gpuwizard.tui.wizard.screen import STEPS, WizardScreen
 
         if isinstance(screen, WizardScreen):
             yield SystemCommand("job: Run", "Check the plan and launch the job", screen.action_run)

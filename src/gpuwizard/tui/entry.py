@@ -47,7 +47,7 @@ def run_app(preset: str | None = None, attach: str | None = None, sweep: Path | 
         if run is None:
             raise UserError(problem("RUN_ID", "no such run", "see `gpuwizard runs`", value=attach))
     from gpuwizard.tui.app import GpuWizardApp
-    from gpuwizard.tui.wizard_actions import LAUNCHES
+    from gpuwizard.tui.wizard.actions import LAUNCHES
 
     app = GpuWizardApp(preset=preset, run=run, sweep=sweep, exit_on_error=True)
     app.run()  # returns once its workers are done: a launch the quit cancelled has been undone by then

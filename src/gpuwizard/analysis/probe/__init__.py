@@ -1,0 +1,1 @@
+"""A probe's evidence and verdict: rows, throughput and memory models, noise scale, time to loss."""

@@ -1,0 +1,1 @@
+"""`gpus --bandwidth`: the all-reduce ranks it starts and the figures it reads back."""

@@ -1,0 +1,1 @@
+"""Pure judgements over a job's output and timings: known failure signatures, hangs and stalls. Starts nothing."""

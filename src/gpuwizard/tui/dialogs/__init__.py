@@ -1,0 +1,1 @@
+"""Modal questions: text, confirmations, pickers, trust and the environment picker."""

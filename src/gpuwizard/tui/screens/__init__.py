@@ -1,0 +1,1 @@
+"""Full screens over finished work: runs and compare, a sweep, a probe."""

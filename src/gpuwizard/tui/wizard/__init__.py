@@ -1,0 +1,1 @@
+"""The wizard's five steps, its actions and the lines it derives from the plan."""
