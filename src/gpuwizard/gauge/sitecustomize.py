@@ -13,13 +13,21 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 
 
 def chain() -> None:
-    """Run the next `sitecustomize` on sys.path (a conda or distro one), as if this file were not there."""
+    """Run the next `sitecustomize` on sys.path (a conda or distro one) as if this file were not there: it runs as
+    `sys.modules["sitecustomize"]` and stays there, so code that reads or imports its own module finds it."""
     rest = [p for p in sys.path if os.path.realpath(p or ".") != HERE]  # this folder, however it is spelled
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    ours = sys.modules.get("sitecustomize")
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours  # site reports its failure, as it would without the gauge
+        raise
 
 
 def start() -> None:
