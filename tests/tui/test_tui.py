@@ -508,7 +508,8 @@ SNAP_PRESET = DATA / "presets" / "snap-demo.yaml"
 def fixed_python(monkeypatch):
     """The demo runs gpuwizard's own interpreter, with the loopback plugin's folder (in the checkout) and this
     shell's PYTHONPATH on the job's; show fixed paths so snapshots match on every machine."""
-    from gpuwizard.trainers import demo, rendezvous
+    from gpuwizard.trainers import rendezvous
+    from gpuwizard.trainers.demo import trainer as demo
 
     monkeypatch.setattr(demo, "current_python", lambda: "/opt/python3.12/bin/python3")
     monkeypatch.setattr(rendezvous, "LOOPBACK_DIR", Path("/opt/gpuwizard/loopback"))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.core import yamlio
-from gpuwizard.trainers import groot
-from gpuwizard.trainers.groot import FINETUNE_CONFIG, read_finetune_config
+from gpuwizard.trainers.groot import trainer as groot
+from gpuwizard.trainers.groot.trainer import FINETUNE_CONFIG, read_finetune_config
 
 PRESET = """\
 version: 1

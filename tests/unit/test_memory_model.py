@@ -149,7 +149,7 @@ def test_the_probe_reads_the_largest_ranks_peak_from_the_gauge(tmp_path):
 def test_the_probes_jax_runs_do_not_preallocate_and_say_which_memory_they_read(name, jax):
     from gpuwizard.model.preset_files import load_preset
     from gpuwizard.planning.plan import build_command, make_plan
-    from gpuwizard.trainers.openpi import PREALLOCATE, TRAINER
+    from gpuwizard.trainers.openpi.trainer import PREALLOCATE, TRAINER
 
     preset = load_preset(name)
     probed = build_command(make_plan(TRAINER.probe_variant(preset, 40))[1]).env

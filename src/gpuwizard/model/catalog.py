@@ -60,7 +60,7 @@ class LeRobotPolicyFacts(Strict):
 class OpenpiConfig(Strict):
     """What one openpi TrainConfig does on its own; the defaults are openpi's (TrainConfig and CosineDecaySchedule in
     src/openpi/training/config.py and optimizer.py at Physical-Intelligence/openpi 15a9616). The fallback where the
-    installed openpi cannot be asked (trainers/openpi.py asks it first)."""
+    installed openpi cannot be asked (trainers/openpi/ asks it first)."""
 
     batch_size: int = Field(32, gt=0, description="The global batch the schedule was tuned for.")
     num_train_steps: int = Field(30_000, gt=0, description="The config's training steps.")

@@ -1,4 +1,4 @@
-"""The trainer registry: each name in model.trainer_options.OPTIONS is a module or subpackage of this package that
+"""The trainer registry: each name in model.trainer_options.OPTIONS is a folder of this package whose trainer.py
 defines TRAINER; a plan imports only the trainer it uses."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ __all__ = ["check_command", "get_trainer", "trainer_names"]
 def get_trainer(name: str) -> Trainer:
     if name not in trainer_names():
         raise KeyError(name)
-    trainer = importlib.import_module(f"gpuwizard.trainers.{name}").TRAINER
+    trainer = importlib.import_module(f"gpuwizard.trainers.{name}.trainer").TRAINER
     if not isinstance(trainer, Trainer) or trainer.name != name:
-        raise TypeError(f"gpuwizard.trainers.{name}.TRAINER must be a Trainer named {name!r}")
+        raise TypeError(f"gpuwizard.trainers.{name}.trainer.TRAINER must be a Trainer named {name!r}")
     return trainer
 
 
