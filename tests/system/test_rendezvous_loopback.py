@@ -1,6 +1,6 @@
 """Where a single-node run listens: a real 2-process demo (`gpuwizard run demo-cpu --headless`, gloo on CPU), every
-listening TCP socket of every process of the run read while it trains. What torch 2.13 allows and why:
-trainers/rendezvous.py, local_rendezvous_args."""
+listening TCP socket of every process of the run read while it trains; and the real torchrun's refusal without the
+plugin. What torch 2.13 allows and why: trainers/rendezvous.py, local_rendezvous_args."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpuwizard.runner.detect.failures import failure_advice
 from gpuwizard.runner.host.procs import marker_value, read_marker
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import RunDir
+from gpuwizard.trainers.rendezvous import LOOPBACK_BACKEND
 
 WAIT_S = 240
 """A generous bound for the demo's 300 steps on two loaded cores; the wait ends as soon as the run does."""
@@ -120,3 +122,15 @@ def test_every_socket_of_a_single_node_run_listens_on_loopback_only(demo_listene
     by_role = {role: {s for s in demo_listeners if s.role == role} for role in ("cli", "supervisor", "agent", "rank")}
     assert len(by_role["agent"]) == 1, f"torchrun listens only for the store it shares with the ranks: {by_role}"
     assert by_role["cli"] == by_role["supervisor"] == set(), by_role
+
+
+def test_torchrun_without_the_plugin_fails_with_advice_that_names_the_cause(tmp_path):
+    """The real torchrun's refusal when its PYTHONPATH lacks the plugin (or its torch predates out-of-tree
+    backends) is matched by the advice the run shows."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=1"]
+    argv += [f"--rdzv-backend={LOOPBACK_BACKEND}", "--rdzv-endpoint=127.0.0.1", "-m", "this.never.starts"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode != 0
+    error = next(line for line in done.stderr.splitlines() if "is not registered" in line)
+    assert "torch 2.5 or later" in failure_advice(error)

@@ -1,5 +1,5 @@
 """Issue 27: the demo trainer takes a seed (a sweep's --seeds go there): the option reaches the command as --seed
-and the demo's own parser reads it."""
+and the demo's own parser reads it (gpuwizard/demo/train.py, which imports torch: a trainer's test, not a unit's)."""
 
 from __future__ import annotations
 
