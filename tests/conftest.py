@@ -4,7 +4,9 @@ works from every folder under tests/, whatever pytest's import mode)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,23 @@ def gw(capsys):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def shown_folder(monkeypatch) -> Iterator[Callable[[str], Path]]:
+    """Folders of this test's own for snapshots that show a fixed path (support/tui.py: folder_shown_as), removed
+    after it."""
+    from support.tui import folder_shown_as  # Textual only for the tests that ask
+
+    made: list[Path] = []
+
+    def make(shown: str) -> Path:
+        made.append(folder_shown_as(shown, monkeypatch))
+        return made[-1]
+
+    yield make
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 LONGEST_FIRST = (("lerobot", "groot", "hf", "openpi"), ("slow", "slurm"))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
 import time
+from pathlib import Path
 
+import pytest
+import textual._doc
 from textual.widgets import Input
 from textual.worker import WorkerCancelled
 
@@ -82,3 +86,18 @@ def key_bar_fits(screen) -> str:
     assert bar.size.height == 1 and len(text) <= bar.content_region.width, f"{type(screen).__name__}: {text!r}"
     assert text.endswith(("? Keys", "f1 Keys")), "the help key is always shown"
     return text
+
+
+def folder_shown_as(shown: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A new folder of the test's own, beside `shown` and named as long as it, that snapshots show as `shown`: a screen
+    that shows its path wraps as the stored SVG did, and two checkouts never share it (the caller removes it)."""
+    fixed = Path(shown)
+    folder = fixed.with_name(fixed.name[:-8] + secrets.token_hex(4))
+    folder.mkdir()
+    take = textual._doc.take_svg_screenshot  # what pytest-textual-snapshot looks up at every compare
+
+    def screenshot(*args, **kwargs) -> str:
+        return take(*args, **kwargs).replace(str(folder), shown)
+
+    monkeypatch.setattr(textual._doc, "take_svg_screenshot", screenshot)
+    return folder

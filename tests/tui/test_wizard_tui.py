@@ -392,8 +392,8 @@ async def test_preview_at_60_columns_never_breaks_a_flag_from_its_value():
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_snapshot_runs_screen_with_resumed_smoke_and_multi_node_runs(snap_compare, monkeypatch, size):
-    data = Path("/tmp/gpuwizard-snapshot-runs")
+def test_snapshot_runs_screen_with_resumed_smoke_and_multi_node_runs(snap_compare, monkeypatch, size, tmp_path):
+    data = tmp_path / "data"
     hand_made_runs(data)
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
