@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.table import column_width
 from gpuwizard.runner.control.launches import clear_interrupted_launches
 from gpuwizard.runner.control.stopping import (
     STOP_WAIT_S,
@@ -175,8 +176,8 @@ def runs_command(args: argparse.Namespace) -> int:
             else "no runs yet: `gpuwizard run demo-cpu --headless` starts one"
         )
         return ExitCode.OK
-    wide = min(36, max(len(r["run_id"]) for r in rows))  # id and steps as wide as the longest shown: a row fits 80
-    tall = max([len("step"), *(len(step_text(r)) for r in rows if r["state"] != "corrupt")])
+    wide = column_width("run id", (r["run_id"] for r in rows), most=36)  # id and step as wide as shown: a row fits 80
+    tall = column_width("step", (step_text(r) for r in rows if r["state"] != "corrupt"))
     print(f"{'run id':<{wide}} {'state':<9} {'exit':>4} {'workers':>7} {'step':>{tall}} {'time':>8}  baseline")
     for r in rows:
         if r["state"] == "corrupt":

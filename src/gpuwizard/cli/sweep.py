@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.table import column_width
 
 ACTIONS = ("status", "stop", "resume", "watch")
 
@@ -148,8 +149,8 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
     for array in sweep.arrays:
         print(f"SLURM array {array.job_id}: {len(array.runs)} tasks, runs {', '.join(str(i + 1) for i in array.runs)}")
     labels = [values_label(r["values"]) for r in rows]
-    wide = min(34, max([len("values"), *map(len, labels)]))  # as wide as the longest, within 80 columns
-    device = max([len("device"), *(len(r["device"]) for r in rows)])
+    wide = column_width("values", labels, most=34)  # as wide as the longest, within 80 columns
+    device = column_width("device", (r["device"] for r in rows))
     print(f"{'#':>3} {'values':<{wide}} {'device':<{device}} {'state':<9} {'step':>6} {'loss':>9}  run id")
     for r, label in zip(rows, labels, strict=True):
         print(
