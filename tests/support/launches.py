@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import RunDir
+from support.cli import gw_subprocess
 from support.presets import DEMO
 
 
@@ -74,6 +75,12 @@ def marked_under(data: Path) -> list[int]:
 
     base = str((data / "runs").resolve())
     return sorted(pid for pid, value in marked_pids().items() if value.startswith(base + "/") and pid != os.getpid())
+
+
+def stop_everything(data: Path) -> None:
+    """Clean-up of a test that left a run going (on purpose or by failing)."""
+    if marked_under(data):
+        gw_subprocess("stop", timeout=120)
 
 
 def stepping(data: Path, at_least: int = 1) -> RunDir | None:

@@ -14,19 +14,13 @@ import time
 import pytest
 
 from support.callers import gw_call
-from support.cli import gw_subprocess
-from support.launches import demo_run_preset, marked_under
+from support.launches import demo_run_preset, stop_everything
 from support.runs import copy_runs
 
 pytestmark = pytest.mark.slow
 
 ESC = "\x1b"
 RUN_TIMEOUT_S = 300
-
-
-def stop_everything(data) -> None:
-    if marked_under(data):
-        gw_subprocess("stop", timeout=120)
 
 
 def run_with_stdout_piped(argv: list[str], terminal: bool) -> tuple[int | None, str, str]:

@@ -24,6 +24,7 @@ from support.launches import (
     slow_python,
     status_of,
     stepping,
+    stop_everything,
 )
 
 pytestmark = pytest.mark.slow
@@ -43,12 +44,6 @@ def ended(proc: subprocess.Popen, timeout: float = 180) -> tuple[str, str]:
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-
-
-def stop_everything(data) -> None:
-    """Clean-up of a test that left a run going (on purpose or by failing)."""
-    if marked_under(data):
-        gw_subprocess("stop", timeout=120)
 
 
 def test_sigterm_stops_a_headless_run_and_exits_4_once_the_stop_is_recorded(tmp_path):
