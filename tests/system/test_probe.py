@@ -90,7 +90,9 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
     assert not (folder / "scratch").exists()  # the measurement runs' outputs are gone with them
     assert not (tmp_path / "out-probe-demo").exists()  # never the preset's own output_dir
     runs = [e.status for e in list_runs("probe-demo")]
-    assert len(runs) == 4 and all(s.probe == probe["probe_id"] for s in runs)
+    # the grid's 4, then the compared pair again in the other order: each window has a neighbour of the other
+    assert len(runs) == 6 and all(s.probe == probe["probe_id"] for s in runs)
+    assert sorted((r["gpus"], r["repeat"]) for r in probe["repeats"]) == [(1, 1), (2, 1)]
 
     plan = gw("plan", path, "--json").json()
     by_gpus = {e["gpus"]: e for e in plan["estimates"]}

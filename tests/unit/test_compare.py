@@ -147,3 +147,20 @@ def test_a_run_that_trained_no_step_is_not_called_noise(isolated_dirs):
     [paragraph] = result.verdicts
     assert f"{empty.name} trained no step, so there is nothing to compare" in paragraph, paragraph
     assert "noise" not in paragraph
+
+
+def test_an_efficiency_above_100_percent_is_never_said_as_a_fact():
+    """Issue 35: compare printed 2 GPUs at 2.4x the samples/s of 1 with no caveat; at the same batch per device no
+    added GPU gives that, so the paragraph and the table's notes say the load differed."""
+    one, two = facts("a", 1, 100.0, 0.05), facts("b", 2, 40.0, 0.05)
+    one.per_device_batch = two.per_device_batch = 8
+    two.speedup, two.efficiency = 2.4, 1.2
+    said = verdict(one, two, 0.05)
+    assert said.endswith(
+        "Its scaling efficiency reads 120%, above 100%, which more GPUs at the same work each cannot give: the "
+        "machine's load differed between the runs, so this is not the scaling."
+    )
+    two.per_device_batch = 16
+    assert "part is its batch of 16 per device against 8, the rest the machine's load" in verdict(one, two, 0.05)
+    two.efficiency = 0.9
+    assert "100%" not in verdict(one, two, 0.05)

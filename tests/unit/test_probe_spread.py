@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from gpuwizard.analysis.probe.decision import decide
+from gpuwizard.analysis.probe.noise_scale import NoiseFigure
 from gpuwizard.analysis.probe.results import (
     SUB_WINDOWS,
     ProbeResult,
@@ -15,7 +17,7 @@ from gpuwizard.analysis.probe.results import (
     steady_window,
     window_rates,
 )
-from gpuwizard.analysis.probe.verdict import certainty, rate_range, recommendation_line, result_text, verdict
+from gpuwizard.analysis.probe.verdict import fill_models, rate_range, recommendation_line, result_text, verdict
 from gpuwizard.runs.rundir import RunDir
 
 RUNS = Path(__file__).parents[1] / "data" / "runs"
@@ -23,7 +25,8 @@ ONE, TWO = RUNS / "20261201-005642-demo-cmp", RUNS / "20261201-005700-demo-cmp"
 
 
 def result(rows: list[ProbeRow], **fields: object) -> ProbeResult:
-    return ProbeResult.model_validate(
+    """A probe of these rows with its models, decision and verdict filled in as the grid does."""
+    probe = ProbeResult.model_validate(
         {
             "probe_id": "p",
             "preset": "demo-cpu",
@@ -41,6 +44,12 @@ def result(rows: list[ProbeRow], **fields: object) -> ProbeResult:
             **fields,
         }
     )
+    fill_models(probe)
+    if isinstance(noise := fields.get("noise"), NoiseFigure):  # as if a configuration had measured it
+        probe.noise, probe.noise_stage = noise, "the initial weights, the probe's first 200 steps"
+        probe.decision = decide(probe)
+    probe.verdict = verdict(probe)
+    return probe
 
 
 def row(gpus: int, low: float, median: float, high: float, window: str = "steps 80-120 (5 log lines, 8 s)") -> ProbeRow:
@@ -84,52 +93,50 @@ def test_a_short_window_has_as_many_sub_windows_as_lines_and_one_line_no_spread(
 def test_the_recorded_runs_compared_are_sure_and_the_table_shows_the_spread_in_80_columns():
     one, two = measure(RunDir(ONE), 1, 8, 300, None), measure(RunDir(TWO), 2, 8, 300, None)
     probe = result([one, two])
-    lines = verdict(probe)
-    said = certainty(probe)
+    lines = probe.verdict
     # 2 processes read 378-423 against 227-267 for 1: 71-93% efficiency, above the 70% bar even at the extremes
-    assert said.startswith("Sure: 1 process 227-267, 2 processes 378-423 samples/s"), said
-    assert said.endswith("even at the extremes, 2 processes 71%-93% efficiency, above the 70% a recommendation needs.")
-    assert lines[-2] == said and lines[-1].startswith("Recommended: 2 processes at batch 8 per device (")
-    assert "378-423 over 4 windows" in lines[-1]
-    text = result_text(probe.model_copy(update={"verdict": lines}))
+    assert lines[0].startswith("Recommended: 2 processes at batch 8 per device ("), lines[0]
+    assert (
+        "; sure: 2 processes keep 82% efficiency against 1 (71%-93% over 1 pair of adjacent windows), above"
+        in (lines[0])
+    )
+    assert "in samples/s (B_noise was not measured" in lines[0]
+    text = result_text(probe)
     assert all(len(line) <= 80 for line in text.splitlines()), text
     header = next(line for line in text.splitlines() if line.lstrip().startswith("gpus"))
     assert "spread" in header
     assert any(" 227-267 " in line for line in text.splitlines())
 
 
-def test_intervals_either_side_of_the_bar_are_too_noisy_to_decide_and_say_how_to_rerun():
+def test_intervals_either_side_of_the_bar_cannot_tell_and_say_how_to_rerun():
     """The issue's case: one configuration read 592 and 198 samples/s minutes apart."""
     probe = result([row(1, 540, 575, 610), row(2, 700, 850, 1000)])
-    said = certainty(probe)
-    assert said == (
-        "Too noisy to decide: 1 process 540-610, 2 processes 700-1000 samples/s (2 processes 57%-93% efficiency, "
-        "either side of the 70% a recommendation needs); rerun on a quieter machine or with --steps 300 (each "
-        "configuration then runs all its steps)."
+    said = probe.verdict[0]
+    assert said.startswith("Cannot tell here whether 2 processes pay against 1: it keeps 74% efficiency in samples/s")
+    assert "but 57%-93% over 1 pair of adjacent windows, either side of the 70% a larger count must keep" in said
+    assert said.endswith(
+        "rerun on a quieter machine or with --repeat 2 (more alternating rounds). Until then: 1 process at batch 8 "
+        "per device (575.0 samples/s)."
     )
-    assert verdict(probe)[-2] == said
-    assert verdict(probe)[-1].endswith("; whether more processes pay is too noisy to tell here (above)."), (
-        "no firm 'do not pay' under a line that says it cannot tell (a tmux walk read both, one after the other)"
+    assert not any("Recommended" in line for line in probe.verdict), "no recommendation beside 'cannot tell'"
+    assert (
+        recommendation_line(probe)
+        == "probe recommends 1 process at batch 8 (575 samples/s, judged in samples/s); cannot tell"
     )
-    line = recommendation_line(probe)
-    assert line.startswith("probe recommends 2 processes at batch 8 (850 samples/s, 700-1000 over 4 windows)")
-    assert line.endswith("; too noisy to decide")
-    reached = result([row(1, 540, 575, 610, "steps 80-300 (23 log lines, 8 s)"), row(2, 700, 850, 1000)])
-    assert certainty(reached).endswith("rerun on a quieter machine."), "no --steps beyond the job's own"
 
 
 def test_overlapping_rates_that_still_decide_say_sure():
     """1 process 540-610 and 2 processes 480-650 overlap, but 2 processes stay at 39-60% efficiency: they do not pay."""
     probe = result([row(1, 540, 575, 610), row(2, 480, 560, 650)])
-    said = certainty(probe)
-    assert said.startswith("Sure: 1 process 540-610, 2 processes 480-650 samples/s"), said
-    assert said.endswith("even at the extremes, 2 processes 39%-60% efficiency, below the 70% a recommendation needs.")
-    assert verdict(probe)[-1].endswith("(575.0 samples/s, 540-610 over 4 windows): more processes do not pay here.")
+    assert probe.verdict[0].startswith(
+        "Recommended: 1 process at batch 8 per device (575.0 samples/s); sure: 2 processes keep 49% efficiency against "
+        "1 (39%-60% over 1 pair of adjacent windows), below the 70% a larger count must keep"
+    )
     said = recommendation_line(probe)
-    assert said == "probe recommends 1 process at batch 8 (575 samples/s, 540-610 over 4 windows); sure"
+    assert said == "probe recommends 1 process at batch 8 (575 samples/s, judged in samples/s); sure"
 
 
-def test_an_older_probe_json_without_the_spread_still_loads_and_says_it_is_not_known():
+def test_an_older_probe_json_without_the_spread_still_loads_and_is_not_sure():
     old = {
         "gpus": 1,
         "per_device_batch": 8,
@@ -139,8 +146,9 @@ def test_an_older_probe_json_without_the_spread_still_loads_and_says_it_is_not_k
     }
     probe = result([ProbeRow.model_validate(old), ProbeRow.model_validate(old | {"gpus": 2, "samples_per_s": 1800.0})])
     assert probe.rows[0].rate_low is None and probe.rows[0].sub_windows == 0 and not probe.steps_asked
-    assert certainty(probe).startswith("How sure: not known; 1 process, 2 processes gave no spread")
-    assert verdict(probe)[-1] == "Recommended: 2 processes at batch 8 per device (1800.0 samples/s)."
+    assert probe.decision is not None and probe.decision.confidence == "likely"
+    assert probe.verdict[0].startswith("Recommended: 2 processes at batch 8 per device (1800.0 samples/s); likely")
+    assert "no spread was measured for 2 processes" in probe.verdict[0]
 
 
 def test_asked_steps_are_said_as_run_to_their_end():
@@ -152,7 +160,6 @@ def test_a_probed_noise_scale_replaces_the_plans_unmeasured_note(gw):
     """Issue 26: plan said the critical batch was unmeasured (and to run `gpuwizard probe`) after a probe had
     measured it. With a finished probe that measured B_noise ~ 16 (8-32), the demo's effective batch of 16 (8 per
     process x 2) needs (1 + 16/32)/(1 + 16/16) = 0.75x the steps at twice the batch, 0.67x-0.83x over the interval."""
-    from gpuwizard.analysis.probe.noise_scale import NoiseFigure
     from gpuwizard.analysis.probe.results import probes_dir
 
     before = gw("plan", "demo-cpu", "--json").json()
@@ -168,8 +175,14 @@ def test_a_probed_noise_scale_replaces_the_plans_unmeasured_note(gw):
     notes = after["notes"]
     assert not any("unmeasured in the literature" in n for n in notes + after["advice"]), after
     assert (
-        "The effective batch is 2x the reference run's; this job's probe measured B_noise ~ 16" in after["advice"][-1]
+        "The effective batch is 2x the reference run's; B_noise ~ 16 over probe 20261207-000000-demo-cpu"
+        in (after["advice"][-1])
     )
-    [said] = [n for n in notes if n.startswith("this job's gradient noise scale, probed (20261207-000000-demo-cpu)")]
+    assert (
+        "Probe 20261207-000000-demo-cpu on this machine: Cannot tell here whether 2 processes pay"
+        in (after["advice"][0])
+    ), "the plan says the probe's own answer, not a generic 'a second GPU will not pay'"
+    [said] = [n for n in notes if n.startswith("this job's gradient noise scale, measured over probe 20261207")]
     assert "B_noise ~ 16 (90% interval 8-32)" in said, said
+    assert "where it is typically far smaller than later in training" in said
     assert "effective batch of 16, twice the batch would need 0.75x the steps (0.67-0.83 across the interval)" in said

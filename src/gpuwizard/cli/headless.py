@@ -15,9 +15,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from gpuwizard.analysis.compare.runs import scaling_line
 from gpuwizard.analysis.probe.noise_scale import summary as noise_summary
 from gpuwizard.cli.runs import chosen_run, final_summary, readable_status, stop_recorded
-from gpuwizard.core.codes import ExitCode
+from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.runner.control.follow import RunFollower, event_text, status_line
 from gpuwizard.runner.control.stopping import stop_all
@@ -209,7 +210,9 @@ def follow_until_end(run: RunDir, stream_log: bool, signals: RunSignals | None, 
             line = status_line(progress, status)
             if status.final:
                 out.write(line + "\n")
-                out.write(final_summary(run, status) + "\n")
+                summary, _, _ = final_summary(run, status).partition("\nscaling of ")  # its line unchecked
+                scaling = scaling_line(status.preset) if status.state == RunState.FINISHED else None
+                out.write(summary + "\n" + (scaling + "\n" if scaling else ""))
                 if (noise := noise_summary(run.path)) is not None:  # a run with monitor.gauge on
                     out.write(noise + "\n")
                 out.flush()

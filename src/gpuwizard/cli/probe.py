@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
@@ -17,12 +18,18 @@ from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
 
 if TYPE_CHECKING:
-    from gpuwizard.runner.probe.grid import ProbeRequest
+    from gpuwizard.runner.probe.request import ProbeRequest
 
 
 def probe_request(args: argparse.Namespace) -> ProbeRequest:
     from gpuwizard.cli.commands import load_given
-    from gpuwizard.runner.probe.grid import ProbeRequest, default_batches, default_gpus, parse_budget, parse_counts
+    from gpuwizard.runner.probe.request import (
+        ProbeRequest,
+        default_batches,
+        default_gpus,
+        parse_budget,
+        parse_counts,
+    )
 
     preset = load_given(args.preset, "probe", args.trust)
     if not 0 <= args.headroom < 1:
@@ -37,7 +44,9 @@ def probe_request(args: argparse.Namespace) -> ProbeRequest:
     else:
         batches = parse_counts(args.batch, "--batch")
     budget = parse_budget(args.budget) if args.budget else None
-    return ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps, bool(args.gpus))
+    request = ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps, bool(args.gpus))
+    repeat = getattr(args, "repeat", None)  # --repeat N: cli/parser.py (not this module's) declares it
+    return replace(request, repeat=repeat) if repeat else request
 
 
 def say(text: str, stream: TextIO) -> None:
@@ -80,10 +89,11 @@ def stopped_by_term_and_hangup() -> Iterator[None]:
 def probe_command(args: argparse.Namespace) -> int:
     from gpuwizard.analysis.probe.verdict import result_text
     from gpuwizard.runner.probe.grid import Probe
+    from gpuwizard.runner.probe.request import clock
 
     request = probe_request(args)
     with stopped_by_term_and_hangup():
-        probe = Probe(request, on_update=lambda result, text: say(f"  [{len(result.rows)} done] {text}", sys.stderr))
+        probe = Probe(request, on_update=lambda result, text: say(f"  {text}", sys.stderr))
         shown = (
             "auto (the memory line's largest batch, confirmed by its neighbour; else double, then bisect)"
             if request.batches is None
@@ -91,6 +101,8 @@ def probe_command(args: argparse.Namespace) -> int:
         )
         say(
             f"probe {request.preset.name}: GPUs {','.join(map(str, request.gpus))} x batch per device {shown}"
+            + f", then {request.repeat} alternating round(s) of the compared configurations: {probe.planned_runs()} "
+            f"runs, about {clock(probe.result.expected_s or 0)} (a guess until the first run ends)"
             + (f", budget {request.budget_s:.0f} s" if request.budget_s else ""),
             sys.stderr if args.json else sys.stdout,
         )

@@ -14,6 +14,7 @@ from gpuwizard.model.preset import Preset
 from gpuwizard.trainers.base import Trainer
 
 if TYPE_CHECKING:
+    from gpuwizard.analysis.probe.noise_scale import NoiseFigure
     from gpuwizard.analysis.probe.results import ProbeResult
 
 TABLE_COUNTS = (1, 2, 4, 8)
@@ -125,17 +126,64 @@ def sweep_hint(preset: Preset, world: int) -> str:
     return f"`gpuwizard sweep {preset.name} --set hardware.gpus=1 {varied}`"
 
 
-def critical_batch_note(preset_name: str, effective: int | None, probe: ProbeResult | None) -> str:
-    """Where a larger batch stops buying fewer steps: this job's B_noise where its newest probe measured it (with
-    what doubling the plan's batch would buy, S = S_min (1 + B_noise / B)), else that nobody knows it."""
+def run_noise(preset_name: str) -> tuple[NoiseFigure, str] | None:
+    """B_noise of the newest gauged full run of the preset over the second half of its gauged steps, and where in
+    training that is: the figure grows as the loss falls, so a run's own later figure beats a probe's first steps."""
+    from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, NoiseFigure, estimate, read_gauge
+    from gpuwizard.runs.rundir import list_runs
+
+    for entry in list_runs(preset_name):
+        status = entry.status
+        path = entry.run.path / GAUGE_FILE
+        if status is None or status.probe or status.smoke or not status.final or not path.is_file():
+            continue
+        steps = sorted(read_gauge(path).steps, key=lambda s: s.step)
+        late = steps[len(steps) // 2 :]
+        found = estimate(late, warmup=0) if len(late) > 1 else None
+        if found is None or found.b_simple is None or found.b_simple <= 0:
+            continue
+        figure = NoiseFigure(
+            b_simple=found.b_simple,
+            low=found.low,
+            high=found.high,
+            steps=found.steps,
+            b_small=late[0].b_small,
+            b_big=late[0].b_big,
+            provisional=found.provisional,
+        )
+        return (
+            figure,
+            f"steps {late[0].step}-{late[-1].step} of run {entry.run.run_id}, the second half of its gauged steps",
+        )
+    return None
+
+
+def job_noise(preset_name: str, probe: ProbeResult | None) -> tuple[NoiseFigure, str] | None:
+    """The job's B_noise where it was measured, with its stage: a gauged full run's later steps first, else the
+    newest probe's (from its checkpoint, or labelled as the initial weights' first steps)."""
+    found = run_noise(preset_name)
+    if found is not None:
+        return found
     if probe is None or probe.noise is None:
+        return None
+    stage = probe.noise_stage or "the initial weights, the probe's first steps"
+    return probe.noise, f"probe {probe.probe_id}, {stage}"
+
+
+def critical_batch_note(preset_name: str, effective: int | None, probe: ProbeResult | None) -> str:
+    """Where a larger batch stops buying fewer steps: this job's B_noise where a run or probe measured it, with the
+    stage of training it comes from and what doubling the plan's batch would buy (S = S_min (1 + B_noise / B)),
+    else that nobody knows it."""
+    found = job_noise(preset_name, probe)
+    if found is None:
         return (
             "the critical batch size for robot imitation learning is unmeasured in the literature: scaling rules are "
             f"heuristics, so compare against the single-GPU baseline (`gpuwizard probe {preset_name}` measures this "
             "job's gradient noise scale, B_noise, and says whether a larger batch still buys fewer steps)"
         )
-    noise = probe.noise
-    said = f"this job's gradient noise scale, probed ({probe.probe_id}): {noise.text()}, in samples"
+    noise, stage = found
+    early = "" if "initial weights" not in stage else ", where it is typically far smaller than later in training"
+    said = f"this job's gradient noise scale, measured over {stage}{early}: {noise.text()}, in samples"
     if not effective:
         return said
 
@@ -147,8 +195,15 @@ def critical_batch_note(preset_name: str, effective: int | None, probe: ProbeRes
     spread = f" ({ends[0]:.2f}-{ends[1]:.2f} across the interval)" if len(ends) == 2 else ""
     return (
         f"{said}; at this plan's effective batch of {effective}, twice the batch would need "
-        f"{doubled(noise.b_simple):.2f}x the steps{spread} (0.50x: half the steps, as many samples; 1.00x: no fewer "
-        "steps, twice the samples): a guide, not a law (it grows as the loss falls)"
+        f"{doubled(noise.b_simple):.2f}x the steps{spread}, each batch at its own best lr (0.50x: half the steps, as "
+        "many samples; 1.00x: no fewer steps, twice the samples): a guide, not a law (it grows as the loss falls)"
+    )
+
+
+def more_gpus_pay(preset: Preset, world: int) -> str:
+    return (
+        "More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps "
+        f"and seeds side by side, one per GPU: {sweep_hint(preset, world)}), or (3) you pretrain on a large dataset."
     )
 
 
@@ -182,6 +237,9 @@ def advice_lines(
                 f"{policy.title} does not fit one device ({size}). Lower batch.size with grad_accum, use LoRA, or "
                 "shard the model; more GPUs with plain DDP do not lower per-device memory."
             )
+    elif world > 1 and probe is not None and probe.decision is not None:  # measured here: no generic claim
+        lines.append(f"{policy.title} ({size}). Probe {probe.probe_id} on this machine: {probe.decision.paragraph}")
+        lines.append(more_gpus_pay(preset, world))
     elif world > 1:
         lead = (
             f"{policy.title} fits one device ({size}). A"
@@ -192,11 +250,7 @@ def advice_lines(
             f"{lead} second GPU will not pay for a typical small fine-tune: the speedup is below {world}x, the lr and "
             "steps must be rescaled, and distributed runs add failure modes."
         )
-        lines.append(
-            "More GPUs pay when (1) the model does not fit one device, (2) the same fine-tune runs many times (sweeps "
-            f"and seeds side by side, one per GPU: {sweep_hint(preset, world)}), or (3) you pretrain on a large "
-            "dataset."
-        )
+        lines.append(more_gpus_pay(preset, world))
     else:
         lines.append(
             f"{policy.title} on one device ({size}). One GPU is the right baseline; get it green before scaling out."
@@ -207,10 +261,11 @@ def advice_lines(
             f"{name}: {about(policy.single_gpu_hours.hours)} ({policy.single_gpu_hours.setting}), for those steps and "
             "that batch; the estimates scale it to this preset's steps and batch."
         )
-    if k and k != 1 and probe is not None and probe.noise is not None:
+    noise = job_noise(preset.name, probe) if k and k != 1 else None
+    if noise is not None:
         lines.append(
-            f"The effective batch is {k:g}x the reference run's; this job's probe measured B_noise ~ "
-            f"{probe.noise.b_simple:.3g}, and the notes say what a larger batch buys in steps."
+            f"The effective batch is {k:g}x the reference run's; B_noise ~ {noise[0].b_simple:.3g} over {noise[1]}, "
+            "and the notes say what a larger batch buys in steps."
         )
     elif k and k != 1:
         lines.append(

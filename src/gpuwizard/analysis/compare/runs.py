@@ -55,6 +55,7 @@ class RunFacts:
     """The oldest run on the same count, which this one is compared with run to run (no speedup between them)."""
     differences: list[str] = field(default_factory=list)
     """What this run was started with that same_count_as was not: 'lr 0.001 against 0.002'."""
+    per_device_batch: int | None = None
 
 
 @dataclass
@@ -124,6 +125,7 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> tuple[RunFacts, dict[str, 
         cost=gpu_hours * gpu_hour if gpu_hour else None,
         final_loss=curve[-1].loss if curve else None,
         curve=curve,
+        per_device_batch=plan.per_device_batch,
     )
     return facts, run_settings(run, plan, preset)
 
@@ -199,6 +201,48 @@ def run_preset(run: RunDir) -> Preset | None:
         return None
 
 
+OVER = 1 + SAME
+"""An efficiency past this is above 100% by more than two runs' own noise: no added device gives it."""
+
+
+def over_caveat(base: RunFacts, other: RunFacts) -> str:
+    """The caveat an efficiency above 100% takes (empty below): at the same batch per device no added process gives
+    it, so the machine's load changed between the runs; at a larger one, that batch explains some of it."""
+    if other.efficiency is None or other.efficiency <= OVER:
+        return ""
+    if other.per_device_batch and base.per_device_batch and other.per_device_batch > base.per_device_batch:
+        return (
+            f", above 100%: part is its batch of {other.per_device_batch} per device against {base.per_device_batch}, "
+            "the rest the machine's load, which differed between the runs"
+        )
+    unit = device_unit(other.device, 2)
+    return (
+        f", above 100%, which more {unit} at the same work each cannot give: the machine's load differed between the "
+        "runs, so this is not the scaling"
+    )
+
+
+def scaling_line(preset_name: str) -> str | None:
+    """The closing line's scaling of a preset's finished full runs, each count against one process, an efficiency
+    above 100% with its caveat (it can only be a difference in the runs' conditions)."""
+    from gpuwizard.runs.rundir import scaling_report
+
+    rows = [r for r in scaling_report(preset_name) if r["efficiency"] is not None and r["world_size"] > 1]
+    if not rows:
+        return None
+    said = [
+        f"{r['world_size']} processes: {r['speedup']:.2f}x the 1-process samples/s (efficiency {r['efficiency']:.0%}"
+        + (
+            ", above 100%: the runs' load or batch per process differed, so it is no scaling"
+            if r["efficiency"] > OVER
+            else ""
+        )
+        + ")"
+        for r in rows
+    ]
+    return f"scaling of {preset_name}: " + "; ".join(said)
+
+
 def judgement(time_ratio: float, hours_ratio: float) -> str:
     """Whether more GPUs pay, from the wall time and the GPU-hours they take against fewer (1.0: the same)."""
     if time_ratio < 1 - SAME and hours_ratio > 1 + SAME:
@@ -220,7 +264,7 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
             return f"{who}: no losses or throughput logged to compare with {than}."
         return (
             f"{who} processed samples {other.speedup:.2f}x as fast as {than} (scaling efficiency "
-            f"{other.efficiency:.0%}); no loss curve to say whether it learned as much."
+            f"{other.efficiency:.0%}{over_caveat(base, other)}); no loss curve to say whether it learned as much."
         )
     time_ratio = other.time_to_target_s / base.time_to_target_s if base.time_to_target_s else None
     hours_ratio = (
@@ -241,7 +285,9 @@ def verdict(base: RunFacts, other: RunFacts, target: float | None) -> str:
             )
         elif ratio < 1 - SAME:
             per_sample = f" Per sample it learned more (loss {ratio:.2f}x at equal samples)."
-    return f"{head}: {judgement(time_ratio, hours_ratio)}.{per_sample}"
+    caveat = over_caveat(base, other)
+    said = f"{head}: {judgement(time_ratio, hours_ratio)}.{per_sample}"
+    return f"{said} Its scaling efficiency reads {other.efficiency:.0%}{caveat}." if caveat else said
 
 
 def run_to_run(reference: RunFacts, other: RunFacts, target: float | None) -> str:
@@ -327,6 +373,8 @@ def compare_text(c: Comparison) -> str:
     base = next(f for f in c.runs if f.run_id == c.base)
     if any(f.gpus != base.gpus for f in c.runs):
         lines.append(f"speed and eff: against {c.base}, the fewest {device_unit(base.device, 2)}")
+        if any(over_caveat(base, f) for f in c.runs):
+            lines.append("eff above 100% is no scaling: the runs' conditions differed (their paragraphs say how)")
     else:
         lines.append(f"all runs on {counted(base.gpus, base.device)}: no speedup to measure; below, how they differ")
     lines.append("")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from gpuwizard.analysis.probe.answer import Decision
 from gpuwizard.analysis.probe.memory_model import MemoryFit
 from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, NoiseFigure, gauge_figure
 from gpuwizard.analysis.probe.throughput_model import ThroughputFit
@@ -31,7 +32,7 @@ then stops it rather than run all its steps (a slow trainer ends first, a fast o
 INPUT_BOUND_SHARE = 0.5
 """Waiting on data for this share of each step means more GPUs will not help."""
 GOOD_EFFICIENCY = 0.7
-"""A GPU count is recommended only while it keeps this scaling efficiency."""
+"""A GPU count is recommended only while it keeps this efficiency against the fewest (analysis/probe/decision.py)."""
 OOM_KINDS = {"out_of_memory"}
 SUB_WINDOWS = 4
 """The steady window is cut into this many runs of consecutive log lines; the spread of their rates is the
@@ -71,6 +72,17 @@ class ProbeRow(Record):
     """B_noise measured by the gauge in this configuration's run."""
     noise_detail: str = ""
     """Why this configuration has no B_noise (empty where it has one)."""
+    repeat: int = 0
+    """0: the grid's run of this configuration; 1, 2, ...: its runs in the rounds that alternate the compared ones."""
+    window_start: float | None = None
+    window_end: float | None = None
+    """When the measured window began and ended (epoch seconds): which windows of two configurations are adjacent."""
+    background: float | None = None
+    """Cores kept busy by processes outside the probe over the window (CPU time, /proc through psutil)."""
+    background_shift: float | None = None
+    """The window's second half minus its first in those cores: a background that moved while it was measured."""
+    gpu_background: float | None = None
+    """Utilization (%) of the run's GPUs by other processes over the window (NVML, the run's gpu.jsonl)."""
 
     @property
     def fits(self) -> bool | None:
@@ -129,6 +141,23 @@ class ProbeResult(Record):
     share the cores, which the throughput model does not know)."""
     memory: MemoryFit | None = None
     """The memory model a batch search fitted (--batch auto), where two rows that fit gave it."""
+    repeats: list[ProbeRow] = []
+    """The compared configurations' further runs, alternating (A B B A ...) so each window has a neighbour of the
+    other taken under the same background (`rows` keeps each configuration's grid run)."""
+    rounds: int = 0
+    """How many alternating rounds were asked for (--repeat)."""
+    noise_stage: str = ""
+    """Where in training B_noise was measured: the initial weights' first steps, or a checkpoint's step."""
+    expected_s: float | None = None
+    """The probe's expected duration as it said before it started (refined as configurations end)."""
+    lr: float | None = None
+    """The preset's lr, which every configuration ran at (scaling.rule none in each)."""
+    scaled_lr: dict[str, float] = {}
+    """The lr the preset's scaling rule gives each global batch of the grid (keys: the batch): what the step ratio's
+    'each batch at its own best lr' stands for."""
+    scaling_rule: str = ""
+    decision: Decision | None = None
+    """The one rule's answer: what is recommended, how sure, why (analysis/probe/decision.py)."""
 
 
 def probes_dir() -> Path:
@@ -246,6 +275,8 @@ def measure(
         data_share=sum(shares) / len(shares) if shares else None,
         first_step_s=round(first, 1) if first is not None else None,
         detail="" if rate else "the log gave no samples/s",
+        window_start=window[0].t if window else None,
+        window_end=window[-1].t if window else None,
         **base,
     )
 
@@ -312,30 +343,6 @@ def add_scaling(rows: list[ProbeRow]) -> list[ProbeRow]:
             row = row.model_copy(update={"speedup": speedup, "efficiency": speedup / (row.gpus / base.gpus)})
         out.append(row)
     return out
-
-
-def best_per_gpu_count(rows: list[ProbeRow]) -> dict[int, tuple[float, ProbeRow]]:
-    """Per GPU count, the fastest row that fits, with its samples/s; fewest GPUs first."""
-    best: dict[int, tuple[float, ProbeRow]] = {}
-    for row in rows:
-        rate = row.samples_per_s
-        if row.fits and rate and (row.gpus not in best or rate > best[row.gpus][0]):
-            best[row.gpus] = (rate, row)
-    return dict(sorted(best.items()))
-
-
-def recommend(rows: list[ProbeRow]) -> ProbeRow | None:
-    """The most GPUs that keep GOOD_EFFICIENCY against the fewest (each at its fastest batch that fits)."""
-    best = best_per_gpu_count(rows)
-    if not best:
-        return None
-    base_rate, base = next(iter(best.values()))
-    choice = base
-    for rate, row in best.values():
-        efficiency = rate / base_rate / (row.gpus / base.gpus)
-        if row.gpus > base.gpus and efficiency >= GOOD_EFFICIENCY:
-            choice = row
-    return choice
 
 
 def grid_rows(result: ProbeResult) -> list[ProbeRow]:

@@ -6,8 +6,9 @@ the one-GPU configuration (global batch B0, step time t0), a configuration at B 
     samples ratio = (B + B_noise) / (B0 + B_noise)
 
 It buys wall clock where the time ratio is below WALL_CLOCK_BAR, and keeps its data efficiency (the bigger batch's
-extra samples are not wasted) while the samples ratio stays under DATA_BAR. Both ratios are taken at the ends of
-B_noise's interval and of the step times' spread; a judgement is sure only where every end is on one side."""
+extra samples are not wasted) while the samples ratio stays under DATA_BAR: which advice the evidence gives. Both
+ratios are also taken at the ends of B_noise's interval and of the step times' spread, as ranges; whether the next
+GPU pays, and how sure that is, is the probe's one decision (analysis/probe/decision.py)."""
 
 from __future__ import annotations
 
@@ -107,50 +108,36 @@ def best_per_count(rows: list[LossTime]) -> dict[int, LossTime]:
     return best
 
 
-def buys(row: LossTime) -> tuple[str, bool]:
-    """What the configuration buys against the base (wall clock, data efficiency, both, nothing) and whether every
-    end of its ranges agrees."""
+def buys(row: LossTime) -> str:
+    """What the configuration buys against the base at its median figures (wall clock, data efficiency, both,
+    nothing): which advice follows it; whether it pays is the decision's (analysis/probe/decision.py)."""
     wall, data = row.time_ratio < WALL_CLOCK_BAR, row.samples_ratio <= DATA_BAR
-    sure = (row.time_high < WALL_CLOCK_BAR or row.time_low >= WALL_CLOCK_BAR) and (
-        row.samples_high <= DATA_BAR or row.samples_low > DATA_BAR
-    )
     said = {(True, True): "both", (True, False): "wall clock", (False, True): "data efficiency"}.get((wall, data))
-    return said or "nothing", sure
+    return said or "nothing"
 
 
-def sentence(rows: list[LossTime], b_noise_text: str, unit: str, job_steps: int | None) -> str:
-    """One sentence: what the next GPU count buys in time to the same loss, with the figures, how sure, and what to
-    do instead."""
+def sentence(rows: list[LossTime], b_noise_text: str, unit: str, job_steps: int | None, lr: str = "") -> str:
+    """One sentence of evidence: the next GPU count's time and samples to the same loss, with their ranges, and what
+    to do with the bigger batch (`lr`: the lr that advice assumes, in words). The decision says whether it pays."""
     best = best_per_count(rows)
     counts = list(best)
     if len(counts) < 2:
         return f"Time to the same loss ({b_noise_text}): only one {unit} count to compare."
     base, nxt = best[counts[0]], best[counts[1]]
-    what, sure = buys(nxt)
+    what = buys(nxt)
     plural = "" if nxt.gpus == 1 else ("es" if unit == "process" else "s")
     name = f"{nxt.gpus} {unit}{plural}" + (" (predicted)" if nxt.predicted else "")
     figures = (
-        f"the same loss in {nxt.time_ratio:.2f}x the time ({nxt.time_low:.2f}-{nxt.time_high:.2f}) and "
-        f"{nxt.samples_ratio:.2f}x the samples ({nxt.samples_low:.2f}-{nxt.samples_high:.2f}) of {base.gpus} at "
-        f"global batch {base.global_batch}, batch {nxt.per_device_batch} per device"
+        f"reach{'es' if nxt.gpus == 1 else ''} it in {nxt.time_ratio:.2f}x the time ({nxt.time_low:.2f}-"
+        f"{nxt.time_high:.2f}) and {nxt.samples_ratio:.2f}x the samples ({nxt.samples_low:.2f}-"
+        f"{nxt.samples_high:.2f}) of {base.gpus} at global batch {base.global_batch}, batch {nxt.per_device_batch} per "
+        "device"
     )
-    how = (
-        "sure: every end of B_noise's interval and of the rates' spread agrees"
-        if sure
-        else "not sure: the ends of B_noise's interval or of the rates' spread disagree"
-    )
-    bought = {
-        "both": "buys both wall clock and data efficiency",
-        "wall clock": "buys wall clock but not data efficiency",
-        "data efficiency": "keeps data efficiency but buys no wall clock",
-        "nothing": "buys neither wall clock nor data efficiency",
-    }[what]
-    instead = advice(what, nxt, job_steps, unit)
-    return f"Time to the same loss ({b_noise_text}): {name} {bought}: {figures}; {how}{instead}."
+    return f"Time to the same loss ({b_noise_text}): {name} {figures}{advice(what, nxt, job_steps, unit, lr)}."
 
 
-def advice(what: str, row: LossTime, job_steps: int | None, unit: str) -> str:
-    """What to do instead of (or with) the next GPU."""
+def advice(what: str, row: LossTime, job_steps: int | None, unit: str, lr: str = "") -> str:
+    """What to do with the bigger batch: fewer steps where it buys wall clock only, else runs of their own."""
     if what == "both":
         return ""
     if what == "wall clock":
@@ -160,10 +147,10 @@ def advice(what: str, row: LossTime, job_steps: int | None, unit: str) -> str:
             else f"{row.steps_ratio:.2f}x the steps"
         )
         return (
-            f"; instead of the same steps at the bigger batch, train {steps} (optim.steps), or keep the global batch "
-            f"with a smaller batch per device"
+            f"; at the bigger batch, train {steps} (optim.steps){lr}, or keep the global batch with a smaller batch "
+            "per device"
         )
     return (
-        f"; instead, give each {unit} a run of its own: several runs at once (seeds, learning rates) with "
-        "`gpuwizard sweep`, or a smaller batch"
+        f"; rather than a bigger batch, give each {unit} a run of its own: several runs at once (seeds, learning "
+        "rates) with `gpuwizard sweep`, or a smaller batch"
     )

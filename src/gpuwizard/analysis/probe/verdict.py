@@ -3,24 +3,20 @@
 
 from __future__ import annotations
 
-import re
 import textwrap
 
-from gpuwizard.analysis.compare.runs import judgement
+from gpuwizard.analysis.probe.answer import Compared
+from gpuwizard.analysis.probe.decision import INITIAL_STAGE, LATER_STAGE, decide, windows
 from gpuwizard.analysis.probe.results import (
     ENOUGH_LINES,
     ENOUGH_S,
-    GOOD_EFFICIENCY,
     INPUT_BOUND_SHARE,
     ProbeResult,
     ProbeRow,
-    best_per_gpu_count,
-    grid_rows,
     probe_noise,
-    recommend,
 )
 from gpuwizard.analysis.probe.throughput_model import Point, fit, host_comm
-from gpuwizard.analysis.probe.time_to_loss import Config, LossTime, sentence, table
+from gpuwizard.analysis.probe.time_to_loss import Config, LossTime, best_per_count, sentence, table
 from gpuwizard.core.units import fmt_hours
 
 
@@ -49,57 +45,54 @@ def device_time(hours: float, instead: float, unit: str) -> str:
     return f"{hours / size:{spec}} {unit}-{name} instead of {instead / size:{spec}}"
 
 
-def pays(speedup: float, gpus_ratio: float) -> str:
-    """compare's judgement, held to the recommendation's bar: a count below GOOD_EFFICIENCY is never said to pay."""
-    said = judgement(1 / speedup, gpus_ratio / speedup)
-    efficiency = speedup / gpus_ratio
-    if said.startswith("pays") and efficiency < GOOD_EFFICIENCY:
-        return (
-            f"does not pay here, {efficiency:.0%} efficiency is below the {GOOD_EFFICIENCY:.0%} a recommendation needs "
-            f"({gpus_ratio / speedup - 1:.0%} more compute for {1 - 1 / speedup:.0%} less time)"
-        )
-    return said
-
-
 def verdict(result: ProbeResult) -> list[str]:
-    """Plain words: does each larger GPU count pay for the full run, is it input-bound, does anything fit?"""
+    """The decision's paragraph first (what to use, how sure, why), then the evidence, which states figures and no
+    judgement of its own: the paired throughput of each compared count, what was left out, input and memory."""
     rows, device = result.rows, result.device
-    best = best_per_gpu_count(grid_rows(result))
-    lines = []
-    if not best:
+    decision = result.decision
+    if decision is None:
         if rows and all(r.outcome == "does not fit" for r in rows if r.outcome != "skipped"):
             smallest = min(r.per_device_batch for r in rows)
-            lines.append(
+            return [
                 f"One device cannot hold {result.policy} at any batch tried (down to {smallest} per device): more "
                 "GPUs with sharding (strategy: fsdp) is the reason to scale here."
-            )
-        else:
-            lines.append("No configuration was measured, so there is nothing to recommend.")
-        return lines
-    base_rate, base = next(iter(best.values()))
+            ]
+        return ["No configuration was measured, so there is nothing to recommend."]
+    lines = [decision.paragraph]
     unit = "GPU" if device == "cuda" else "process"
-    base_h = result.full_run_samples / base_rate / 3600 if result.full_run_samples else None
-    for rate, row in list(best.values())[1:]:
-        speedup = rate / base_rate
-        gpus_ratio = row.gpus / base.gpus
-        batches = (
-            "on both"
-            if row.per_device_batch == base.per_device_batch
-            else f"against {base.per_device_batch} on {base.gpus}"
+    base_rate = (
+        next(
+            (
+                r.samples_per_s
+                for r in rows
+                if r.gpus == decision.compared[0].base_gpus and r.per_device_batch == decision.compared[0].base_batch
+            ),
+            None,
         )
+        if decision.compared
+        else None
+    )
+    base_h = result.full_run_samples / base_rate / 3600 if result.full_run_samples and base_rate else None
+    for c in decision.compared:
+        speedup = c.samples_efficiency * c.gpus / c.base_gpus
+        batches = "on both" if c.batch == c.base_batch else f"against {c.base_batch} on {c.base_gpus}"
+        ratios = ", ".join(f"{r:.2f}x" for r in c.ratios)
         head = (
-            f"{device_word(device, row.gpus)}: {speedup:.2f}x the samples/s of {base.gpus} ({speedup / gpus_ratio:.0%} "
-            f"efficiency, batch {row.per_device_batch} per device {batches})"
+            f"{device_word(device, c.gpus)}: {speedup:.2f}x the samples/s of {c.base_gpus} ({c.samples_efficiency:.0%} "
+            f"per {unit}, batch {c.batch} per device {batches})"
+            + (f", the median of {c.pairs} adjacent pairs ({ratios})" if c.pairs > 1 else "")
         )
-        if base_h is not None:
+        if base_h is not None and speedup > 0:
             hours = base_h / speedup
             head += (
-                f"; the full run ({result.full_run_samples:,} samples) takes {span(base_h)} on "
-                f"{device_word(device, base.gpus)} and {span(hours)} on {row.gpus}, for "
-                f"{device_time(hours * row.gpus, base_h * base.gpus, unit)}"
+                f"; at that rate the full run ({result.full_run_samples:,} samples) takes {span(base_h)} on "
+                f"{device_word(device, c.base_gpus)} and {span(hours)} on {c.gpus}, "
+                f"{device_time(hours * c.gpus, base_h * c.base_gpus, unit)}"
             )
-        lines.append(f"{head}: {pays(speedup, gpus_ratio)}.")
-    if base.data_share is not None and base.data_share >= INPUT_BOUND_SHARE:
+        head += background_text(result, c)
+        lines.append(head + ".")
+    base = next((r for r in rows if r.fits), None)
+    if base is not None and base.data_share is not None and base.data_share >= INPUT_BOUND_SHARE:
         lines.append(
             f"The job waits on data for {base.data_share:.0%} of each step: it is input-bound, so more GPUs will not "
             "help; raise the loader workers (trainer_options.num_workers) or move the dataset to a local disk."
@@ -114,21 +107,21 @@ def verdict(result: ProbeResult) -> list[str]:
         )
     if result.goodput:
         lines.append(result.goodput)
-    choice = recommend(grid_rows(result))
-    if choice is not None:
-        more = "GPUs" if device == "cuda" else "processes"
-        sure = certainty(result)
-        if sure.startswith(TOO_NOISY):  # the line above says so: no firm "do not pay" under it
-            why = f"; whether more {more} pay is too noisy to tell here (above)" if len(best) > 1 else ""
-        else:
-            why = f": more {more} do not pay here" if choice.gpus == base.gpus and len(best) > 1 else ""
-        if sure:
-            lines.append(sure)
-        lines.append(
-            f"Recommended: {device_word(device, choice.gpus)} at batch {choice.per_device_batch} per device "
-            f"({choice.samples_per_s:.1f} samples/s{spread_text(choice)}){why}."
-        )
     return lines
+
+
+def background_text(result: ProbeResult, c: Compared) -> str:
+    """The background the compared windows were taken under, and the pairs left out because it moved."""
+    seen = [
+        w.background
+        for key in ((c.base_gpus, c.base_batch), (c.gpus, c.batch))
+        for w in windows(result, *key)
+        if w.background is not None
+    ]
+    said = f"; {min(seen):.1f}-{max(seen):.1f} cores busy outside the probe over these windows" if seen else ""
+    if c.dropped:
+        said += f"; left out: {len(c.dropped)} pair(s) whose background differed ({'; '.join(c.dropped)})"
+    return said
 
 
 def timed_rows(result: ProbeResult) -> list[ProbeRow]:
@@ -153,6 +146,9 @@ def fill_models(result: ProbeResult) -> None:
     result.throughput = fit(points, host_comm(result.device, result.hardware, result.policy))
     result.predicted = predictions(result, measured)
     result.time_to_loss, result.goodput = loss_verdict(result, measured)
+    if result.noise is not None and not result.noise_stage.startswith(LATER_STAGE):
+        result.noise_stage = f"{INITIAL_STAGE}, the probe's first {result.noise.steps} steps"
+    result.decision = decide(result)
 
 
 def predictions(result: ProbeResult, measured: list[ProbeRow]) -> list[ProbeRow]:
@@ -217,7 +213,30 @@ def loss_verdict(result: ProbeResult, measured: list[ProbeRow]) -> tuple[list[Lo
         )
     rows = table(configs, noise.b_simple, noise.low, noise.high)
     unit = "GPU" if result.device == "cuda" else "process"
-    return rows, sentence(rows, f"{noise.text()}, {noise.source}", unit, result.job_steps)
+    best = list(best_per_count(rows).values())
+    lr = lr_assumed(result, best[0].global_batch, best[1].global_batch) if len(best) > 1 else ("", "")
+    said = sentence(rows, f"{noise.text()}, {noise.source}", unit, result.job_steps, lr[0])
+    return rows, f"{said} {lr[1]}".strip()
+
+
+def lr_assumed(result: ProbeResult, base_batch: int, batch: int) -> tuple[str, str]:
+    """(the lr the step ratio assumes at the bigger global batch, for the advice; the sentence that says it and what
+    the probe ran at instead): S = S_min (1 + B_noise / B) holds for each batch at its own best lr."""
+    lr, scaled = result.lr, result.scaled_lr.get(str(batch))
+    if lr is None:
+        return "", ""
+    if scaled is None or result.scaling_rule == "none":
+        return "", (
+            f"The step ratio assumes each batch at its own best lr; the scaling rule is {result.scaling_rule or 'none'}"
+            ", "
+            f"so a run at global batch {batch} keeps lr {lr:.3g}, where it may buy fewer steps than predicted."
+        )
+    return f" at lr {scaled:.3g}", (
+        f"The step ratio assumes each batch at its own best lr, here the scaling rule's ({result.scaling_rule}): "
+        f"{scaled:.3g} at global batch {batch}, {result.scaled_lr.get(str(base_batch), lr):.3g} at {base_batch}; "
+        f"the probe ran every configuration at the preset's lr {lr:.3g}, so it measured samples/s and B_noise there "
+        f"and did not measure the steps at {scaled:.3g}."
+    )
 
 
 def interval(row: ProbeRow) -> tuple[float, float] | None:
@@ -240,68 +259,14 @@ def spread_text(row: ProbeRow) -> str:
     return f", {rate_range(row)} over {row.sub_windows} windows" if interval(row) else ""
 
 
-TOO_NOISY = "Too noisy to decide"
-
-
-def certainty(result: ProbeResult) -> str:
-    """How sure the recommendation is: whether each larger count's efficiency against the fewest, taken at the
-    slowest and fastest sub-windows of both, stays on one side of the bar a recommendation needs."""
-    best = list(best_per_gpu_count(grid_rows(result)).values())
-    if len(best) < 2:
-        return ""
-    device, base = result.device, best[0][1]
-    rows = [row for _, row in best]
-    if any(interval(row) is None for row in rows):
-        few = ", ".join(device_word(device, row.gpus) for row in rows if interval(row) is None)
-        return (
-            f"How sure: not known; {few} gave no spread (a probe.json from before the spread was kept, or too few "
-            "log lines in the steady window): probe again to measure it."
-        )
-    rates = ", ".join(f"{device_word(device, row.gpus)} {rate_range(row)}" for row in rows) + " samples/s"
-    undecided: list[str] = []
-    decided: list[str] = []
-    for row in rows[1:]:
-        (low, high), (base_low, base_high) = interval(row) or (0.0, 0.0), interval(base) or (1.0, 1.0)
-        ratio = row.gpus / base.gpus
-        worst, best_eff = low / base_high / ratio, high / base_low / ratio
-        said = f"{device_word(device, row.gpus)} {worst:.0%}-{best_eff:.0%} efficiency"
-        if worst < GOOD_EFFICIENCY <= best_eff:
-            undecided.append(said)
-        else:
-            side = "above" if worst >= GOOD_EFFICIENCY else "below"
-            decided.append(f"{said}, {side} the {GOOD_EFFICIENCY:.0%} a recommendation needs")
-    windows = min(row.sub_windows for row in rows)
-    if undecided:
-        return (
-            f"{TOO_NOISY}: {rates} ({', '.join(undecided)}, either side of the {GOOD_EFFICIENCY:.0%} a "
-            "recommendation needs); rerun on a quieter "
-            f"machine{rerun_steps(result)}."
-        )
-    return f"Sure: {rates} (slowest-fastest of {windows} windows each); even at the extremes, {'; '.join(decided)}."
-
-
-STEPS_SHOWN = re.compile(r"steps (\d+)-(\d+)")
-
-
-def rerun_steps(result: ProbeResult) -> str:
-    """ " or with --steps N": N runs each configuration past where its steady rate stopped it (never past the job's
-    steps; nothing where the runs already reached them)."""
-    ends = [int(m.group(2)) for r in result.rows if r.window and (m := STEPS_SHOWN.match(r.window))]
-    reached = max(ends, default=result.steps)
-    steps = min(result.job_steps or 4 * reached, 4 * reached)
-    return f" or with --steps {steps} (each configuration then runs all its steps)" if steps > reached else ""
-
-
 def recommendation_line(result: ProbeResult) -> str:
-    """One line for the wizard's Scaling step: the recommended configuration and how sure it is, in words."""
-    choice = recommend(grid_rows(result))
-    if choice is None:
+    """One line for the wizard's Scaling step: the decision's configuration and how sure it is, in its words."""
+    decision = result.decision
+    if decision is None:
         return "probe: " + (result.verdict[0] if result.verdict else "nothing measured")
-    sure = certainty(result)
-    said = sure.split(":", 1)[0].lower() if sure else "one count measured, nothing compared"
     return (
-        f"probe recommends {device_word(result.device, choice.gpus)} at batch {choice.per_device_batch} "
-        f"({choice.samples_per_s:.0f} samples/s{spread_text(choice)}); {said}"
+        f"probe recommends {device_word(result.device, decision.gpus)} at batch {decision.batch} "
+        f"({decision.samples_per_s:.0f} samples/s, judged in {decision.basis}); {decision.confidence}"
     )
 
 

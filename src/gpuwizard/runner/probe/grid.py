@@ -3,20 +3,23 @@ its output in the probe's scratch folder, one at a time, within a time budget, c
 
 from __future__ import annotations
 
+import math
 import os
-import re
 import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE
 from gpuwizard.analysis.probe.results import (
+    ENOUGH_LINES,
+    ENOUGH_S,
     PROBE_RECORD,
     SCRATCH,
+    WARMUP_SHARE,
     ProbeResult,
     ProbeRow,
     add_scaling,
@@ -30,109 +33,13 @@ from gpuwizard.analysis.probe.verdict import fill_models, verdict
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
+from gpuwizard.runner.probe.background import BackgroundMeter
 from gpuwizard.runner.probe.batch_search import grid_memory_line, search_batch
+from gpuwizard.runner.probe.request import START_GUESS_S, ProbeRequest, clock, startable_gpus
 from gpuwizard.runs.rundir import PRIVATE, RunDir
 
 if TYPE_CHECKING:
-    from gpuwizard.gpus.inventory import Inventory
     from gpuwizard.model.job import Plan
-
-
-@dataclass
-class ProbeRequest:
-    preset: Preset
-    gpus: list[int]
-    batches: list[int] | None
-    """Per-device batches to measure; None searches the largest that fits (--batch auto)."""
-    budget_s: float | None = None
-    headroom: float = 0.1
-    slurm: bool = False
-    steps: int | None = None
-    gpus_chosen: bool = True
-    """The GPU counts were the user's (--gpus): one this machine cannot start is refused, not quietly dropped."""
-
-
-def default_gpus(preset: Preset) -> list[int]:
-    """1 and the preset's own count (2 when it has one): does the next GPU pay?"""
-    return sorted({1, max(2, preset.hardware.gpus)})
-
-
-def default_batches(preset: Preset) -> list[int]:
-    """The plan's per-device batch and twice it."""
-    from gpuwizard.planning.plan import make_plan
-
-    per_device = make_plan(preset)[0].per_device_batch or 1
-    return [per_device, per_device * 2]
-
-
-def default_request(preset: Preset) -> ProbeRequest:
-    return ProbeRequest(preset, default_gpus(preset), default_batches(preset), gpus_chosen=False)
-
-
-def unstartable(request: ProbeRequest, inventory: Inventory) -> dict[int, str]:
-    """The GPU counts this machine cannot start (more CPU processes than cores, more GPUs than visible), and why:
-    the capacity check `run` refuses on (SLURM checks its own nodes)."""
-    from gpuwizard.planning.machine import machine_problems
-    from gpuwizard.planning.plan import make_plan, with_gpus
-
-    refused = {}
-    for gpus in request.gpus:
-        preset = with_gpus(request.preset, gpus)
-        found = machine_problems(preset, make_plan(preset)[0], inventory)
-        if found:
-            refused[gpus] = found[0].message
-    return refused
-
-
-def startable_gpus(request: ProbeRequest, inventory: Inventory, device: str) -> tuple[list[int], list[str]]:
-    """The counts to probe and what was left out; chosen counts this machine cannot start are refused up front,
-    before any configuration runs, in one paragraph like `run --gpus N` (default counts are only left out)."""
-    refused = unstartable(request, inventory)
-    kept = [g for g in request.gpus if g not in refused]
-    word = "processes" if device == "cpu" else "GPUs"
-    if refused and (request.gpus_chosen or not kept):
-        limit = (os.cpu_count() or 1) if device == "cpu" else len(inventory.visible())
-        largest = max(refused)
-        counts = ",".join(map(str, request.gpus))
-        raise UserError(
-            problem(
-                "--gpus" if request.gpus_chosen else "hardware.gpus",
-                f"{largest} {word} cannot start here: {refused[largest]}",
-                f"probe at most {limit} {word}, e.g. --gpus {','.join(map(str, sorted({1, max(1, limit)})))}"
-                if limit
-                else "probe on a machine with GPUs, or set hardware.device: cpu for a CPU dry run",
-                value=counts,
-            )
-        )
-    return kept, [f"{g} {word}: {why}" for g, why in refused.items()]
-
-
-DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?")
-
-
-def parse_budget(text: str) -> float:
-    """`10m`, `90s`, `1h`, `1h30m` or plain seconds."""
-    body = text.strip()
-    match = DURATION.fullmatch(body.removeprefix("-").strip())
-    if not match or not any(match.groups()):
-        raise UserError(problem("--budget", "is not a duration", "write it like 10m, 90s or 1h30m", value=text))
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    total = hours * 3600 + minutes * 60 + seconds
-    if body.startswith("-") or total <= 0:
-        raise UserError(
-            problem("--budget", "must be more than zero", "give the time the probe may take, e.g. 10m", value=text)
-        )
-    return total
-
-
-def parse_counts(text: str, flag: str) -> list[int]:
-    try:
-        values = sorted({int(v) for v in text.split(",") if v.strip()})
-    except ValueError:
-        values = []
-    if not values or values[0] < 1:
-        raise UserError(problem(flag, "is not a list of whole numbers of 1 or more", "write it like 1,2,4", value=text))
-    return values
 
 
 def new_probe_dir(preset_name: str) -> Path:
@@ -162,9 +69,13 @@ class Probe:
         self.cancelled = threading.Event()
         self.child: RunDir | None = None
         self.started = time.monotonic()
+        self.walls: list[float] = []
+        """Each run's wall time as the probe saw it (start-up, measuring and stopping)."""
         plan = self._plan(request.gpus[0], None)
         asked = list(request.gpus)
         request.gpus, left_out = startable_gpus(request, self.inventory, plan.device)
+        steps = min(request.steps or self.trainer.probe_steps, request.preset.optim.steps)
+        self.refuse_silent_log(steps)
         self.path = new_probe_dir(request.preset.name)
         device_mb = self._device_memory_mb(plan.device)
         self.device_memory_mb = device_mb
@@ -178,7 +89,7 @@ class Probe:
             device=plan.device,
             hardware=self._hardware(plan.device),
             created=time.time(),
-            steps=min(request.steps or self.trainer.probe_steps, request.preset.optim.steps),
+            steps=steps,
             job_steps=request.preset.optim.steps,
             steps_asked=request.steps is not None,
             headroom=request.headroom,
@@ -188,7 +99,12 @@ class Probe:
             gpus=asked,
             grad_accum=request.preset.batch.grad_accum,
             cores=os.cpu_count() if plan.device == "cpu" else None,
+            rounds=request.repeat,
+            lr=request.preset.optim.lr,
+            scaling_rule=request.preset.scaling.rule,
         )
+        self.result.scaled_lr = self._scaled_lrs()
+        self.result.expected_s = self.expected_s()
         self.save()
 
     def _plan(self, gpus: int, batch: int | None) -> Plan:
@@ -198,6 +114,55 @@ class Probe:
         if batch is not None:
             preset = with_field(preset, "batch.size", self._batch_flag(batch, gpus))
         return make_plan(preset)[0]
+
+    def _scaled_lrs(self) -> dict[str, float]:
+        """The lr the preset's scaling rule gives each global batch of the grid (what the step ratio assumes)."""
+        out = {}
+        for gpus in self.request.gpus:
+            for batch in self.request.batches or []:
+                plan = self._plan(gpus, batch)
+                if plan.lr is not None and plan.effective_batch:
+                    out[str(plan.effective_batch)] = plan.lr
+        return out
+
+    def refuse_silent_log(self, steps: int) -> None:
+        """A trainer whose log lines come too far apart for the probe's steps would measure nothing: refused in one
+        paragraph, before anything starts (the probe sets the interval where the trainer has one)."""
+        from gpuwizard.planning.plan import make_plan
+
+        plan, ctx = make_plan(self.trainer.probe_variant(self.request.preset, steps))
+        every = self.trainer.log_interval(ctx)
+        needed = ENOUGH_LINES / (1 - WARMUP_SHARE)
+        if every and plan.trainer_steps // every < needed:
+            raise UserError(
+                problem(
+                    "--steps",
+                    f"a configuration of {steps} steps logs a loss and a rate every {every} of the trainer's steps, "
+                    f"{plan.trainer_steps // every} lines: fewer than the {needed:.0f} the probe needs to measure past "
+                    "the warm-up",
+                    f"probe with --steps {math.ceil(every * needed * steps / max(1, plan.trainer_steps))} or more, or "
+                    "lower the trainer's log interval in trainer_options",
+                    value=steps,
+                )
+            )
+
+    def planned_runs(self) -> int:
+        """Runs the probe will start: the grid, then each round's compared configurations (one per GPU count)."""
+        grid, counts = len(self.request.gpus) * len(self.request.batches or [1]), len(self.request.gpus)
+        return grid + (self.request.repeat * counts if counts > 1 else 0)
+
+    def expected_s(self) -> float:
+        """The probe's duration: the mean run so far times the runs left, or before any has ended a guess from the
+        plan (start-up, and the steps the measured window needs at the plan's estimated step time)."""
+        runs = self.walls
+        left = max(0, self.planned_runs() - len(runs))
+        if runs:
+            return self._elapsed() + left * sum(runs) / len(runs)
+        plan = self._plan(self.request.gpus[0], None)
+        hours = next((e.get("wall_h") for e in plan.estimates if e.get("gpus") == 1 and e.get("wall_h")), None)
+        step_s = hours * 3600 / max(1, self.request.preset.optim.steps) if hours else None
+        measure = min(self.result.steps * step_s, 3 * ENOUGH_S) if step_s else 3 * ENOUGH_S
+        return self.planned_runs() * (START_GUESS_S[self.result.device] + measure)
 
     def _batch_flag(self, per_device: int, gpus: int) -> int:
         """The preset's batch.size for a per-device batch, in the trainer's own meaning (GR00T, openpi: global)."""
@@ -256,12 +221,18 @@ class Probe:
         scratch = self.path / SCRATCH / f"g{gpus}-b{batch}"
         return with_field(with_field(preset, "batch.size", self._batch_flag(batch, gpus)), "output_dir", str(scratch))
 
-    def run_config(self, gpus: int, batch: int) -> ProbeRow:
-        """One short real run; its row (a recognised out-of-memory failure is `does not fit`, not a crash)."""
+    def run_config(self, gpus: int, batch: int, repeat: int = 0) -> ProbeRow:
+        """One short real run, with the machine's background beside it; its row (a recognised out-of-memory failure
+        is `does not fit`, not a crash)."""
         from gpuwizard.runner.launch.prepare import prepare_run
         from gpuwizard.runner.launch.start import start_run
 
-        self.say(f"running {gpus} x batch {batch}")
+        done, began = len(self.walls), time.monotonic()
+        which = f"round {repeat} of {self.request.repeat}, " if repeat else ""
+        self.say(
+            f"running {gpus} x batch {batch} ({which}run {done + 1} of {self.planned_runs()}; "
+            f"{clock(self._elapsed())} elapsed of about {clock(self.result.expected_s or 0)})"
+        )
         preset = self.launch_preset(gpus, batch)
         try:
             prepared = prepare_run(preset, gpus=gpus, inventory=self.inventory, slurm=self.request.slurm)
@@ -269,7 +240,9 @@ class Probe:
             return ProbeRow(gpus=gpus, per_device_batch=batch, outcome="failed", detail=exc.problems[0].message)
         run = start_run(replace(prepared, probe=self.result.probe_id), on_hang="stop")
         self.child, enough = run, False  # an interrupt from here on stops it (Probe.run)
-        while not run.status().final:
+        meter = BackgroundMeter()
+        while not (status := run.status()).final:
+            meter.sample(status.supervisor.pid if status.supervisor else None)
             if self.cancelled.is_set():
                 self._stop_child()
                 break
@@ -279,8 +252,11 @@ class Probe:
                 break
             time.sleep(0.3)
         self.child = None
+        self.walls.append(time.monotonic() - began)
         row = measure(run, gpus, batch, self.result.steps, self.device_memory_mb, stopped_measured=enough)
         row = with_noise(self.with_peak(row, run, preset), run, self.result.grad_accum)
+        background, shift = meter.window(row.window_start, row.window_end)
+        row = row.model_copy(update={"repeat": repeat, "background": background, "background_shift": shift})
         if self.result.device != "cuda" or self.simulated:
             return row  # only the allocator's refusal says it does not fit: a simulated device has no other tenant
         return with_headroom(row, self.request.headroom)
@@ -331,10 +307,33 @@ class Probe:
             self._stop_child(run)
 
     def record(self, row: ProbeRow) -> None:
-        self.result.rows = add_scaling([*self.result.rows, row])
+        if row.repeat:
+            self.result.repeats = [*self.result.repeats, row]
+        else:
+            self.result.rows = add_scaling([*self.result.rows, row])
         fill_models(self.result)
+        self.result.expected_s = self.expected_s()
         self.save()
-        self.on_update(self.result, f"{row.gpus} x batch {row.per_device_batch}: {row.outcome}")
+        said = f"{row.samples_per_s:.1f} samples/s" if row.samples_per_s else row.outcome
+        self.on_update(
+            self.result,
+            f"{row.gpus} x batch {row.per_device_batch}: {said} ({clock(self._elapsed())} elapsed, about "
+            f"{clock(max(0.0, (self.result.expected_s or 0) - self._elapsed()))} left)",
+        )
+
+    def alternate(self) -> None:
+        """Rounds of the configurations the decision compares (the best per GPU count), in alternating order (the
+        grid's order reversed, then as it was, ...) so each window of one lies beside a window of the other."""
+        decision = self.result.decision
+        if decision is None or not decision.compared:
+            return
+        first = decision.compared[0]
+        keys = [(first.base_gpus, first.base_batch), *((c.gpus, c.batch) for c in decision.compared)]
+        for round_ in range(1, self.request.repeat + 1):
+            for gpus, batch in keys[::-1] if round_ % 2 else keys:
+                if self.cancelled.is_set() or self.out_of_budget(f"{gpus} x batch {batch}, round {round_}"):
+                    return
+                self.record(self.run_config(gpus, batch, round_))
 
     def run(self) -> ProbeResult:
         """The whole grid; the result is kept in the probe's folder whatever happens."""
@@ -353,6 +352,7 @@ class Probe:
                     if self.cancelled.is_set() or done or self.out_of_budget(f"{gpus} x batch {batch}"):
                         continue
                     self.record(self.run_config(gpus, batch))
+            self.alternate()
             if self.result.memory is None:
                 self.result.memory = grid_memory_line(self, self.machine_mb())
             self.result.state = "stopped" if self.cancelled.is_set() else "finished"
@@ -368,7 +368,6 @@ class Probe:
     def _wind_up(self) -> None:
         """Stop what still runs, drop the scratch output (checkpoints of a measurement are of no use) and keep the
         result; a second Ctrl-C or SIGTERM meanwhile does not leave it half done (the stops are already asked)."""
-        from gpuwizard.analysis.probe.results import grid_rows, recommend
 
         while True:
             try:
@@ -377,12 +376,18 @@ class Probe:
                 self.result.ended = self.result.ended or time.time()
                 fill_models(self.result)
                 self.result.verdict = verdict(self.result)
-                self.result.recommended = recommend(grid_rows(self.result))
+                self.result.recommended = self.recommended()
                 self.save()
                 break
             except KeyboardInterrupt:
                 continue
         self.on_update(self.result, self.result.state)
+
+    def recommended(self) -> ProbeRow | None:
+        """The grid's row of the decision's configuration."""
+        d = self.result.decision
+        found = (r for r in self.result.rows if d and (r.gpus, r.per_device_batch) == (d.gpus, d.batch))
+        return next(found, None)
 
     def cancel(self) -> None:
         self.cancelled.set()

@@ -136,7 +136,8 @@ class ProbeScreen(Screen[bool]):
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def start(self) -> None:
         from gpuwizard.core.errors import UserError
-        from gpuwizard.runner.probe.grid import Probe, default_request
+        from gpuwizard.runner.probe.grid import Probe
+        from gpuwizard.runner.probe.request import default_request
 
         try:
             self.probe = Probe(
@@ -222,19 +223,18 @@ class ProbeScreen(Screen[bool]):
         for row in [*result.rows, *result.predicted]:
             table.add_row(*cells(row, to_loss.get((row.gpus, row.per_device_batch, row.outcome == "predicted"))))
         bar = self.query_one("#probe-progress", ProgressBar)
-        total = len(result.batches) * len(self.probe.request.gpus) if self.probe and result.batches else None
-        bar.update(total=total, progress=sum(r.outcome != "stopped" for r in result.rows))  # a stop is no progress
+        total = self.probe.planned_runs() if self.probe and result.batches else None
+        ran = [*result.rows, *result.repeats]
+        bar.update(total=total, progress=sum(r.outcome != "stopped" for r in ran))  # a stop is no progress
 
 
 def verdict_text(result: ProbeResult) -> str:
-    """Under the table, in the order a user decides by: the recommendation (at 80x24 it was the last line, below
-    the fold), the rest of the verdict, then the notes `gpuwizard probe` prints (B_noise, the memory line, the
-    throughput model, t-loss)."""
+    """Under the table: the decision's one paragraph first (what to use, how sure, why: at 80x24 it is above the
+    fold), then the evidence and the notes `gpuwizard probe` prints (B_noise, the memory line, the models)."""
     from gpuwizard.analysis.probe.verdict import models_text
 
-    first = [line for line in result.verdict if line.startswith("Recommended:")]
-    rest = [line for line in result.verdict if line not in first]
-    return "\n".join([*first, *rest, "", *models_text(result)]).strip()
+    head, *evidence = result.verdict or [""]
+    return "\n\n".join(part for part in (head, "\n".join([*evidence, *models_text(result)])) if part).strip()
 
 
 def cells(row: ProbeRow, time_ratio: float | None = None) -> tuple[str, ...]:

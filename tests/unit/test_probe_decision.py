@@ -1,0 +1,155 @@
+"""The probe's one answer (issue 35): ratios over adjacent windows taken under one background, physics as a check, one
+rule and one confidence, said in one paragraph that the evidence under it never contradicts."""
+
+from __future__ import annotations
+
+import re
+
+from gpuwizard.analysis.probe.decision import adjacent_pairs, decide
+from gpuwizard.analysis.probe.noise_scale import NoiseFigure
+from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+from gpuwizard.analysis.probe.verdict import fill_models, verdict
+
+
+def window(
+    gpus: int, rate: float, t: float, repeat: int = 0, background: float = 0.2, spread: float = 0.05
+) -> ProbeRow:
+    """One configuration's measured window at time t: its rate with a +-spread between sub-windows."""
+    return ProbeRow(
+        gpus=gpus,
+        per_device_batch=8,
+        outcome="measured",
+        samples_per_s=rate,
+        rate_low=rate * (1 - spread),
+        rate_high=rate * (1 + spread),
+        sub_windows=4,
+        window="steps 80-300 (20 log lines, 9 s)",
+        window_start=t,
+        window_end=t + 9,
+        background=background,
+        background_shift=0.0,
+        repeat=repeat,
+    )
+
+
+def probe(windows: list[ProbeRow], noise: NoiseFigure | None = None, stage: str = "") -> ProbeResult:
+    result = ProbeResult(
+        probe_id="p",
+        preset="demo-cpu",
+        trainer="demo",
+        policy="demo",
+        device="cpu",
+        hardware="CPU, 2 cores",
+        created=0.0,
+        steps=300,
+        job_steps=300,
+        headroom=0.1,
+        full_run_samples=4800,
+        rows=[w for w in windows if not w.repeat],
+        repeats=[w for w in windows if w.repeat],
+        batches=[8],
+        cores=2,
+        rounds=2,
+        noise_stage=stage,
+    )
+    fill_models(result)
+    if noise is not None:  # as a gauged run would have measured it, then the decision on it
+        result.noise, result.noise_stage = noise, stage
+        result.decision = decide(result)
+    result.verdict = verdict(result)
+    return result
+
+
+def alternating(one: list[float], two: list[float], backgrounds: list[float] | None = None) -> list[ProbeRow]:
+    """1 then 2 processes, then 2, 1, 1, 2 ...: the order the probe's rounds take (A B B A A B)."""
+    order, out = [(1, 2), (2, 1), (1, 2)], []
+    backgrounds = backgrounds or [0.2] * (len(one) + len(two))
+    rates = {1: iter(one), 2: iter(two)}
+    t = 0.0
+    for round_, pair in enumerate(order[: len(one)]):
+        for gpus in pair:
+            out.append(window(gpus, next(rates[gpus]), t, repeat=round_, background=backgrounds[len(out)]))
+            t += 20
+    return out
+
+
+def test_windows_pair_with_their_neighbours_in_the_order_taken():
+    windows = alternating([1000, 1010, 990], [400, 410, 390])
+    pairs = adjacent_pairs([w for w in windows if w.gpus == 1], [w for w in windows if w.gpus == 2])
+    assert [(a.window_start, b.window_start) for a, b in pairs] == [(0, 20), (60, 40), (80, 100)]
+
+
+def test_a_second_process_well_below_the_bar_is_a_sure_no_said_in_samples_per_s_without_a_noise_scale():
+    result = probe(alternating([1000, 1020, 980], [400, 410, 395]))
+    d = result.decision
+    assert d is not None and (d.gpus, d.confidence, d.basis) == (1, "sure", "samples/s")
+    assert d.compared[0].pairs == 3 and 0.19 < d.compared[0].efficiency < 0.21
+    head = result.verdict[0]
+    assert head.startswith(
+        "Recommended: 1 process at batch 8 per device (1000.0 samples/s); sure: 2 processes keep 20%"
+    )
+    assert "in samples/s (B_noise was not measured" in head
+    assert "above the" not in head and "below the 70%" in head
+
+
+def test_efficiency_above_100_percent_is_never_sure_and_says_the_load_changed():
+    """The LeRobot ACT probe on 2 cores measured 219% and called it sure (issue 35)."""
+    result = probe(alternating([500, 520, 480], [2200, 2150, 2250]))
+    d = result.decision
+    assert d is not None and d.confidence == "cannot tell" and d.gpus == 1
+    head = result.verdict[0]
+    assert head.startswith("Cannot tell here whether 2 processes pay against 1: 2 processes measured 220% efficiency")
+    assert "so the machine's load changed between them; rerun on a quieter machine or with --repeat 4" in head
+    assert "Recommended: 2" not in "\n".join(result.verdict)
+
+
+def test_pairs_taken_under_a_different_background_are_left_out_and_all_left_out_cannot_tell():
+    # the 1-process windows ran while a burner kept 1.2 cores busy, the 2-process ones on a quiet machine
+    backgrounds = [1.2, 0.1, 0.1, 1.2, 1.2, 0.1]
+    result = probe(alternating([500, 510, 490], [900, 910, 890], backgrounds))
+    d = result.decision
+    assert d is not None and d.confidence == "cannot tell"
+    assert (
+        "every pair of adjacent windows was taken under a different background (1.2 against 0.1 cores busy outside"
+        in (result.verdict[0])
+    )
+    one_moved = [0.2, 0.2, 1.4, 0.2, 0.2, 0.2]
+    kept = probe(alternating([1000, 1000, 1000], [400, 100, 400], one_moved)).decision
+    assert kept is not None and kept.compared[0].pairs == 2 and len(kept.compared[0].dropped) == 1
+    assert kept.confidence == "sure" and kept.compared[0].efficiency == 0.2
+
+
+def test_an_interval_either_side_of_the_bar_cannot_tell_and_recommends_the_fewest():
+    result = probe(alternating([1000, 1000, 1000], [1250, 1500, 1700]))
+    d = result.decision
+    assert d is not None and (d.confidence, d.gpus) == ("cannot tell", 1)
+    assert "either side of the 70% a larger count must keep" in result.verdict[0]
+    assert result.verdict[0].endswith("Until then: 1 process at batch 8 per device (1000.0 samples/s).")
+
+
+def test_a_noise_scale_from_the_initial_weights_never_makes_the_answer_sure():
+    """At B_noise 400 a doubled batch costs almost no extra steps, so 2 processes at 80% per sample pay; whether they
+    do depends on B_noise, and one from the first steps at the initial weights cannot settle it."""
+    noise = NoiseFigure(b_simple=400.0, low=300.0, high=600.0, steps=200, b_small=8, b_big=16, provisional=False)
+    rows = alternating([1000, 1000, 1000], [1600, 1600, 1600])
+    early = probe(rows, noise, stage="the initial weights (the probe's first 200 steps)")
+    d = early.decision
+    assert d is not None and (d.confidence, d.gpus, d.basis) == ("likely", 2, "time to the same loss")
+    assert early.verdict[0].startswith("Recommended: 2 processes at batch 8 per device (1600.0 samples/s); likely, not")
+    assert (
+        "comes from the initial weights (the probe's first 200 steps), where it is typically far smaller"
+        in (early.verdict[0])
+    )
+    later = probe(rows, noise, stage="a checkpoint at step 4000 of run r1").decision
+    assert later is not None and later.confidence == "sure"
+    # far below the bar whatever B_noise is: sure, even from the initial weights
+    slow = probe(alternating([1000, 1000, 1000], [500, 500, 500]), noise, stage="the initial weights").decision
+    assert slow is not None and slow.confidence == "sure" and "whatever B_noise is" in slow.paragraph
+
+
+def test_the_evidence_states_figures_and_never_a_judgement_of_its_own():
+    result = probe(alternating([1000, 1020, 980], [400, 410, 395]))
+    evidence = "\n".join(result.verdict[1:])
+    words = set(re.findall(r"[a-z]+", evidence.lower()))
+    assert not words & {"pays", "pay", "sure", "recommended", "likely"}, evidence
+    assert evidence.startswith("2 processes: 0.40x the samples/s of 1 (20% per process, batch 8 per device on both)")
