@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from gpuwizard.runs.records import Expectations, Job, Status
-from gpuwizard.runs.rundir import RunDir
+from gpuwizard.runs.rundir import RunDir, list_runs
 from support.data import DATA
 
 CMP_RUNS = ("20261201-005642-demo-cmp", "20261201-005700-demo-cmp")
@@ -18,6 +18,19 @@ def copy_runs(data: Path, *names: str) -> None:
     """Real finished runs (tests/data/runs) into a data folder: a 1-process and a 2-process demo of one preset."""
     for name in names:
         shutil.copytree(DATA / "runs" / name, data / "runs" / name, dirs_exist_ok=True)
+
+
+def status_record(**fields) -> Status:
+    """A status.json record for a test: a running demo on one CPU process, with the fields the test sets."""
+    base = dict(run_id="r", preset="p", trainer="demo", policy="demo", world_size=1, device="cpu", steps=1, created=1.0)
+    return Status(**base | dict(state="running", command="x") | fields)
+
+
+def newest_run() -> RunDir:
+    """The newest run of the test's data folder."""
+    runs = list_runs()
+    assert runs, "a run folder was created"
+    return runs[0].run
 
 
 def copied_run(tmp_path, name: str = "20261129-120000-demo-cpu", **status) -> RunDir:
@@ -51,11 +64,9 @@ def hand_made_run(
         expect=expect,
     )
     run.write("job.json", job)
-    status = Status(
+    status = status_record(
         run_id=run.run_id,
         preset=folder.name,
-        trainer="demo",
-        policy="demo",
         world_size=world_size,
         device=device,
         steps=7,

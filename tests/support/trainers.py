@@ -11,6 +11,17 @@ from pathlib import Path
 import pytest
 
 
+def flag(argv: list[str], name: str) -> str | None:
+    """The value a built command gives `name` (`--name=value` or `--name value`): the last where it is given twice, as
+    the trainers' parsers read it."""
+    found = [
+        argv[i + 1] if arg == name else arg.split("=", 1)[1]
+        for i, arg in enumerate(argv)
+        if arg == name or arg.startswith(name + "=")
+    ]
+    return found[-1] if found else None
+
+
 def trainer_env(variable: str, what: str) -> str:
     """A real trainer environment named by `variable`; skipped without one, a failure where
     GPUWIZARD_REQUIRE_TRAINERS=1 (set by .ci/run, which builds them with scripts/trainer-envs.sh)."""

@@ -8,8 +8,9 @@ import re
 import pytest
 
 from gpuwizard.runner.launch.start import relaunch
-from gpuwizard.runs.rundir import RunDir, list_runs
+from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, wait_for
+from support.runs import newest_run
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +29,6 @@ monitor: {{hang_timeout_s: 30}}
 """
 
 
-def newest() -> RunDir:
-    return list_runs()[0].run
-
-
 def step_of(run: RunDir) -> int:
     progress = run.progress()
     return progress.step or 0 if progress else 0
@@ -45,7 +42,7 @@ def test_a_resume_keeps_the_steps_its_run_was_continued_to(tmp_path, monkeypatch
     path = tmp_path / "longer.yaml"
     path.write_text(PRESET.format(root=tmp_path))
     assert gw_subprocess("run", "--trust", path, "--headless", timeout=240).returncode == 0
-    finished = newest()
+    finished = newest_run()
     continued = relaunch(finished, resume=True, steps=60)  # the monitor's `r` on a finished run
     assert wait_for(lambda: step_of(continued) >= 45, timeout=180)
     stopped = gw_subprocess("stop", continued.run_id, timeout=120)
@@ -54,7 +51,7 @@ def test_a_resume_keeps_the_steps_its_run_was_continued_to(tmp_path, monkeypatch
 
     resumed = gw_subprocess("run", "--trust", path, "--headless", "--resume", continued.run_id, timeout=240)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    last = newest()
+    last = newest_run()
     assert f"run {last.run_id}: 2 x cpu, 60 steps" in resumed.stdout and "finished green" in resumed.stdout
     log = last.log.read_text()
     assert re.search(r"Resuming from step (40|50) ", log) and "step 60/60" in log, log

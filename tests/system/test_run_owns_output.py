@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.runs.rundir import RunDir, list_runs
+from gpuwizard.runs.rundir import list_runs
 from support.cli import gw_subprocess, wait_for
+from support.runs import newest_run
 
 pytestmark = pytest.mark.slow
 
@@ -42,12 +43,6 @@ def write(tmp_path: Path, name: str, file: str = "", steps: int = 30, output: st
     return path
 
 
-def newest() -> RunDir:
-    runs = list_runs()
-    assert runs, "a run folder was created"
-    return runs[0].run
-
-
 def test_each_fresh_run_owns_its_folder_and_a_resume_continues_its_own_weights(tmp_path):
     """Two runs of one preset without output_dir: each writes outputs/train/<name>/<run id> and marks it; resuming the
     first (crashed after its step-20 checkpoint) continues its own weights in its own folder, with no word of an
@@ -58,10 +53,10 @@ def test_each_fresh_run_owns_its_folder_and_a_resume_continues_its_own_weights(t
     fixed = write(tmp_path, "own")
     first = gw_subprocess("run", "--trust", crashing, "--headless", cwd=work, timeout=240)
     assert first.returncode != 0 and "failed" in first.stdout, first.stdout + first.stderr
-    crashed = newest()
+    crashed = newest_run()
     second = gw_subprocess("run", "--trust", fixed, "--headless", cwd=work, timeout=240)
     assert second.returncode == 0, second.stdout + second.stderr
-    finished = newest()
+    finished = newest_run()
     folders = {run.run_id: Path(run.job().output_dir) for run in (crashed, finished)}
     assert folders == {run_id: (work / "outputs" / "train" / "own" / run_id).resolve() for run_id in folders}
     for run_id, folder in folders.items():
@@ -81,7 +76,7 @@ def test_each_fresh_run_owns_its_folder_and_a_resume_continues_its_own_weights(t
         "resume trains the rest at 4 on 1 process. Fix: resume on 2 processes (--gpus 2) to keep it, or set "
         "batch.grad_accum to 2." in resumed.stderr
     ), resumed.stderr
-    third = newest()
+    third = newest_run()
     assert (third.job().output_dir, third.job().resume_chain) == (str(own), crashed.run_id)
     log = third.log.read_text()
     assert "Resuming from step 20" in log and "step 30/30" in log and third.status().state == "finished"
@@ -94,7 +89,7 @@ def test_a_fresh_run_into_a_fixed_folder_with_another_runs_checkpoints_is_refuse
     out = tmp_path / "out"
     path = write(tmp_path, "fixed", steps=10, output=f"output_dir: {out}")
     assert gw_subprocess("run", "--trust", path, "--headless", timeout=240).returncode == 0
-    first = newest()
+    first = newest_run()
     paragraph = (
         f"fixed: output_dir = '{out}': holds checkpoints written by run {first.run_id}: a fresh run there would "
         "overwrite them, and a later resume would continue from a mix of the two runs. Fix: resume that run with "
@@ -116,11 +111,11 @@ def test_a_resume_takes_no_checkpoint_another_run_wrote_over_its_folder(tmp_path
     early = write(tmp_path, "taken", "taken-crash", steps=20, output=f"output_dir: {out}", options=crash)
     fixed = write(tmp_path, "taken", steps=20, output=f"output_dir: {out}")
     assert gw_subprocess("run", "--trust", early, "--headless", timeout=240).returncode != 0
-    crashed = newest()
+    crashed = newest_run()
     assert gw_subprocess("run", "--trust", fixed, "--headless", timeout=240).returncode == 0, (
         "no checkpoint was in the way"
     )
-    other = newest()
+    other = newest_run()
     refused = gw_subprocess("run", "--trust", fixed, "--headless", "--resume", crashed.run_id)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr == (
@@ -140,7 +135,7 @@ def test_an_lr_mismatch_ends_failed_and_a_resume_that_would_train_none_is_refuse
     path = write(tmp_path, "lr-off", steps=20, options="  ignore_lr_flag: true", lr="2.5e-4")
     result = gw_subprocess("run", "--trust", path, "--headless", cwd=work, timeout=240)
     assert result.returncode == 1, result.stdout + result.stderr
-    run = newest()
+    run = newest_run()
     status = run.status()
     assert (status.state, status.exit_code, status.job_exit_code) == ("failed", 1, 0)
     mismatch = "lr mismatch: the trainer logs 0.001, the plan's schedule says 0.00025 (the job itself exited 0)"
@@ -168,7 +163,7 @@ def test_an_output_dir_inside_an_active_runs_folders_is_refused(tmp_path):
     )
     try:
         assert wait_for(lambda: list_runs() and list_runs()[0].status.state == "running", timeout=120)
-        active = newest()
+        active = newest_run()
         for what, inner in (("output folder", tmp_path / "busy" / "mine"), ("run folder", active.path / "mine")):
             nested = write(tmp_path, "nested", steps=10, output=f"output_dir: {inner}")
             result = gw_subprocess("run", "--trust", nested, "--headless")

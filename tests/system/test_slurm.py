@@ -15,6 +15,7 @@ import pytest
 from gpuwizard.runs.rundir import RunDir, list_runs
 from support.cli import gw_subprocess, wait_for
 from support.data import DATA
+from support.runs import newest_run
 from support.slurm import GPU_2NODE, cluster_answers
 
 DEMO = """\
@@ -122,15 +123,11 @@ def queued(job_id: str) -> bool:
     return bool(out.stdout.strip())
 
 
-def newest() -> RunDir:
-    return list_runs()[0].run
-
-
 @pytest.mark.slurm
 def test_the_demo_on_two_slurm_nodes_finishes_green(demo_on_slurm):
     result = gw_subprocess("run", "--trust", demo_on_slurm("demo-slurm"), "--slurm", "--headless", timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    run = newest()
+    run = newest_run()
     status = run.status()
     assert (status.state, status.exit_code, status.slurm_state) == ("finished", 0, "COMPLETED")
     assert "Effective batch size: 4 x 2 workers x 1 grad accum = 8" in run.log.read_text(), "world size 2"
@@ -157,8 +154,10 @@ def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_pat
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert wait_for(lambda: list_runs() and (newest().progress() or None) and (newest().progress().step or 0) >= 5, 300)
-    run = newest()
+    assert wait_for(
+        lambda: list_runs() and (newest_run().progress() or None) and (newest_run().progress().step or 0) >= 5, 300
+    )
+    run = newest_run()
     job_id = run.status().slurm_job_id
     stop = gw_subprocess("stop", run.run_id, timeout=180)
     assert stop.returncode == 0, stop.stdout + stop.stderr
@@ -189,8 +188,8 @@ def test_a_job_that_cannot_start_shows_its_pending_reason_and_is_cancelled(demo_
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert wait_for(lambda: list_runs() and newest().status().slurm_reason is not None, 120)
-    run = newest()
+    assert wait_for(lambda: list_runs() and newest_run().status().slurm_reason is not None, 120)
+    run = newest_run()
     status = run.status()
     assert status.slurm_state == "PENDING" and status.slurm_reason == "PartitionConfig"
     assert wait_for(lambda: any(e.kind == "slurm_pending" for e in run.events()[0]), 30)

@@ -34,6 +34,7 @@ from gpuwizard.trainers.logparse import parse_hf
 from gpuwizard.trainers.registry import get_trainer
 from support.cli import gw_subprocess, wait_for
 from support.data import DATA, REPO
+from support.runs import newest_run
 from support.trainers import probe_batch_driver, trainer_env
 
 HF = get_trainer("hf")
@@ -286,12 +287,6 @@ def write(tmp_path: Path, data: dict) -> Path:
     path = tmp_path / "hf-tiny.yaml"
     path.write_text(dumps(data))
     return path
-
-
-def newest_run():
-    from gpuwizard.runs.rundir import list_runs
-
-    return list_runs()[0].run
 
 
 def logged_dicts(log: str) -> list[dict]:

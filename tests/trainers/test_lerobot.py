@@ -14,6 +14,7 @@ from gpuwizard.trainers.lerobot import install
 from gpuwizard.trainers.lerobot.install import detect
 from gpuwizard.trainers.logparse import parse_lerobot
 from support.cli import gw_subprocess, wait_for
+from support.runs import newest_run
 from support.trainers import FINISHED_STEPS, SHARES_061_RUN, fake_env, real_preset
 
 PRESET = """\
@@ -93,12 +94,6 @@ FINISHED_ENVS = [
     REAL_ENVS[1],
 ]
 """0.6.1's finished run is test_lerobot_gauge.py's ungauged one too (conftest.lerobot_run)."""
-
-
-def newest_run():
-    from gpuwizard.runs.rundir import list_runs
-
-    return list_runs()[0].run
 
 
 @pytest.mark.lerobot

@@ -17,7 +17,7 @@ from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import build_command, make_plan
 from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.registry import get_trainer
-from support.trainers import probe_batch_driver, trainer_env
+from support.trainers import flag, probe_batch_driver, trainer_env
 
 pytestmark = pytest.mark.lerobot
 
@@ -60,10 +60,6 @@ def answers(python: str, contexts: list, extra_path: str | None = None) -> list[
     found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith('{"status"')]
     assert len(found) == len(queries), out.stdout[-2000:] + out.stderr[-2000:]
     return [(answer, query.expected) for answer, query in zip(found, queries, strict=True)]
-
-
-def flag(argv: list[str], name: str) -> str | None:
-    return next((a.split("=", 1)[1] for a in argv if a.startswith(name + "=")), None)
 
 
 @pytest.mark.parametrize("variable", ENVS)

@@ -21,7 +21,7 @@ import pytest
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import build_command, make_plan
 from gpuwizard.trainers.registry import get_trainer
-from support.trainers import trainer_env
+from support.trainers import flag, trainer_env
 
 
 def plan_context(trainer: str, policy: str, steps: int, **extra):
@@ -39,11 +39,6 @@ def plan_context(trainer: str, policy: str, steps: int, **extra):
     plan, ctx = make_plan(parse_preset(data, "test"))
     assert plan.errors == [], [p.paragraph() for p in plan.errors]
     return ctx
-
-
-def flag(argv: list[str], name: str) -> str | None:
-    """The value of --name=value in a built command."""
-    return next((a.split("=", 1)[1] for a in argv if a.startswith(name + "=")), None)
 
 
 def run_in(python: str, code: str, cases: list, cwd: str | None = None) -> list[list[float]]:

@@ -18,7 +18,8 @@ from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.logparse import parse_openpi
 from support.cli import gw_subprocess
 from support.data import REPO
-from support.trainers import trainer_env
+from support.runs import newest_run
+from support.trainers import flag, trainer_env
 
 PRESET = """\
 version: 1
@@ -73,11 +74,6 @@ def argv_of(gw, path: Path, *args: str) -> tuple[list[str], dict]:
     assert result.code == 0, result.err
     spec = json.loads(result.out)
     return spec["argv"], spec["env"]
-
-
-def flag(argv: list[str], name: str) -> str | None:
-    found = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
-    return found[-1] if found else None
 
 
 def plan_of(gw, path: Path) -> tuple[int, dict, str]:
@@ -408,12 +404,6 @@ def debug_preset(root: Path, tmp_path: Path, backend: str) -> Path:
     path = tmp_path / f"debug-{backend}.yaml"
     path.write_text(text + "monitor: {hang_timeout_s: 900, first_step_timeout_s: 2000}\n")  # XLA compiles slowly
     return path
-
-
-def newest_run():
-    from gpuwizard.runs.rundir import list_runs
-
-    return list_runs()[0].run
 
 
 def run_headless(preset: Path, timeout: float) -> subprocess.CompletedProcess:

@@ -6,18 +6,15 @@ from __future__ import annotations
 from gpuwizard.core.codes import RunState
 from gpuwizard.runs.records import Progress, Status
 from gpuwizard.tui.monitor.banner import banner
+from support.runs import status_record
 
 
 def stopped(step: int | None) -> tuple[Status, Progress]:
-    status = Status(
+    status = status_record(
         run_id="20261202-000000-demo-cpu",
         preset="demo-cpu",
-        trainer="demo",
-        policy="demo",
         world_size=2,
-        device="cpu",
         steps=300,
-        created=1.0,
         state=RunState.STOPPED,
         command="torchrun",
         exit_code=4,

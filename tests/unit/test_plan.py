@@ -11,6 +11,7 @@ import pytest
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.model.sweep import expand, parse_sets
 from support.data import DATA
+from support.trainers import flag
 
 LEROBOT_MAIN_ACCUM = """\
 version: 1
@@ -50,16 +51,6 @@ def preview_json(gw, path, *extra):
     result = gw("preview", path, "--format", "json", *extra)
     assert result.code == 0, result.err
     return result.json()
-
-
-def flag(argv, name):
-    """Value of --name=value or --name value in an argv list."""
-    for i, arg in enumerate(argv):
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-        if arg == name:
-            return argv[i + 1]
-    return None
 
 
 def test_lerobot_batch_is_per_worker_8_x_4_x_accum_2_is_64(gw, write_preset):

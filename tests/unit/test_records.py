@@ -14,6 +14,7 @@ import pytest
 from gpuwizard.runs.records import Event, Progress, RecordError, Status, parse_lines, read_record
 from gpuwizard.runs.rundir import RunDir, baseline_green, list_runs
 from support.data import DATA
+from support.runs import status_record
 
 GOOD_RUN = DATA / "runs" / "20261129-120000-demo-cpu"
 DAMAGE = {
@@ -130,18 +131,7 @@ def test_nan_loss_round_trips_in_progress(tmp_path):
 
 
 def test_a_status_from_this_version_reads_back_equal(tmp_path):
-    status = Status(
-        run_id="r",
-        preset="p",
-        trainer="demo",
-        policy="demo",
-        world_size=1,
-        device="cpu",
-        steps=1,
-        created=1.0,
-        state="running",
-        command="x",
-    )
+    status = status_record()
     path = tmp_path / "status.json"
     path.write_text(status.to_json_text())
     assert read_record(path, Status) == status
@@ -222,18 +212,7 @@ def test_a_presets_runs_are_found_by_their_folder_names(tmp_path, monkeypatch):
     made = []
     for preset in ("cpu", "cpu", "demo-cpu"):
         run, stage = new_run_dir(preset)
-        status = Status(
-            run_id=run.run_id,
-            preset=preset,
-            trainer="demo",
-            policy="demo",
-            world_size=1,
-            device="cpu",
-            steps=1,
-            created=float(len(made)),
-            state="finished",
-            command="x",
-        )
+        status = status_record(run_id=run.run_id, preset=preset, created=float(len(made)), state="finished")
         stage.write("status.json", status)
         publish(stage, run)
         made.append(run.run_id)
