@@ -252,10 +252,10 @@ def test_differing_rank_from_cpu_and_exited_ranks():
         rank_state(1, 1, 2, 100.0, "running"),
         rank_state(2, 2, 3, 1.0, "sleeping"),
     ]
-    assert classify_ranks(one_spinning, None)["differing_rank"] == 1
+    assert classify_ranks(one_spinning, None).differing_rank == 1
     exited = [rank_state(0, 0, 1, 1.0, "sleeping"), rank_state(1, 1, 2, None, "exited", alive=False)]
     verdict = classify_ranks(exited, None)
-    assert verdict["differing_rank"] == 1 and "exited" in verdict["summary"] and not verdict["busy"]
+    assert verdict.differing_rank == 1 and "exited" in verdict.summary and not verdict.busy
 
 
 def test_gpu_spin_wait_is_not_busy():
@@ -263,8 +263,8 @@ def test_gpu_spin_wait_is_not_busy():
         return GpuSample(t=0.0, index=0, utilization=util, power_w=power, power_limit_w=700.0)
 
     verdict = classify_ranks(BUSY, [Gpu(100, 90), Gpu(100, 85)])
-    assert verdict["spinning"] and not verdict["busy"]
-    assert classify_ranks(BUSY, [Gpu(98, 600), Gpu(97, 620)])["busy"]
+    assert verdict.spinning and not verdict.busy
+    assert classify_ranks(BUSY, [Gpu(98, 600), Gpu(97, 620)]).busy
 
 
 def test_lr_is_compared_after_warmup():

@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuwizard.core.kinds import ProblemLevel
+
 
 def show_value(value: Any) -> str:
     """Short, quoted rendering of a user value for messages."""
@@ -42,7 +44,7 @@ class Problem:
     fix: str | None = None
     value: Any = None
     has_value: bool = False
-    level: str = "error"
+    level: ProblemLevel = ProblemLevel.ERROR
 
     def paragraph(self, source: str | None = None) -> str:
         parts = []
@@ -60,7 +62,9 @@ class Problem:
         return " ".join(parts)
 
 
-def problem(field: str | None, message: str, fix: str | None = None, *, level: str = "error", **kw: Any) -> Problem:
+def problem(
+    field: str | None, message: str, fix: str | None = None, *, level: ProblemLevel = ProblemLevel.ERROR, **kw: Any
+) -> Problem:
     """Build a Problem (level error, warning or note); pass value=... to show the offending value."""
     if "value" in kw:
         return Problem(field, message, fix, kw["value"], True, level)
@@ -68,11 +72,11 @@ def problem(field: str | None, message: str, fix: str | None = None, *, level: s
 
 
 def warning(field: str | None, message: str, fix: str | None = None, **kw: Any) -> Problem:
-    return problem(field, message, fix, level="warning", **kw)
+    return problem(field, message, fix, level=ProblemLevel.WARNING, **kw)
 
 
 def note(message: str) -> Problem:
-    return Problem(None, message, level="note")
+    return Problem(None, message, level=ProblemLevel.NOTE)
 
 
 class UserError(Exception):

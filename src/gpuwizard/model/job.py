@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwizard.core.errors import Problem
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.core.secrets import is_secret, redacted
 
 if TYPE_CHECKING:
@@ -183,15 +184,15 @@ class Plan:
 
     @property
     def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.level == "error"]
+        return [p for p in self.problems if p.level == ProblemLevel.ERROR]
 
     @property
     def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.level == "warning"]
+        return [p for p in self.problems if p.level == ProblemLevel.WARNING]
 
     @property
     def notes(self) -> list[Problem]:
-        return [p for p in self.problems if p.level == "note"]
+        return [p for p in self.problems if p.level == ProblemLevel.NOTE]
 
     def to_json(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "problems"}

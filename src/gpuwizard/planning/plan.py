@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwizard.core.errors import Problem, UserError, note, problem
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.model.catalog import PolicyEntry, load_catalog
 from gpuwizard.model.job import BuildContext, DetectedDevices, LaunchSpec, Plan
 from gpuwizard.model.preset import Preset
@@ -278,7 +279,9 @@ def make_plan(
     found += output_dir_findings(ctx)
     found += without_echoes(trainer.check(ctx), python) if bad_python else trainer.check(ctx)
     if preset_folder and not resume and fixed_output(preset):
-        if not any(p.field == "output_dir" and p.level == "error" for p in found):  # the trainer's own refusal
+        if not any(
+            p.field == "output_dir" and p.level == ProblemLevel.ERROR for p in found
+        ):  # the trainer's own refusal
             found += checkpoint_findings(ctx, trainer)
     plan.problems = found
     return plan, ctx
@@ -287,7 +290,7 @@ def make_plan(
 def without_echoes(found: list[Problem], python: str) -> list[Problem]:
     """One paragraph for a bad launch.python: the trainer's warnings that it finds nothing in that interpreter only
     repeat the error, so they go (its errors and notes stay)."""
-    return [p for p in found if p.level != "warning" or python not in p.message]
+    return [p for p in found if p.level != ProblemLevel.WARNING or python not in p.message]
 
 
 def build_command(ctx: BuildContext) -> LaunchSpec:

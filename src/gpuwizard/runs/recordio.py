@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from gpuwizard.core.schema import problems_from, rule_error
 from gpuwizard.core.yamlio import read_regular
@@ -26,6 +27,17 @@ Pid = Annotated[int, Field(gt=0, le=1 << 22)]
 """A process id within Linux's pid_max, so signalling one never overflows."""
 Count = Annotated[int, Field(ge=1, le=MAX_RECORD_INT)]
 """A number of processes, nodes or samples that is divided by."""
+
+
+def known_or(words: type[StrEnum], otherwise: Any) -> BeforeValidator:
+    """Reads a word of `words` as its member, and one it does not hold (a newer gpuwizard wrote it) as `otherwise`,
+    so the record still reads."""
+
+    def member(value: Any) -> Any:
+        return (words(value) if value in known else otherwise) if isinstance(value, str) else value
+
+    known = frozenset(words)
+    return BeforeValidator(member)
 
 
 class RecordError(Exception):

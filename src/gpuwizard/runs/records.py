@@ -10,18 +10,22 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuwizard.core.codes import ACTIVE_STATES, FINAL_STATES, RunState
+from gpuwizard.core.kinds import StopReason
+from gpuwizard.runs.events import Event as Event
 from gpuwizard.runs.recordio import MAX_RECORD_INT as MAX_RECORD_INT
-from gpuwizard.runs.recordio import Count, Pid
+from gpuwizard.runs.recordio import Count as Count
+from gpuwizard.runs.recordio import Pid as Pid
 from gpuwizard.runs.recordio import Record as Record
 from gpuwizard.runs.recordio import RecordError as RecordError
 from gpuwizard.runs.recordio import RecordT as RecordT
 from gpuwizard.runs.recordio import Seconds as Seconds
 from gpuwizard.runs.recordio import first_mistake as first_mistake
+from gpuwizard.runs.recordio import known_or
 from gpuwizard.runs.recordio import parse_lines as parse_lines
 from gpuwizard.runs.recordio import parse_record as parse_record
 from gpuwizard.runs.recordio import read_record as read_record
@@ -198,7 +202,8 @@ class Status(Record):
     ended: Seconds | None = None
     exit_code: int | None = None
     job_exit_code: int | None = None
-    stop_reason: str | None = None
+    stop_reason: Annotated[StopReason | None, known_or(StopReason, None)] = None
+    """A reason this version does not know (a newer gpuwizard wrote it) reads as none given."""
     survivors: list[Pid] = []
     error: str | None = None
     gpu_memory_held_mb: dict[str, float] = {}
@@ -228,6 +233,25 @@ class Status(Record):
         return max(0.0, end - start)
 
 
+class StatusUpdate(TypedDict, total=False):
+    """The fields a status change sets (RunDir.update_status), each of Status's type: a misspelt one is a type error."""
+
+    state: RunState
+    supervisor: ProcessRef | None
+    job: ProcessRef | None
+    started: float | None
+    ended: float | None
+    exit_code: int | None
+    job_exit_code: int | None
+    stop_reason: StopReason | None
+    survivors: list[int]
+    error: str | None
+    gpu_memory_held_mb: dict[str, float]
+    slurm_job_id: str | None
+    slurm_state: str | None
+    slurm_reason: str | None
+
+
 class Progress(Record):
     """progress.json: the newest step, loss, lr and rates the supervisor parsed."""
 
@@ -246,19 +270,6 @@ class Progress(Record):
     lines: int = 0
     checkpoints: int = 0
     finished: bool = False
-
-
-class Event(Record):
-    """One line of events.jsonl: something the user must see (a hang, a failed rank, a plan mismatch)."""
-
-    kind: str
-    severity: Literal["info", "warning", "error"]
-    title: str
-    detail: str = ""
-    suggestion: str = ""
-    rank: int | None = None
-    t: Seconds = Field(default_factory=time.time)
-    data: dict[str, Any] = {}
 
 
 class PlanSummary(BaseModel):

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import ValidationError
 
@@ -30,6 +30,7 @@ from gpuwizard.runs.records import (
     RecordError,
     RecordT,
     Status,
+    StatusUpdate,
     first_mistake,
     parse_lines,
     read_record,
@@ -111,7 +112,7 @@ class RunDir:
         except RecordError:
             return None
 
-    def update_status(self, in_place: bool = False, **fields: Any) -> Status:
+    def update_status(self, in_place: bool = False, **fields: Unpack[StatusUpdate]) -> Status:
         """Rewrite status.json with some fields changed, validated as a whole. `in_place` overwrites the file in the
         blocks it already has (a last resort on a full disk, where a new file cannot be made; not atomic)."""
         status = Status.model_validate(self.status().model_dump() | fields)

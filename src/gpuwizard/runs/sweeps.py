@@ -16,11 +16,12 @@ from pydantic import Field
 
 from gpuwizard.core import paths
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.kinds import SweepState
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.runs.records import ProcessRef, Record, read_record
 
-SweepState = Literal["queued", "starting", "running", "finished", "failed", "stopped", "hung"]
-ENDED = ("finished", "failed", "stopped", "hung")
+ENDED = frozenset({SweepState.FINISHED, SweepState.FAILED, SweepState.STOPPED, SweepState.HUNG})
+ACTIVE = frozenset({SweepState.STARTING, SweepState.RUNNING})
 SWEEP_FILE = "sweep.json"
 
 
@@ -34,7 +35,7 @@ class SweepRun(Record):
     processes: int = Field(ge=1)
     """Processes (CPU) or GPUs it takes on this machine."""
     device: Literal["cpu", "cuda"]
-    state: SweepState = "queued"
+    state: SweepState = Field(SweepState.QUEUED, strict=False)  # as read back from JSON, a plain string
     run_id: str | None = None
     run_path: str | None = None
     devices: list[int] = []

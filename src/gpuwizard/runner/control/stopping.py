@@ -16,8 +16,10 @@ from typing import Literal
 
 from gpuwizard.core import paths
 from gpuwizard.core.codes import ExitCode, RunState
+from gpuwizard.core.kinds import EventKind, StopReason
 from gpuwizard.runner.host.cgroup import JobCgroup
 from gpuwizard.runner.host.procs import JobProcesses, Pinned, marked_pids, marker_value
+from gpuwizard.runs.events import CheckpointWait
 from gpuwizard.runs.records import ProcessRef, RecordError, Status
 from gpuwizard.runs.rundir import RunDir, alive_processes, find_run, list_runs, run_processes
 
@@ -109,11 +111,9 @@ def stop_run(
 
 def checkpoint_wait(run: RunDir) -> float | None:
     """Seconds the supervisor still lets a checkpoint write take before it stops the job, where it said it waits."""
-    wait = next((e for e in run.events()[0] if e.kind == "stop_waits_for_checkpoint"), None)
-    if wait is None:
-        return None
-    left = float(wait.data.get("started_t", wait.t)) + float(wait.data.get("limit_s", 0.0)) - time.time()
-    return max(left, 0.0)
+    event = next((e for e in run.events()[0] if e.kind == EventKind.STOP_WAITS_FOR_CHECKPOINT), None)
+    wait = CheckpointWait.of(event) if event is not None else None
+    return None if wait is None else max(wait.started_t + wait.limit_s - time.time(), 0.0)
 
 
 def unrecorded(run: RunDir, exc: OSError) -> StopResult:
@@ -170,7 +170,7 @@ def request_stop(run: RunDir) -> None:
                 state=RunState.STOPPED,
                 exit_code=int(ExitCode.STOPPED),
                 ended=time.time(),
-                stop_reason="user (supervisor was gone)",
+                stop_reason=StopReason.USER_SUPERVISOR_GONE,
             )
 
 

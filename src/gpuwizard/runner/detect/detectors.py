@@ -8,8 +8,10 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
+from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.runner.detect.failures import MAX_PARSED_CHARS, FailureReader, lines_containing
 from gpuwizard.runner.detect.stalls import InputBoundWatch, classify_ranks, ranks_working
+from gpuwizard.runs.events import Hang, RankVerdict
 from gpuwizard.runs.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
 from gpuwizard.trainers.base import Trainer
 from gpuwizard.trainers.logparse import LineInfo, clean
@@ -170,8 +172,8 @@ class JobMonitor:
                 new.append(
                     self._event(
                         Event(
-                            kind="loss_nonfinite",
-                            severity="error",
+                            kind=EventKind.LOSS_NONFINITE,
+                            severity=Severity.ERROR,
                             title=f"loss became {info.loss} at step {p.step if p.step is not None else '?'}",
                             detail="Once the loss is NaN or infinite every later update is lost; the run is stopped "
                             "and marked failed.",
@@ -270,8 +272,8 @@ class JobMonitor:
         return [
             self._event(
                 Event(
-                    kind="lr_mismatch",
-                    severity="error",
+                    kind=EventKind.LR_MISMATCH,
+                    severity=Severity.ERROR,
                     title=f"lr mismatch: the trainer logs {logged:.3g}, the plan's schedule says {expected:.3g}",
                     detail=f"At step {step} the logged learning rate is {ratio}.",
                     suggestion="The trainer ignored or overrode the lr flag (LeRobot's policy preset overwrites "
@@ -290,8 +292,8 @@ class JobMonitor:
             return [
                 self._event(
                     Event(
-                        kind="batch_mismatch",
-                        severity="error",
+                        kind=EventKind.BATCH_MISMATCH,
+                        severity=Severity.ERROR,
                         title=f"effective batch mismatch: trainer says {logged}, plan says "
                         f"{self.expect.effective_batch}",
                         detail="The trainer's own banner disagrees with the planned samples per update.",
@@ -356,38 +358,38 @@ class JobMonitor:
         if stale < limit:
             return []
         verdict = classify_ranks(ranks, gpus)
-        if verdict["busy"] and self.slow_extension_until is None:
+        if verdict.busy and self.slow_extension_until is None:
             self.slow_extension_until = now + limit
             return [
                 self._event(
                     Event(
-                        kind="slow_progress",
-                        severity="warning",
+                        kind=EventKind.SLOW_PROGRESS,
+                        severity=Severity.WARNING,
                         title=f"no progress for {stale:.0f} s, but every rank is busy",
                         detail=f"All ranks are using CPU{' and the GPUs draw power' if gpus else ''}: likely a very "
                         f"slow step, not a hang. Waiting another {limit:.0f} s.",
                         suggestion="If this repeats, raise monitor.hang_timeout_s or check for a data-loading stall.",
-                        data=verdict,
+                        data=verdict.data(),
                     )
                 )
             ]
         self.hang_reported = True
         return [self._event(self.hang_event(stale, limit, why, verdict))]
 
-    def hang_event(self, stale: float, limit: float, why: str, verdict: dict[str, Any]) -> Event:
-        differing = verdict.get("differing_rank")
+    def hang_event(self, stale: float, limit: float, why: str, verdict: RankVerdict) -> Event:
+        hang = Hang(stale_s=stale, limit_s=limit, **verdict.data())
         detail = (
             f"No new step for {stale:.0f} s (limit {limit:.0f} s: {why}). Last step: "
-            f"{self.progress.step if self.progress.step is not None else 'none yet'}. " + verdict["summary"]
+            f"{self.progress.step if self.progress.step is not None else 'none yet'}. " + verdict.summary
         )
         return Event(
-            kind="hang_suspected",
-            severity="error",
+            kind=EventKind.HANG_SUSPECTED,
+            severity=Severity.ERROR,
             title=f"hang suspected: no progress for {stale:.0f} s",
             detail=detail,
-            suggestion=self.suggestion(differing, verdict),
-            rank=differing,
-            data={"stale_s": stale, "limit_s": limit, **verdict},
+            suggestion=self.suggestion(verdict.differing_rank, hang.data()),
+            rank=verdict.differing_rank,
+            data=hang.data(),
         )
 
     def suggestion(self, differing: int | None, verdict: dict[str, Any]) -> str:
@@ -418,7 +420,7 @@ class JobMonitor:
         return "; ".join(steps) + "."
 
     def _event(self, event: Event) -> Event:
-        if event.kind == "rank_failed" and self.failures.seen("exit_abort") and self._reached_the_end():
+        if event.kind == EventKind.RANK_FAILED and self.failures.seen(EventKind.EXIT_ABORT) and self._reached_the_end():
             event = event.model_copy(update={"suggestion": EXIT_ABORT_ADVICE.format(step=self.progress.step)})
         self.events.append(event)
         return event

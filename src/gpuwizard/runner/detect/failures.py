@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.runs.records import Event
 from gpuwizard.trainers.logparse import RANK_PREFIX, clean
 
@@ -13,9 +14,9 @@ MAX_PARSED_CHARS = 4096
 cost of every regex on binary output or a runaway print."""
 
 
-SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
+SIGNATURES: list[tuple[EventKind, re.Pattern[str], str, str]] = [
     (
-        "collective_timeout",
+        EventKind.COLLECTIVE_TIMEOUT,
         re.compile(
             r"(?:\[(?:PG [^\]]*? )?Rank (?P<rank>\d+)\] )?Watchdog caught collective operation timeout: "
             r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<tmo>\d+)\)"
@@ -25,7 +26,7 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "and, on PCIe machines, NCCL_P2P_DISABLE=1.",
     ),
     (
-        "collective_timeout",
+        EventKind.COLLECTIVE_TIMEOUT,
         re.compile(
             r"Timed out waiting (?P<tmo>\d+)ms for (?P<op>recv|send) operation|failed to pass monitoredBarrier"
             r"|Rank (?P<rank>\d+) failed to pass monitoredBarrier"
@@ -34,13 +35,13 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "A rank stopped entering collectives. Look for work done on one rank only (save, eval, uneven data).",
     ),
     (
-        "collective_timeout",
+        EventKind.COLLECTIVE_TIMEOUT,
         re.compile(r"ProcessGroupNCCL's watchdog got stuck|Heartbeat monitor timed out"),
         "NCCL watchdog stuck",
         "A CUDA or NCCL call blocked the watchdog; check the GPU with nvidia-smi and dmesg for Xid errors.",
     ),
     (
-        "nccl_error",
+        EventKind.NCCL_ERROR,
         re.compile(
             r"\bNCCL WARN\b|NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError"
             r"|ncclInvalidUsage|ncclRemoteError|DistBackendError"
@@ -50,32 +51,32 @@ SIGNATURES: list[tuple[str, re.Pattern[str], str, str]] = [
         "across nodes set NCCL_SOCKET_IFNAME.",
     ),
     (
-        "gloo_error",
+        EventKind.GLOO_ERROR,
         re.compile(r"gloo::IoException|\[gloo/transport/tcp/[^\]]*\] Connection closed by peer"),
         "gloo connection lost",
         "A peer process died or the network dropped; the rank that failed first is in the failure table.",
     ),
     (
-        "exit_abort",
+        EventKind.EXIT_ABORT,
         re.compile(r"terminate called without an active exception"),
         "a process aborted in C++ with no exception (std::terminate)",
         "Mid-run, a thread was ended while still running: read the log above it and reproduce with a smoke run. "
         "After the last step it is a crash in the interpreter's exit, not in training (see the failed rank).",
     ),
     (
-        "out_of_memory",
+        EventKind.OUT_OF_MEMORY,
         re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
         "GPU out of memory",
         "Lower batch.size and raise batch.grad_accum to keep the effective batch, or shard with FSDP.",
     ),
     (
-        "out_of_memory",
+        EventKind.OUT_OF_MEMORY,
         re.compile(r"DefaultCPUAllocator: can't allocate memory"),
         "out of memory (CPU allocator)",
         "Lower batch.size and raise batch.grad_accum to keep the effective batch, or run fewer processes.",
     ),
     (
-        "disk_full",
+        EventKind.DISK_FULL,
         re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded|\[Errno 122\]"),
         "disk full",
         "Free space on the output folder's disk (df -h), or point output_dir at a larger one; a checkpoint cut short "
@@ -260,7 +261,7 @@ class FailureReader:
         self.exceptions = ExceptionChain()
         self._seen_signatures: set[str] = set()
 
-    def seen(self, kind: str) -> bool:
+    def seen(self, kind: EventKind) -> bool:
         """A signature of this kind was in the log."""
         return any(key.startswith(f"{kind}:") for key in self._seen_signatures)
 
@@ -287,8 +288,8 @@ class FailureReader:
                 wrapper = f" It surfaced as {chain.raised_as}." if chain.raised_as else ""
                 new.append(
                     Event(
-                        kind="rank_failed",
-                        severity="error",
+                        kind=EventKind.RANK_FAILED,
+                        severity=Severity.ERROR,
                         title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
                         detail="torchrun's failure table names this rank as the first to fail; the others were "
                         f"stopped after it.{wrapper}",
@@ -316,7 +317,7 @@ class FailureReader:
             return [
                 Event(
                     kind=kind,
-                    severity="error",
+                    severity=Severity.ERROR,
                     title=title,
                     detail=line[:300],
                     suggestion=suggestion,

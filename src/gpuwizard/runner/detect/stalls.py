@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
+from gpuwizard.core.kinds import EventKind, Severity
+from gpuwizard.runs.events import RankVerdict
 from gpuwizard.runs.records import Event, GpuSample, RankState
 
 BUSY_CPU_PERCENT = 50.0
@@ -68,8 +69,8 @@ class InputBoundWatch:
     def event(self, why: str) -> Event:
         self.reported = True
         return Event(
-            kind="input_bound",
-            severity="warning",
+            kind=EventKind.INPUT_BOUND,
+            severity=Severity.WARNING,
             title="the job waits on data",
             detail=f"{why}: more GPUs will not make it faster.",
             suggestion="Raise the dataloader workers per process (LeRobot: trainer_options.num_workers), keep the "
@@ -84,10 +85,10 @@ def ranks_working(ranks: list[RankState], gpus: list[GpuSample] | None) -> bool:
         return False
     if not any((r.cpu or 0) >= WORKING_CPU_PERCENT for r in ranks):
         return False
-    return not classify_ranks(ranks, gpus)["spinning"]
+    return not classify_ranks(ranks, gpus).spinning
 
 
-def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict[str, Any]:
+def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> RankVerdict:
     """Read the per-rank evidence: all busy (slow), all idle (host-side stall), or one rank unlike the rest."""
     live = [r for r in ranks if r.cpu is not None]
     cpu = {r.rank: r.cpu for r in ranks if r.cpu is not None}
@@ -126,10 +127,10 @@ def classify_ranks(ranks: list[RankState], gpus: list[GpuSample] | None) -> dict
         )
     if spinning:
         parts.append("GPUs at ~100% utilization on low power: NCCL kernels spin-waiting.")
-    return {
-        "busy": busy_cpu and busy_gpu and not spinning and not dead and not stopped,
-        "spinning": spinning,
-        "cpu": cpu,
-        "differing_rank": differing,
-        "summary": " ".join(parts),
-    }
+    return RankVerdict(
+        busy=busy_cpu and busy_gpu and not spinning and not dead and not stopped,
+        spinning=spinning,
+        cpu=cpu,
+        differing_rank=differing,
+        summary=" ".join(parts),
+    )

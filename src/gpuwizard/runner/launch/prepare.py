@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gpuwizard.core import paths
 from gpuwizard.core.errors import Problem, UserError, problem
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.core.safetext import control_characters
 from gpuwizard.core.schema import updated
 from gpuwizard.core.secrets import REDACTED, split_secrets
@@ -242,7 +243,7 @@ def prepare_run(
     output_dir: str | None = None
     if resume:
         target, resume_found = find_target(preset, resume_run)  # before the plan: its folder and steps are the run's
-        if any(p.level == "error" for p in resume_found):
+        if any(p.level == ProblemLevel.ERROR for p in resume_found):
             raise UserError(resume_found, preset.name)
         preset, kept = with_run_steps(preset, target)
         resume_found += kept
@@ -259,16 +260,16 @@ def prepare_run(
     trainer_check = None
     if resume and not errors:
         resume_found += resume_problems(preset, ctx, target, resume_run)
-        errors += [p for p in resume_found if p.level == "error"]
-    resume_warnings = [p for p in resume_found if p.level != "error"]
+        errors += [p for p in resume_found if p.level == ProblemLevel.ERROR]
+    resume_warnings = [p for p in resume_found if p.level != ProblemLevel.ERROR]
     if not errors:
         trainer = get_trainer(preset.trainer)
-        errors += [p for p in trainer.preflight(ctx) if p.level == "error"]
+        errors += [p for p in trainer.preflight(ctx) if p.level == ProblemLevel.ERROR]
         spec = build_command(ctx)
         errors += launcher_problems(spec.argv, spec.full_env())
         if check and not errors and not missing:
             trainer_check = check_command(ctx, spec)
-            errors += [p for p in trainer_check.problems() if p.level == "error"]
+            errors += [p for p in trainer_check.problems() if p.level == ProblemLevel.ERROR]
         if on_slurm:
             from gpuwizard.runner.host.slurm import cluster_problems, secret_problems
 
@@ -295,7 +296,7 @@ def prepare_run(
                 f"preset {preset.name} has never finished green on {counted(1, plan.device)}; a failure on "
                 f"{counted(plan.world_size, plan.device)} is much harder to read than one on {counted(1, plan.device)}",
                 f"run `gpuwizard run {preset.name} --gpus 1` first (a --smoke run is enough)",
-                level="warning",
+                level=ProblemLevel.WARNING,
             )
         )
     checkpoint = get_trainer(preset.trainer).last_checkpoint(ctx) if resume else None

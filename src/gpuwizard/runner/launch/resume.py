@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuwizard.core.codes import RunState
 from gpuwizard.core.errors import Problem, UserError, problem, warning
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.core.units import counted
 from gpuwizard.model.job import BuildContext
 from gpuwizard.model.preset import Preset, with_field
@@ -88,7 +89,7 @@ def find_target(preset: Preset, run_id: str | None) -> tuple[ResumeTarget, list[
 
 def read_target(preset: Preset, run: RunDir, run_id: str | None) -> tuple[ResumeTarget, list[Problem]]:
     """The run's records, and whether a resume of it can start here now."""
-    value = {"value": run_id} if run_id else {}
+    value: dict[str, Any] = {"value": run_id} if run_id else {}
     try:
         status = run.status()
         if status.smoke or status.probe:
@@ -146,7 +147,7 @@ def resume_problems(preset: Preset, ctx: BuildContext, target: ResumeTarget, run
     """The checkpoint a resume continues from: there, complete, its own chain's, and short of the planned steps;
     warnings say what the resume does (an incomplete newer checkpoint, another effective batch, more steps)."""
     out = ctx.output_path.resolve()
-    value = {"value": run_id} if run_id else {}
+    value: dict[str, Any] = {"value": run_id} if run_id else {}
     trainer = get_trainer(preset.trainer)
     unfinished = trainer.unfinished_checkpoint(ctx.output_path)
     checkpoint = trainer.last_checkpoint(ctx)
@@ -166,7 +167,7 @@ def resume_problems(preset: Preset, ctx: BuildContext, target: ResumeTarget, run
         ]
     found = [warning("--resume", f"{unfinished}; resuming from the previous one")] if unfinished else []
     found += owner_problems(ctx, target, value)
-    if any(p.level == "error" for p in found):
+    if any(p.level == ProblemLevel.ERROR for p in found):
         return found
     status = target.status
     if status is not None and status.state == RunState.FINISHED:
@@ -306,5 +307,9 @@ def continue_problems(
             )
         ]
     return [
-        problem(None, f"run {run_id} finished {done} steps; this continues it to {steps}: {schedule}", level="warning")
+        problem(
+            None,
+            f"run {run_id} finished {done} steps; this continues it to {steps}: {schedule}",
+            level=ProblemLevel.WARNING,
+        )
     ]

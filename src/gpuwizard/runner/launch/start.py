@@ -17,6 +17,7 @@ from typing import Literal
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.kinds import StopReason
 from gpuwizard.runner.control.launches import announce_launch, clear_interrupted_launches, withdraw_launch
 from gpuwizard.runner.host.interrupt import StartCancelled
 from gpuwizard.runner.host.targets import SUPERVISOR
@@ -204,7 +205,7 @@ class StartUp:
                 self.run.update_status(
                     state=RunState.STOPPED,
                     exit_code=int(ExitCode.STOPPED),
-                    stop_reason="user",
+                    stop_reason=StopReason.USER,
                     ended=time.time(),
                     error=why,
                 )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.errors import Problem, UserError, problem
+from gpuwizard.core.kinds import SweepState
 from gpuwizard.model import trust
 from gpuwizard.model.sweep import Combination, expand
 from gpuwizard.runner.host.procs import Pinned, wait_until
@@ -144,8 +145,8 @@ def stop_sweep(folder: Path) -> list[str]:
     with changing(folder) as sweep:
         adopt_unrecorded(sweep)
         for run in sweep.runs:
-            if run.state in ("queued", "starting") and run.run_id is None:
-                run.state, run.error = "stopped", "the sweep was stopped before it started"
+            if run.state in (SweepState.QUEUED, SweepState.STARTING) and run.run_id is None:
+                run.state, run.error = SweepState.STOPPED, "the sweep was stopped before it started"
         started = [r.run_id for r in sweep.runs if r.run_id is not None]
     return started
 
@@ -174,13 +175,13 @@ def resume_sweep(folder: Path) -> list[SweepRun]:
         sweep.stopped = False
         again = []
         for run in sweep.runs:
-            if run.state in ("failed", "stopped", "hung"):
+            if run.state in (SweepState.FAILED, SweepState.STOPPED, SweepState.HUNG):
                 if run.run_id is not None:
                     run.resume_from = run.run_id
-                run.state, run.run_id, run.run_path, run.error, run.devices = "queued", None, None, None, []
+                run.state, run.run_id, run.run_path, run.error, run.devices = SweepState.QUEUED, None, None, None, []
                 run.array, run.task, run.own_job = None, None, None
                 again.append(run.model_copy())
-            elif run.state == "queued":
+            elif run.state == SweepState.QUEUED:
                 again.append(run.model_copy())
         workdir = sweep.workdir
     if again or not read_sweep(folder).ended:
@@ -198,7 +199,7 @@ def best_preset(folder: Path, name: str) -> Preset:
     refresh(sweep)
     compared = sweep_comparison(sweep)
     if compared is None:
-        finished = sum(1 for r in sweep.runs if r.state == "finished")
+        finished = sum(1 for r in sweep.runs if r.state == SweepState.FINISHED)
         why = "it has not ended" if not sweep.ended else f"{finished} of its runs finished; a best needs two"
         raise UserError(
             problem(
@@ -257,7 +258,7 @@ def sweep_comparison(sweep: Sweep) -> tuple[Comparison, RunFacts] | None:
 
     if not sweep.ended:
         return None
-    runs = [RunDir(Path(r.run_path)) for r in sweep.runs if r.state == "finished" and r.run_path]
+    runs = [RunDir(Path(r.run_path)) for r in sweep.runs if r.state == SweepState.FINISHED and r.run_path]
     if len(runs) < 2:
         return None
     try:

@@ -18,21 +18,28 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
+from gpuwizard.core.codes import RunState
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.kinds import SweepState
 from gpuwizard.gpus.inventory import Inventory, read_inventory
 from gpuwizard.runner.host.targets import SWEEP_SCHEDULER
 from gpuwizard.runner.sweep.arrays import Staged, grouped, joining, own_job_reason, release_held, submit_array
 from gpuwizard.runs.records import ProcessRef, RecordError, Status
 from gpuwizard.runs.rundir import RunDir, supervisor_lost
-from gpuwizard.runs.sweeps import SlurmArray, Sweep, SweepRun, SweepState, changing, read_sweep
+from gpuwizard.runs.sweeps import ACTIVE, SlurmArray, Sweep, SweepRun, changing, read_sweep
 
 POLL_S = 0.5
 OTHERS_EVERY_S = 5.0
 SLURM_IN_FLIGHT = 32
 """The most runs of one sweep submitted to SLURM at once (as arrays of at most this many tasks): each has a supervisor
 on this machine following it."""
-FINAL: dict[str, SweepState] = {"finished": "finished", "failed": "failed", "stopped": "stopped", "hung": "hung"}
-"""A run's final state (core.codes.RunState) as the sweep records it."""
+FINAL = {
+    RunState.FINISHED: SweepState.FINISHED,
+    RunState.FAILED: SweepState.FAILED,
+    RunState.STOPPED: SweepState.STOPPED,
+    RunState.HUNG: SweepState.HUNG,
+}
+"""A run's final state as the sweep records it."""
 
 
 def free_gpus(inventory: Inventory, held: set[int]) -> list[int]:
@@ -57,7 +64,7 @@ def cpu_fits(processes: int, used: int, cores: int) -> bool:
 
 def held_by(sweep: Sweep) -> tuple[int, set[int]]:
     """CPU processes and GPUs the sweep's started runs hold."""
-    active = [r for r in sweep.runs if r.state in ("starting", "running")]
+    active = [r for r in sweep.runs if r.state in ACTIVE]
     return sum(r.processes for r in active if r.device == "cpu"), {d for r in active for d in r.devices}
 
 
@@ -84,22 +91,22 @@ def refresh(sweep: Sweep) -> dict[int, Status | RecordError]:
     be read), so a view of the same look reads no run twice."""
     read: dict[int, Status | RecordError] = {}
     for run in sweep.runs:
-        if run.state not in ("starting", "running") or run.run_path is None:
+        if run.state not in ACTIVE or run.run_path is None:
             continue
         try:
             status = RunDir(Path(run.run_path)).status()
         except RecordError as exc:
             read[run.index] = exc
-            run.state, run.error = "failed", f"its run folder cannot be read: {exc}"
+            run.state, run.error = SweepState.FAILED, f"its run folder cannot be read: {exc}"
             continue
         read[run.index] = status
         if status.final:
-            run.state = FINAL[str(status.state)]
+            run.state = FINAL[status.state]
             run.error = status.error
         elif supervisor_lost(status):
-            run.state, run.error = "failed", "its supervisor is gone"
+            run.state, run.error = SweepState.FAILED, "its supervisor is gone"
         else:
-            run.state = "running"
+            run.state = SweepState.RUNNING
     return read
 
 
@@ -114,17 +121,17 @@ def adopt_unrecorded(sweep: Sweep) -> None:
     from gpuwizard.analysis.compare.runs import run_preset
     from gpuwizard.runs.rundir import list_runs
 
-    waiting = {r.index: r for r in sweep.runs if r.state == "starting" and r.run_id is None}
+    waiting = {r.index: r for r in sweep.runs if r.state == SweepState.STARTING and r.run_id is None}
     if not waiting:
         return
     for entry in list_runs(sweep.preset):
         preset = run_preset(entry.run)
         for index, run in list(waiting.items()):
             if preset is not None and preset.description.startswith(link_text(sweep.sweep_id, index, len(sweep.runs))):
-                run.state, run.run_id, run.run_path = "running", entry.run.run_id, str(entry.run.path)
+                run.state, run.run_id, run.run_path = SweepState.RUNNING, entry.run.run_id, str(entry.run.path)
                 del waiting[index]
     for run in waiting.values():
-        run.state, run.devices, run.array, run.task = "queued", [], None, None
+        run.state, run.devices, run.array, run.task = SweepState.QUEUED, [], None, None
 
 
 def next_start(
@@ -135,7 +142,7 @@ def next_start(
     used, held = held_by(sweep)
     used += elsewhere
     for run in sweep.runs:
-        if run.state != "queued":
+        if run.state != SweepState.QUEUED:
             continue
         if run.device == "cpu":
             return (run, []) if cpu_fits(run.processes, used, cores) else None
@@ -146,8 +153,8 @@ def next_start(
 
 def slurm_batch(sweep: Sweep) -> list[SweepRun]:
     """The queued runs to hand to SLURM now: as many as keep at most SLURM_IN_FLIGHT submitted."""
-    submitted = sum(r.state in ("starting", "running") for r in sweep.runs)
-    return [r for r in sweep.runs if r.state == "queued"][: max(0, SLURM_IN_FLIGHT - submitted)]
+    submitted = sum(r.state in ACTIVE for r in sweep.runs)
+    return [r for r in sweep.runs if r.state == SweepState.QUEUED][: max(0, SLURM_IN_FLIGHT - submitted)]
 
 
 def staged(folder: Path, run: SweepRun, devices: list[int], inventory: Inventory | None) -> Staged:
@@ -191,14 +198,19 @@ def launched(
         return None
     with changing(folder) as sweep:
         mine = sweep.runs[one.run.index]
-        mine.state, mine.run_id, mine.run_path, mine.error = "running", started.run_id, str(started.path), one.note
+        mine.state, mine.run_id, mine.run_path, mine.error = (
+            SweepState.RUNNING,
+            started.run_id,
+            str(started.path),
+            one.note,
+        )
     return started
 
 
 def failed(folder: Path, run: SweepRun, error: str) -> None:
     """The run ends in the sweep's record with why it could not start; the other runs go on."""
     with changing(folder) as sweep:
-        sweep.runs[run.index].state, sweep.runs[run.index].error = "failed", error
+        sweep.runs[run.index].state, sweep.runs[run.index].error = SweepState.FAILED, error
 
 
 def start_one(folder: Path, run: SweepRun, devices: list[int], inventory: Inventory | None) -> None:
@@ -226,8 +238,8 @@ def start_on_slurm(folder: Path, runs: list[SweepRun], inventory: Inventory | No
     if stop():
         with changing(folder) as sweep:
             for run in runs:
-                if sweep.runs[run.index].state == "starting":
-                    sweep.runs[run.index].state = "queued"
+                if sweep.runs[run.index].state == SweepState.STARTING:
+                    sweep.runs[run.index].state = SweepState.QUEUED
         return
     arrays, alone = grouped(ready)
     for one in alone:
@@ -295,16 +307,16 @@ class Scheduler:
                 refresh(sweep)
                 if sweep.stopped or sweep.ended:
                     break
-                gpus_wanted = any(r.state == "queued" and r.device == "cuda" for r in sweep.runs)
+                gpus_wanted = any(r.state == SweepState.QUEUED and r.device == "cuda" for r in sweep.runs)
                 inventory = read_inventory() if gpus_wanted else None
                 if sweep.slurm:
                     batch = slurm_batch(sweep)
                 else:
-                    cpu_wanted = any(r.state == "queued" and r.device == "cpu" for r in sweep.runs)
+                    cpu_wanted = any(r.state == SweepState.QUEUED and r.device == "cpu" for r in sweep.runs)
                     chosen = next_start(sweep, inventory, cores, self.elsewhere(sweep) if cpu_wanted else 0)
                     batch, devices = ([chosen[0]], chosen[1]) if chosen is not None else ([], [])
                 for run in batch:
-                    run.state, run.devices = "starting", devices
+                    run.state, run.devices = SweepState.STARTING, devices
             if not batch:
                 time.sleep(POLL_S)
             elif sweep.slurm:

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import heapq
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
+from gpuwizard.core.kinds import SweepState
 from gpuwizard.runner.control.follow import clock
 from gpuwizard.runs.records import RecordError, Status
 from gpuwizard.runs.rundir import RunDir
+from gpuwizard.runs.sweeps import ACTIVE as ACTIVE
 
 if TYPE_CHECKING:
     from gpuwizard.analysis.compare.runs import RunFacts
     from gpuwizard.runs.sweeps import Sweep, SweepRun
 
-ACTIVE = ("starting", "running")
-PENDING = "pending"
+PENDING: Final = "pending"
 """A row's state where the run was submitted and SLURM has not started it (an array's task waiting for nodes): it
-holds no slot, and the sweep's ETA counts it with the queue."""
+holds no slot, and the sweep's ETA counts it with the queue. A view's word only: sweep.json never holds it."""
+RowState = SweepState | Literal["pending"]
 METRIC_NAMES = {"final_loss": "final loss", "loss_at_equal_samples": "loss at equal samples", "duration_s": "time"}
 SEED = "trainer_options.seed"
 
@@ -33,7 +35,26 @@ def run_label(run: SweepRun) -> str:
     return f"#{run.index + 1} {values_label(run.values)}"
 
 
-def looked(sweep: Sweep) -> list[dict[str, Any]]:
+class SweepRow(TypedDict):
+    """One run of a sweep as shown (and as `sweep status --json` prints it)."""
+
+    index: int
+    values: dict[str, Any]
+    device: str
+    state: RowState
+    run_id: str | None
+    step: int | None
+    total: int | None
+    loss: float | None
+    elapsed_s: float | None
+    eta_s: float | None
+    resumed_from: str | None
+    error: str | None
+    unreadable: str | None
+    """Why its run folder cannot be read."""
+
+
+def looked(sweep: Sweep) -> list[SweepRow]:
     """One look at a sweep: each started run's state as its folder says now (set on `sweep`, which is not written)
     and one row per run, each run's status.json read once."""
     from gpuwizard.runner.sweep.scheduler import refresh
@@ -41,13 +62,13 @@ def looked(sweep: Sweep) -> list[dict[str, Any]]:
     return run_rows(sweep, refresh(sweep))
 
 
-def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[dict[str, Any]]:
+def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[SweepRow]:
     """One row per run: its values, device, state, step of its total, loss, elapsed time and ETA (or why its run
     folder cannot be read); `read`: the statuses this look read already, by run index."""
     rows = []
     for run in sweep.runs:
         where = "cpu" if run.device == "cpu" else ("GPU " + ",".join(map(str, run.devices)) if run.devices else "-")
-        row: dict[str, Any] = {
+        row: SweepRow = {
             "index": run.index,
             "values": run.values,
             "device": "slurm" if sweep.slurm else where,
@@ -86,15 +107,15 @@ def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[dict[s
     return rows
 
 
-def sweep_eta(rows: list[dict[str, Any]], slots: int) -> tuple[float, float, int] | None:
+def sweep_eta(rows: list[SweepRow], slots: int) -> tuple[float, float, int] | None:
     """Seconds until every run has ended, (soonest, latest, runs it is judged from): the queued runs (and those SLURM
     holds pending) take the slots as the running ones free them, each as long as the shortest and as the longest run
     seen so far (finished ones, and running ones by their own ETA). None where nothing has run far enough to say."""
     active = [r for r in rows if r["state"] in ACTIVE]
-    queued = sum(r["state"] in ("queued", PENDING) for r in rows)
+    queued = sum(r["state"] in (SweepState.QUEUED, PENDING) for r in rows)
     if not active and not queued:
         return 0.0, 0.0, 0
-    lengths = [r["elapsed_s"] for r in rows if r["state"] == "finished" and r["elapsed_s"]]
+    lengths = [r["elapsed_s"] for r in rows if r["state"] == SweepState.FINISHED and r["elapsed_s"]]
     lengths += [r["elapsed_s"] + r["eta_s"] for r in active if r["eta_s"] is not None and r["elapsed_s"] is not None]
     if not lengths or max(slots, len(active)) == 0:
         return None

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
     from gpuwizard.model.preset import Preset
     from gpuwizard.runner.control.follow import RunUpdate
+    from gpuwizard.runner.sweep.view import SweepRow
     from gpuwizard.runs.sweeps import Sweep
     from gpuwizard.trainers.check import TrainerCheck
 
@@ -139,7 +140,7 @@ class SweepPolled(NewState):
     `error` when sweep.json itself cannot be read."""
 
     sweep: Sweep | None
-    rows: list[dict]
+    rows: list[SweepRow]
     alive: bool
     compared: tuple[Comparison, RunFacts] | None
     error: str | None = None

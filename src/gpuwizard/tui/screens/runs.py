@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from gpuwizard.core.codes import ACTIVE_STATES
 from gpuwizard.core.errors import UserError
 from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.core.units import counted
@@ -268,7 +269,7 @@ class RunsScreen(Screen[None]):
         from gpuwizard.runs.rundir import RunDir
 
         row = self.selected()
-        if row is None or row["state"] in ("corrupt", "running", "starting", "stopping"):
+        if row is None or row["state"] == "corrupt" or row["state"] in ACTIVE_STATES:
             self.notify("Pick a run that has ended.", severity="warning")
             return
         if row["smoke"]:

@@ -16,11 +16,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from gpuwizard.core.kinds import SweepState
 from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runner.control.follow import clock
 from gpuwizard.runner.sweep.view import (
     ACTIVE,
     PENDING,
+    SweepRow,
     best_text,
     eta_text,
     looked,
@@ -165,7 +167,7 @@ class SweepScreen(Screen[None]):
         ):
             self.refresh_bindings()
 
-    def cells(self, row: dict[str, Any], best: str | None) -> list[str]:
+    def cells(self, row: SweepRow, best: str | None) -> list[str]:
         compared = self.state.compared if self.state else None
         facts = {f.run_id: f for f in compared[0].runs} if compared else {}
         number = f"{row['index'] + 1}" + ("*" if best and row["run_id"] == best else "")
@@ -223,7 +225,8 @@ class SweepScreen(Screen[None]):
         self.query_one("#sweep-title", Static).update(
             safe_line(f"Sweep {sweep.sweep_id} · {sweep.preset} · {len(rows)} runs · ? lists every key")
         )
-        counts = {s: sum(r["state"] == s for r in rows) for s in ("running", "starting", "queued", PENDING)}
+        counted = (SweepState.RUNNING, SweepState.STARTING, SweepState.QUEUED, PENDING)
+        counts = {s: sum(r["state"] == s for r in rows) for s in counted}
         ended = len(rows) - sum(counts.values())
         if self.busy:
             scheduler = self.busy
@@ -232,15 +235,20 @@ class SweepScreen(Screen[None]):
         elif sweep.stopped:
             scheduler = "sweep stopped (u resumes it)"
         elif sweep.ended:
-            unfinished = sum(r["state"] != "finished" for r in rows)
+            unfinished = sum(r["state"] != SweepState.FINISHED for r in rows)
             scheduler = "sweep ended" + (f" (u resumes the {unfinished} not finished)" if unfinished else "")
         else:
             scheduler = "scheduler not running (u resumes it)"
-        queued = [f"#{r['index'] + 1}" for r in rows if r["state"] == "queued"]
+        queued = [f"#{r['index'] + 1}" for r in rows if r["state"] == SweepState.QUEUED]
         queue = "queue: " + (" ".join(queued[:8]) + (f" +{len(queued) - 8}" if len(queued) > 8 else "") or "empty")
-        active = counts["running"] + counts["starting"]
+        active = counts[SweepState.RUNNING] + counts[SweepState.STARTING]
         pending = f"{counts[PENDING]} pending at SLURM, " if counts[PENDING] else ""
-        parts = [stale, scheduler, f"{active} running, {pending}{counts['queued']} queued, {ended} ended", queue]
+        parts = [
+            stale,
+            scheduler,
+            f"{active} running, {pending}{counts[SweepState.QUEUED]} queued, {ended} ended",
+            queue,
+        ]
         if not sweep.ended and (state.alive or active):
             parts.append(eta_text(sweep_eta(rows, self.slots), self.slots))
         status.update(safe_text(" · ".join(p for p in parts if p)))
@@ -258,7 +266,7 @@ class SweepScreen(Screen[None]):
             keys = "b saves its preset · c compares the runs in full"
             best.update(safe_text(f"{best_text(sweep, compared[1], compared[0].runs)}\n{keys}"))
         elif sweep.ended:
-            finished = sum(r["state"] == "finished" for r in rows)
+            finished = sum(r["state"] == SweepState.FINISHED for r in rows)
             best.update(f"no comparison: {finished} run(s) finished and it takes two; u resumes the others")
 
     @on(DataTable.RowHighlighted, "#sweep-table")
@@ -270,7 +278,7 @@ class SweepScreen(Screen[None]):
     def _row_selected(self) -> None:
         self.action_open()
 
-    def selected(self) -> dict[str, Any] | None:
+    def selected(self) -> SweepRow | None:
         table = self.query_one("#sweep-table", DataTable)
         rows = self.state.rows if self.state else []
         if table.cursor_row is None or not 0 <= table.cursor_row < len(rows):
@@ -287,7 +295,7 @@ class SweepScreen(Screen[None]):
         if action == "stop":
             return sweep is not None and not self.busy and (state is not None and state.alive or not sweep.ended)
         if action == "resume":
-            finished = sweep is not None and all(r.state == "finished" for r in sweep.runs)
+            finished = sweep is not None and all(r.state == SweepState.FINISHED for r in sweep.runs)
             return sweep is not None and not self.busy and state is not None and not state.alive and not finished
         if action in ("save_best", "compare"):
             return state is not None and state.compared is not None
@@ -301,7 +309,7 @@ class SweepScreen(Screen[None]):
 
         row = self.selected()
         if row is None or row["run_id"] is None:
-            starting = row is not None and row["state"] == "starting"
+            starting = row is not None and row["state"] == SweepState.STARTING
             said = "is starting: its monitor opens once its run folder is made" if starting else "has not started yet"
             self.notify(f"This run {said}.", severity="warning")
         elif row["unreadable"]:
@@ -364,7 +372,7 @@ class SweepScreen(Screen[None]):
 
         sweep = self.state.sweep if self.state else None
         if sweep is not None:
-            runs = [RunDir(Path(r.run_path)) for r in sweep.runs if r.state == "finished" and r.run_path]
+            runs = [RunDir(Path(r.run_path)) for r in sweep.runs if r.state == SweepState.FINISHED and r.run_path]
             self.app.push_screen(CompareScreen(runs))
 
     def action_back(self) -> None:
