@@ -121,6 +121,16 @@ def code_compatible(torch, device_cc: int, code_cc: int) -> bool:
         return rule(device_cc, code_cc)
 
 
+def release_codes(torch) -> dict[str, set[int]]:
+    """torch's own table of the architectures each CUDA build of this release carries (PYTORCH_RELEASES_CODE_CC in
+    torch/cuda/__init__.py; from 2.13 one set per host architecture, read as its _warn_unsupported_code reads it)."""
+    table = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", {})
+    host = getattr(torch.cuda, "_host_arch_key", None)
+    return {
+        cuda: codes.get(host(), set()) if isinstance(codes, dict) and host else codes for cuda, codes in table.items()
+    }
+
+
 def torch_facts(request: dict) -> dict:
     try:
         import torch
@@ -129,7 +139,7 @@ def torch_facts(request: dict) -> dict:
     flags_of = getattr(torch._C, "_cuda_getArchFlags", None)  # what get_arch_list() returns, without a device
     arch = (flags_of() or "").split() if flags_of and torch.version.cuda else []
     codes = [int(flag.split("_", 1)[1].rstrip("af")) for flag in arch]
-    releases = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", {})
+    releases = release_codes(torch)
     devices = []
     for cc in request.get("capabilities", []):
         number = int(cc[0]) * 10 + int(cc[1])
@@ -227,8 +237,12 @@ def lerobot_videos(meta, root: Path, backend: str, budget_s: float) -> list[dict
                 decode_episode(
                     decode_video_frames, meta, root, episode, key, rng.randrange(length) / meta.fps, backend, tolerance
                 )
-            except Exception:  # a frame the end check did not cover: counted, not timed
+            except Exception as exc:  # a frame before the end of its file that does not decode either
                 usable.remove(episode)
+                error = first_error_line(f"{type(exc).__name__}: {exc}")
+                failures.append(
+                    {"episode": episode, "file": str(meta.get_video_file_path(episode, key)), "error": error}
+                )
                 continue
             frames += 1
         seconds = time.monotonic() - began
