@@ -1,5 +1,6 @@
 """The tests' own shape (tests/README.md): every test module sits in unit/, tui/, system/ or trainers/ under a name of
-its own, shared helpers live in support/, and no test module imports another test module or a conftest."""
+its own, shared helpers live in support/, no test module imports another test module or a conftest, and tests/unit
+(the fast loop) imports no torch and starts no torchrun."""
 
 from __future__ import annotations
 
@@ -34,6 +35,49 @@ def imports_of_test_modules(path: Path) -> list[str]:
             continue
         found += [f"line {node.lineno}: {name}" for name in names if is_test_path(name)]
     return found
+
+
+TORCHRUN = "torch.distributed.run"
+
+
+def slow_parts(path: Path) -> list[str]:
+    """What keeps tests/unit from being the fast loop, wherever it stands in the file: an import of torch (2-4 s) or
+    of gpuwizard.demo (which imports it), and an argv list that starts torchrun (`-m torch.distributed.run`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.List):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            names = [f"-m {b}" for a, b in zip(words, words[1:], strict=False) if (a, b) == ("-m", TORCHRUN)]
+        else:
+            continue
+        slow = [n for n in names if n.split(".")[0] == "torch" or n.startswith(("gpuwizard.demo", "-m torch"))]
+        found += [f"line {node.lineno}: {n}" for n in slow]
+    return found
+
+
+def test_no_unit_test_imports_torch_or_starts_torchrun():
+    """A test that needs torch or a real job belongs in system/ (or trainers/, for a trainer's own code): a fact of
+    a recording (a gauge file's true B_simple) is written out in the unit test instead."""
+    wrong = {p.name: found for p in sorted((TESTS / "unit").glob("test_*.py")) if (found := slow_parts(p))}
+    assert wrong == {}, "move the test to system/ or trainers/, or write the recorded figure out"
+
+
+def test_the_unit_check_finds_torch_and_torchrun(tmp_path):
+    module = tmp_path / "test_x.py"
+    module.write_text(
+        "import torch.nn\nfrom gpuwizard.demo.noise import closed_form\ndef test_a():\n    import torch\n"
+        "    run([sys.executable, '-m', 'torch.distributed.run'])\n"
+    )
+    assert slow_parts(module) == [
+        "line 1: torch.nn",
+        "line 2: gpuwizard.demo.noise",
+        "line 4: torch",
+        "line 5: -m torch.distributed.run",
+    ]
 
 
 def test_no_test_module_imports_another_test_module():
