@@ -28,32 +28,8 @@ from gpuwizard.trainers.check.doctor_facts import DoctorAnswer
 from gpuwizard.trainers.registry import get_trainer
 from support.data import DATA
 from support.trainers import trainer_env
+from support.video_dataset import write_video_dataset
 
-VIDEO_DATASET = """
-import sys
-from pathlib import Path
-import numpy as np
-from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
-joint = [f"j{i}" for i in range(6)]
-features = {
-    "observation.state": {"dtype": "float32", "shape": (6,), "names": joint},
-    "action": {"dtype": "float32", "shape": (6,), "names": joint},
-    "observation.images.front": {"dtype": "video", "shape": (48, 64, 3), "names": ["height", "width", "channels"]},
-}
-ds = LeRobotDataset.create(repo_id="local/so100_video", fps=30, features=features, root=Path(sys.argv[1]),
-                           robot_type="so100", use_videos=True)
-rng = np.random.default_rng(0)
-for _ in range(3):
-    for _ in range(30):
-        ds.add_frame({"observation.state": rng.standard_normal(6).astype("float32"),
-                      "action": rng.standard_normal(6).astype("float32"),
-                      "observation.images.front": rng.integers(0, 255, (48, 64, 3), dtype=np.uint8),
-                      "task": "pick the cube"})
-    ds.save_episode()
-ds.finalize()
-"""
-"""Three episodes of 30 frames in one video file, as LeRobot 0.6.1's writer lays out a v3 dataset."""
 VIDEO = "videos/observation.images.front/chunk-000/file-000.mp4"
 
 
@@ -64,15 +40,7 @@ def lerobot_python() -> str:
 
 @pytest.fixture(scope="module")
 def video_dataset(lerobot_python, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("video") / "so100_video"
-    made = subprocess.run(
-        [lerobot_python, "-c", VIDEO_DATASET, str(root)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert made.returncode == 0, made.stderr[-2000:]
+    root = write_video_dataset(lerobot_python, tmp_path_factory.mktemp("video") / "so100_video")
     assert (root / VIDEO).is_file()
     return root
 
