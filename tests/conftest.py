@@ -4,6 +4,7 @@ works from every folder under tests/, whatever pytest's import mode)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -56,6 +57,19 @@ def gw(capsys):
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def cluster() -> None:
+    """A SLURM cluster that answers (scripts/slurm-local.sh, SLURM_CONF); without one the test is skipped, or failed
+    where GPUWIZARD_REQUIRE_SLURM=1 (CI)."""
+    from support.slurm import cluster_answers
+
+    if not cluster_answers():
+        reason = "no SLURM cluster answers: start one with scripts/slurm-local.sh and export its SLURM_CONF"
+        if os.environ.get("GPUWIZARD_REQUIRE_SLURM"):
+            pytest.fail(reason)
+        pytest.skip(reason)
 
 
 @pytest.fixture

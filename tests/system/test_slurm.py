@@ -16,7 +16,7 @@ from gpuwizard.runs.rundir import RunDir, list_runs
 from support.cli import gw_subprocess, wait_for
 from support.data import DATA
 from support.runs import newest_run
-from support.slurm import GPU_2NODE, cluster_answers
+from support.slurm import GPU_2NODE
 
 DEMO = """\
 version: 1
@@ -93,15 +93,6 @@ def test_slurm_bad_input_is_one_paragraph(gw, write_preset, tmp_path):
         "launch_finetune.py is documented for one node only"
         in gw("preview", write_preset(groot), "--format", "sbatch").err
     )
-
-
-@pytest.fixture
-def cluster():
-    if not cluster_answers():
-        reason = "no SLURM cluster answers: start one with scripts/slurm-local.sh and export its SLURM_CONF"
-        if os.environ.get("GPUWIZARD_REQUIRE_SLURM"):
-            pytest.fail(reason)
-        pytest.skip(reason)
 
 
 @pytest.fixture

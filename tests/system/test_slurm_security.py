@@ -17,17 +17,7 @@ import pytest
 
 from gpuwizard.runs.rundir import list_runs
 from support.cli import gw_subprocess
-from support.slurm import cluster_answers, lerobot_preset
-
-
-@pytest.fixture
-def cluster():
-    if not cluster_answers():
-        reason = "no SLURM cluster answers: start one with scripts/slurm-local.sh and export its SLURM_CONF"
-        if os.environ.get("GPUWIZARD_REQUIRE_SLURM"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-
+from support.slurm import lerobot_preset
 
 FAKE_SRUN = """#!/usr/bin/env python3
 import json, os, sys
