@@ -3,7 +3,7 @@ writer and decoded by its own decoder (the backend its get_safe_default_video_ba
 torchcodec cannot load), the same dataset with its video file cut short, /dev/shm and the output folder on small
 tmpfs mounts, the real torch's own verdict on GPUs it has no kernels for (NVML replayed), an all-reduce between two
 processes, a GR00T dataset without meta/modality.json read by Isaac-GR00T's own code, openpi's norm stats.
-The rules over recorded answers: tests/unit/test_doctor.py."""
+The rules over recorded answers: tests/unit/test_doctor_rules.py."""
 
 from __future__ import annotations
 
