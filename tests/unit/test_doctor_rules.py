@@ -362,3 +362,24 @@ def test_the_report_counts_what_fails_and_what_slows(level, status):
     done = report(answer(), [made], cached=False, seconds=1.0)
     assert done.status == status and done.findings[0].text == "x. Fix: y."
     assert done.blocks is (status == "blocked")
+
+
+def test_a_job_on_two_visible_gpus_asks_for_its_pair_and_a_cpu_job_does_not():
+    from gpuwizard.model.job import TrainerQuery
+    from gpuwizard.trainers.check.doctor import pairs_time, request_for
+
+    inventory = machine("workstation_2x4090")
+    query = TrainerQuery(argv=["python", "check_lerobot.py", "--batch_size=8"], expected={})
+    gpu = request_for(job(inventory), query, inventory)
+    assert gpu["sections"] == ["torch", "trainer", "pairs"] and gpu["capabilities"] == [["8", "9"], ["8", "9"]]
+    assert gpu["pairs"] == {"devices": [0, 1], "backend": "nccl", "timeout_s": 30.0}
+    assert pairs_time(gpu) == 60.0  # the one pair, and once more without P2P
+    cpu = request_for(job(inventory, device="cpu"), query, inventory)
+    assert "pairs" not in cpu["sections"] and pairs_time(cpu) == 0
+
+
+def test_extra_args_given_after_gpuwizards_flags_decide_the_workers():
+    inventory = machine("workstation_2x4090")
+    small = host_facts(shm={"path": "/dev/shm", "total": 64 * 2**20, "free": 64 * 2**20})
+    ctx = job(inventory, launch={"extra_args": ["--num_workers=0"]})
+    assert findings(answer(host=small, trainer=lerobot_facts()), ctx, inventory, "py") == []  # no worker, no shm

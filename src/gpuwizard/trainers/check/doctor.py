@@ -108,6 +108,12 @@ def run_script(python: str, request: dict[str, Any], env: dict[str, str], cwd: s
     return answer
 
 
+def pairs_time(request: dict[str, Any]) -> float:
+    """The longest the pairs section may take: each pair twice (again without P2P when it hangs), one at a time."""
+    devices = len(request.get("pairs", {}).get("devices", []))
+    return devices * (devices - 1) / 2 * 2 * PAIR_TIMEOUT_S
+
+
 def machine_stamp(inventory: Inventory) -> list[Any]:
     """The driver and the devices: the pairs' answer and the build's fit depend on them, not on the interpreter."""
     return [inventory.driver_version, [(g.uuid, g.compute_capability) for g in inventory.visible()]]
@@ -151,7 +157,7 @@ def ask(
             answer = None
     cached = answer is not None
     if answer is None:
-        answer = run_script(python, request, env, cwd, TIMEOUT_S)
+        answer = run_script(python, request, env, cwd, TIMEOUT_S + pairs_time(request))
         if answer.status == "answered":
             cache.put(key, exe, answer.model_dump(), answer.watch)
     try:
