@@ -181,7 +181,7 @@ def request_for(ctx: BuildContext | None, query: TrainerQuery | None, inventory:
         return request
     preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
     request |= {
-        "sections": ["torch", "trainer"],
+        "sections": ["torch", "trainer"] if plan.device == "cuda" else ["trainer"],  # torch's rules are a GPU job's
         "trainer": preset.trainer,
         "dataset": {"root": dataset_root(ctx), "repo_id": preset.dataset.repo_id},
         "output_dir": str(ctx.output_path),
