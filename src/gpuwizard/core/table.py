@@ -1,5 +1,5 @@
-"""Text tables whose columns are as wide as what they show: the `runs` listing, `sweep status` and the Runs and Sweep
-screens size their columns here, so a short table fits an 80-column terminal and a header never shifts."""
+"""Text tables whose columns are as wide as what they show: the `runs` listing, `sweep status` and the Runs screen
+size their columns here, so a short table fits an 80-column terminal and a header never shifts."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from gpuwizard.core.codes import ACTIVE_STATES
 from gpuwizard.core.errors import UserError
 from gpuwizard.core.safetext import safe_line, safe_text
+from gpuwizard.core.table import column_widths
 from gpuwizard.core.units import counted
 from gpuwizard.runner.control.follow import clock
 from gpuwizard.tui.base.messages import CompareReady, OpenSweep, RunsLoaded, RunStarted
@@ -37,11 +38,6 @@ COLUMNS = ("*", "state", "on", "step", "time", "smp/s", "run")
 """The run id is last and whole (it names the preset): short columns first, so none is pushed off at 80 columns."""
 REFRESH_S = 2.0
 """How often the open screen reads the history again (an ended run's files are not read again: runs/listing.py)."""
-
-
-def column_widths(rows: list[list[str]]) -> list[int]:
-    """Each column as wide as its widest cell, fixed before the first row is drawn (the header never shifts)."""
-    return [max([len(label), *(len(cells[i]) for cells in rows)]) for i, label in enumerate(COLUMNS)]
 
 
 class RunsScreen(Screen[None]):
@@ -142,7 +138,7 @@ class RunsScreen(Screen[None]):
         devices = {row["device"] for row in self.rows if row["state"] != "corrupt"}
         self.mixed = len(devices) > 1  # one kind of device: the header says it, the cells count
         cells = [[safe_line(cell) for cell in self.cells(row)] for row in self.rows]
-        ids, widths = [row["run_id"] for row in self.rows], column_widths(cells)
+        ids, widths = [row["run_id"] for row in self.rows], column_widths(COLUMNS, cells)  # fixed before a row is drawn
         if (ids, widths) == self.shown[:2]:  # the same runs, the same widths (a refresh): only what changed is drawn
             for run_id, new, old in zip(ids, cells, self.shown[2], strict=True):
                 for label, cell, before in zip(COLUMNS, new, old, strict=True):
