@@ -518,12 +518,12 @@ def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, 
     sup.handle_hang(
         JobMonitor(expect, get_trainer("demo")), Event(kind="hang_suspected", severity="error", title="hang")
     )
-    assert sup.stop_reason == "user"
+    assert sup.stop.reason == "user"
     fresh = supervisor_module.Supervisor(run)
     fresh.handle_hang(
         JobMonitor(expect, get_trainer("demo")), Event(kind="hang_suspected", severity="error", title="hang")
     )
-    assert fresh.stop_reason == "hang", "without a user stop, on_hang: stop stops for the hang"
+    assert fresh.stop.reason == "hang", "without a user stop, on_hang: stop stops for the hang"
 
 
 def test_a_full_disk_does_not_kill_the_supervisor_and_the_reason_is_kept(tmp_path, monkeypatch):

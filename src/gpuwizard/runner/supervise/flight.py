@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.runs.records import Event
 
 DUMP_DIR = "flight_recorder"
@@ -80,8 +81,8 @@ def analyze(python: str, run_dir: Path) -> Event | None:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return Event(
-            kind="flight_recorder",
-            severity="warning",
+            kind=EventKind.FLIGHT_RECORDER,
+            severity=Severity.WARNING,
             title="the Flight Recorder dumps could not be analyzed",
             detail=f"{python} -m {ANALYZER}: {exc}",
         )
@@ -95,8 +96,8 @@ def analyze(python: str, run_dir: Path) -> Event | None:
     else:
         title = f"rank(s) {ranks} never entered {first.collective} (collective #{first.seq})"
     return Event(
-        kind="flight_recorder",
-        severity="error",
+        kind=EventKind.FLIGHT_RECORDER,
+        severity=Severity.ERROR,
         title=title,
         detail=f"torch's Flight Recorder analyzer on the dumps in {dumps}: "
         + "; ".join(

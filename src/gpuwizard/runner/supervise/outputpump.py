@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from os import PathLike
 
+from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runner.supervise.jobhost import JobHost
 from gpuwizard.runs.records import Event
@@ -110,8 +111,8 @@ class OutputPump:
     def event(self, lines: int, skipped: int, when: str) -> Event:
         rate = f" (it parses about {1 / self.cost_per_byte / 1e6:.0f} MB/s here)" if self.cost_per_byte else ""
         return Event(
-            kind="output_sampled",
-            severity="warning",
+            kind=EventKind.OUTPUT_SAMPLED,
+            severity=Severity.WARNING,
             title=f"about {lines:,} lines not parsed {when}: the job printed faster than gpuwizard can read",
             detail=f"Every line is in log.txt; gpuwizard skipped {skipped / 1e6:.0f} MB of it{rate} and parsed only "
             "the newest lines, so progress stays current. Losses, steps and errors printed in the skipped part are "

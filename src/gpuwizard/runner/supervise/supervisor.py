@@ -11,33 +11,29 @@ import contextlib
 import errno
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuwizard.core.codes import ExitCode, RunState
+from gpuwizard.core.kinds import EventKind, Severity, StopReason
 from gpuwizard.model.settings import notify_settings
 from gpuwizard.runner.control.launches import launch_over
 from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runner.detect.stalls import STOPPED_STATUSES
-from gpuwizard.runner.host.cgroup import JobCgroup
-from gpuwizard.runner.host.locks import OutputLock
-from gpuwizard.runner.supervise.localjob import TICK_S, follow_local, hold_output_dir, mark_output_dir, start_job
+from gpuwizard.runner.supervise.jobhost import SupervisedJob
+from gpuwizard.runner.supervise.localjob import hold_output_dir, mark_output_dir, output_lock, start_job
 from gpuwizard.runner.supervise.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.supervise.stacks import dump_stacks
-from gpuwizard.runs.records import Event, GpuSample, ProcessRef, RecordError, Status
+from gpuwizard.runner.supervise.stopstate import StopState
+from gpuwizard.runs.records import Event, ProcessRef, RecordError, Status
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.tail import Chunk
 from gpuwizard.trainers.registry import get_trainer
 
-if TYPE_CHECKING:
-    from gpuwizard.gpus.sampler import GpuSampler
-
-GPU_SAMPLE_MAX_AGE_S = 3 * TICK_S
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 """Blocked by whoever spawns a supervisor, unblocked once its handlers are in: a stop sent while it still imports is
 kept pending, not fatal (a supervisor killed there would leave a 'starting' run that later reads 'lost')."""
@@ -55,38 +51,39 @@ def write_problem(exc: OSError) -> str:
 
 
 class Supervisor:
+    """Owns one job (jobhost.SupervisedJob) from its start to its final status; the job sees it as a JobHost."""
+
     def __init__(self, run: RunDir):
         self.run = run
         self.job_cfg = run.job()
-        self.stop_reason: str | None = None
-        self.stop_requests = 0
-        self.checkpoint_seen: float | None = None
-        self.linked_before: str | None = None
-        """What `checkpoints/last` named when the current checkpoint write began."""
-        self.stop_wait_shown = False
+        self.stop = StopState()
         self.dump_requested = False
-        self.job: subprocess.Popen[bytes] | None = None
-        self.gpu_sampler: GpuSampler | None = None
-        self.run_pids: set[int] = set()
-        self.lost_gpus: set[int] = set()
         self.job_umask = 0o022
         self.failure: str | None = None
         self.disk_full_said: str | None = None
         """The job's own ENOSPC error, the verdict only if the job then fails."""
-        self.output_lock: OutputLock | None = None
         self.write_error: str | None = None
-        self.cgroup: JobCgroup | None = None
         self.folder_id: tuple[int, int] | None = None
-        self.gpu_seen: dict[int, float] = {}
         self.lr_mismatch: str | None = None
         """The lr check's finding: a job that exits 0 after it did not train at the planned lr."""
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
-        self.stop_requests += 1  # a second one does not wait for a checkpoint write
-        self.stop_reason = self.stop_reason or "user"
+        self.stop.request()
 
     def request_dump(self, signum: int, frame: FrameType | None) -> None:
         self.dump_requested = True
+
+    def take_dump_request(self) -> bool:
+        """A stack dump asked for (SIGUSR1) since the job last looked, taken once."""
+        asked, self.dump_requested = self.dump_requested, False
+        return asked
+
+    def fail(self, why: str | None) -> bool:
+        """The reason the run failed, unless one is known already: True when `why` is the one shown."""
+        if self.failure or not why:
+            return False
+        self.failure = why
+        return True
 
     def persist(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         """A write to the run folder that must not kill the supervisor (a full disk): the job stays watched, and the
@@ -131,9 +128,7 @@ class Supervisor:
     def ingest(self, monitor: JobMonitor, chunk: Chunk) -> None:
         """New log text into the monitor: its events, and the losses it read as metrics.jsonl lines."""
         self.record(monitor.feed_text(chunk.text, chunk.line_count, bar=chunk.bar))
-        if monitor.checkpoint_started is not None and monitor.checkpoint_started != self.checkpoint_seen:
-            self.checkpoint_seen = monitor.checkpoint_started
-            self.linked_before = self.saved_checkpoint()
+        self.stop.checkpoint_began(monitor.checkpoint_started, self.saved_checkpoint)
         metrics = monitor.take_metrics()
         if metrics:
             self.persist(self.run.append_lines, self.run.metrics_file, metrics)
@@ -141,12 +136,12 @@ class Supervisor:
     def record(self, events: list[Event]) -> None:
         for event in events:
             self.persist(self.run.append_line, self.run.events_file, event)
-            if event.kind == "loss_nonfinite":
-                self.stop_reason = self.stop_reason or "diverged"
+            if event.kind == EventKind.LOSS_NONFINITE:
+                self.stop.stop_for(StopReason.DIVERGED)
                 self.failure = event.title
-            elif event.kind == "disk_full":
+            elif event.kind == EventKind.DISK_FULL:
                 self.disk_full_said = self.disk_full_said or event.detail
-            elif event.kind == "lr_mismatch":
+            elif event.kind == EventKind.LR_MISMATCH:
                 self.lr_mismatch = self.lr_mismatch or event.title
 
     def full_disk(self) -> str | None:
@@ -161,37 +156,6 @@ class Supervisor:
             if fs is not None and fs.f_bavail * fs.f_frsize < RESERVE_BYTES:
                 return f"disk full: no space left on the disk of {label} ({folder}) when the job failed"
         return f"disk full: {self.disk_full_said}" if self.disk_full_said else None
-
-    def write_gpu_samples(self, samples: list[GpuSample]) -> None:
-        """Called on the sampler thread, which alone writes gpu.jsonl."""
-        seen = time.monotonic()
-        for sample in samples:
-            self.gpu_seen[sample.index] = seen
-            self.persist(self.run.append_line, self.run.gpu_file, sample)
-
-    def gpu_samples(self, mono: float) -> list[GpuSample]:
-        """The sampler thread's fresh samples (a stuck NVML call never stalls the log); a lost device is one event."""
-        if self.gpu_sampler is None:
-            return []
-        samples = [
-            s for s in self.gpu_sampler.latest() if mono - self.gpu_seen.get(s.index, -1e9) <= GPU_SAMPLE_MAX_AGE_S
-        ]
-        for s in samples:
-            if s.lost and s.index not in self.lost_gpus:
-                self.lost_gpus.add(s.index)
-                self.record(
-                    [
-                        Event(
-                            kind="gpu_lost",
-                            severity="error",
-                            title=f"GPU {s.index} fell off the bus",
-                            detail="NVML reports the device as lost (Xid 79 class); the job cannot continue on it.",
-                            suggestion="Check `dmesg` for Xid errors, reseat or reset the GPU, then retry on the other "
-                            "devices.",
-                        )
-                    ]
-                )
-        return samples
 
     def tell(self, notice: Notice) -> None:
         """settings.notify.command, once per ending or hang, whoever is attached (terminals ring on their own)."""
@@ -210,21 +174,20 @@ class Supervisor:
         hang detector's allowance for one: stopped mid-write, it would leave a step folder nothing resumes from. A
         second stop does not wait."""
         started = monitor.checkpoint_started
-        if self.stop_reason != "user" or self.stop_requests > 1 or started is None:
+        if started is None or not self.stop.may_wait():
             return False
-        if get_trainer(self.job_cfg.trainer).checkpoint_parts and self.saved_checkpoint() != self.linked_before:
+        if get_trainer(self.job_cfg.trainer).checkpoint_parts and self.saved_checkpoint() != self.stop.linked_before:
             return False  # `last` moved on: the write is complete
         limit = monitor.checkpoint_allowance()
         if now - started >= limit:
             return False
-        if not self.stop_wait_shown:
-            self.stop_wait_shown = True
-            self.set_status(state=RunState.STOPPING, stop_reason=self.stop_reason)
+        if self.stop.first_wait():
+            self.set_status(state=RunState.STOPPING, stop_reason=self.stop.reason)
             self.record(
                 [
                     Event(
-                        kind="stop_waits_for_checkpoint",
-                        severity="warning",
+                        kind=EventKind.STOP_WAITS_FOR_CHECKPOINT,
+                        severity=Severity.WARNING,
                         title="the stop waits for the checkpoint being written",
                         detail="Stopped mid-write, the run would have no checkpoint to resume from.",
                         suggestion="Stop again to stop at once (s in the monitor, Ctrl-C in a headless run, `gpuwizard "
@@ -257,7 +220,7 @@ class Supervisor:
         self.record([event])
         self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
         if self.job_cfg.on_hang == "stop":
-            self.stop_reason = self.stop_reason or "hang"  # a stop the user asked for stays the user's
+            self.stop.stop_for(StopReason.HANG)  # a stop the user asked for stays the user's
 
     def run_forever(self) -> int:
         self.job_umask = os.umask(0o077)  # what the supervisor writes is private; the job keeps the user's umask
@@ -272,19 +235,26 @@ class Supervisor:
         launch_over(self.run)
         self.reserve_space()
         if self.job_cfg.scheduler == "slurm":
-            from gpuwizard.runner.supervise.slurmjob import follow_slurm
+            from gpuwizard.runner.supervise.slurmjob import slurm_job
 
             self.mark_cluster_output()
-            return follow_slurm(self)
-        if self.stop_reason:
+            submitted = slurm_job(self)
+            return int(ExitCode.NOT_STARTED) if submitted is None else self.follow(submitted)
+        if self.stop.reason:
             return self.stopped_before_start()
-        if not hold_output_dir(self):
+        lock = output_lock(self)
+        if not hold_output_dir(self, lock):
             return self.end_unstarted()
-        if self.stop_reason:
+        if self.stop.reason:
             return self.stopped_before_start()
-        if not start_job(self):
-            return self.end_unstarted()
-        return follow_local(self)
+        started = start_job(self, lock, self.job_umask)
+        return self.end_unstarted() if started is None else self.follow(started)
+
+    def follow(self, job: SupervisedJob) -> int:
+        """The job followed one pass at a time until it has ended, then its final record."""
+        while job.tick():
+            time.sleep(job.pause_s)
+        return job.end()
 
     def mark_cluster_output(self) -> None:
         """A SLURM job's output folder is marked from here where this machine sees it (a shared file system); no
@@ -300,7 +270,7 @@ class Supervisor:
             state=RunState.STOPPED,
             exit_code=int(ExitCode.STOPPED),
             ended=time.time(),
-            stop_reason=self.stop_reason,
+            stop_reason=self.stop.reason,
             error="stopped before the job started",
         )
         return int(ExitCode.STOPPED)
@@ -310,22 +280,15 @@ class Supervisor:
         self.release_space()
         return int(ExitCode.NOT_STARTED)
 
-    def end_without_folder(self, survivors: list[int]) -> int:
-        """The run folder was deleted: the job is stopped, and there is nowhere left to record it."""
-        if self.output_lock is not None and not survivors:
-            self.output_lock.release()
-        left = f"; processes left: {survivors}" if survivors else "; nothing of it is left"
-        print(f"gpuwizard: the run folder {self.run.path} was deleted: the job was stopped{left}", file=sys.stderr)
-        return int(ExitCode.STOPPED)
-
     def finish(self, rc: int, survivors: list[int]) -> int:
+        """The final status from the job's exit code and the stop reason, then the notice the user asked for."""
         job_exit = rc if rc >= 0 else 128 - rc
         code: int
-        if self.stop_reason == "hang":
+        if self.stop.reason == StopReason.HANG:
             state, code = RunState.HUNG, ExitCode.HANG
-        elif self.stop_reason == "user":
+        elif self.stop.reason == StopReason.USER:
             state, code = RunState.STOPPED, ExitCode.STOPPED
-        elif self.stop_reason == "diverged":
+        elif self.stop.reason == StopReason.DIVERGED:
             state, code = RunState.FAILED, ExitCode.FAILED
         elif rc == 0 and self.lr_mismatch:  # every step ran, at another lr than planned: not a green run
             state, code = RunState.FAILED, ExitCode.FAILED
@@ -334,10 +297,6 @@ class Supervisor:
             state, code = RunState.FINISHED, ExitCode.OK
         else:
             state, code = RunState.FAILED, job_exit
-        if self.cgroup is not None and not survivors:
-            self.cgroup.remove()
-        if self.output_lock is not None and not survivors:
-            self.output_lock.release()  # before the final status: whoever waits on it may start the next run at once
         final = self.write_final(
             state=state, exit_code=int(code), job_exit_code=job_exit, ended=time.time(), survivors=survivors
         )
@@ -351,7 +310,7 @@ class Supervisor:
         self.release_space()
         for in_place in (False, True):
             reason = self.failure or self.write_error
-            extra = {"error": reason} if reason and "error" not in fields else {}
+            extra: dict[str, Any] = {"error": reason} if reason and "error" not in fields else {}
             try:
                 return self.run.update_status(in_place=in_place, **fields, **extra)
             except OSError as exc:
