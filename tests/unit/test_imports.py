@@ -83,7 +83,7 @@ def test_plan_imports_only_the_trainer_it_uses():
     code = (
         "import sys, io, contextlib\nfrom gpuwizard import cli\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n    cli.main(['plan', 'demo-cpu'])\n"
-        "from gpuwizard.model.trainer_options import trainer_names\n"
+        "from gpuwizard.model.trainer_names import trainer_names\n"
         "print(','.join(sorted(n for n in trainer_names() if f'gpuwizard.trainers.{n}' in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

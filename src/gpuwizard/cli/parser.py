@@ -10,6 +10,7 @@ from typing import NoReturn, TypeVar, overload
 
 from gpuwizard import __version__
 from gpuwizard.core.codes import ExitCode
+from gpuwizard.model.trainer_names import trainer_names
 
 
 def positive_int(text: str) -> int:
@@ -194,7 +195,7 @@ def build_parser() -> Parser:
     runs.add_argument("--probes", action="store_true", help="also list the short measurement runs of gpuwizard probe")
     runs.add_argument("--sweep", metavar="SWEEP_ID", help="only the runs of this sweep, with the values each ran")
     envs = sub.add_parser("envs", help="the training environments on this machine and the trainers each one has")
-    envs.add_argument("--trainer", choices=["lerobot", "groot", "openpi", "hf", "demo"], help="only those that have it")
+    envs.add_argument("--trainer", choices=trainer_names(), help="only those that have it")
     envs.add_argument("--workdir", action="append", metavar="DIR", help="also look beside this checkout")
     envs.add_argument("--json", action="store_true", help="the environments as JSON")
 

@@ -6,11 +6,12 @@ import functools
 import math
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from gpuwizard.core import paths, yamlio
-from gpuwizard.core.errors import UserError, problem
-from gpuwizard.core.schema import Strict, problems_from
+from gpuwizard.core.errors import UserError, problem, unknown
+from gpuwizard.core.schema import Rules, Strict, problems_from
+from gpuwizard.model.trainer_names import trainer_names
 
 
 class Vram(Strict):
@@ -112,6 +113,17 @@ class PolicyEntry(Strict):
     single_gpu_hours: TrainingTime | None = Field(None, description="A published single-GPU training time.")
     inference_ms: dict[str, float] | None = Field(None, description="Published inference latency per device.")
     sources: dict[str, str] = Field({}, description="Where each figure comes from.")
+
+    @field_validator("trainers", "default_lr", "base_ids")
+    @classmethod
+    def _registered(cls, named: list[str] | dict[str, Any]) -> list[str] | dict[str, Any]:
+        """Every trainer named is one gpuwizard has: a misspelt one would never be offered, and no one would know."""
+        names, rules = trainer_names(), Rules("catalog")
+        for where, name in enumerate(named) if isinstance(named, list) else ((key, key) for key in named):
+            if name not in names:
+                rules.add((where,), unknown("unknown trainer", name, names), f"use one of {', '.join(names)}", name)
+        rules.raise_any()
+        return named
 
     def estimate_gb(self, per_device_batch: int, precision: str, shard_over: int = 1) -> float:
         """Peak memory per device: the fixed part (sharded by FSDP) plus activations scaled by batch."""

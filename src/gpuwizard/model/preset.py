@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gpuwizard.core import yamlio
 from gpuwizard.core.errors import UserError, problem, unknown
@@ -25,7 +25,8 @@ from gpuwizard.model.preset_sections import (
     Scaling,
     Slurm,
 )
-from gpuwizard.model.trainer_options import OPTIONS, trainer_names
+from gpuwizard.model.trainer_names import trainer_names
+from gpuwizard.model.trainer_options import OPTIONS, TrainerOptions
 
 PRESET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -36,7 +37,7 @@ class Preset(Strict):
     version: Literal[1] = Field(1, description="Preset format version.")
     name: str = Field(description="Preset name; it becomes a file name (letters, digits, '.', '_' and '-').")
     description: str = Field("", description="One line saying what this job is.")
-    trainer: str = Field(description="lerobot | groot | openpi | hf | demo")
+    trainer: str = Field(description="A name in model/trainer_names.TRAINERS (the schema lists them as it is made).")
     policy: str = Field(
         description="A key of the policy catalog (act, diffusion, smolvla, pi0, pi05, groot, ..., demo)."
     )
@@ -52,12 +53,25 @@ class Preset(Strict):
     slurm: Slurm = Field(default_factory=Slurm, description="The SLURM batch job (launch.scheduler: slurm).")
     costs: Costs = Field(default_factory=Costs, description="Prices for the estimates and `compare`.")
     trainer_options: dict[str, Any] = Field(
-        {}, description="Typed per trainer (see the trainer's options); defaults are left out when saved."
+        {},
+        validate_default=True,
+        description="Typed per trainer (see the trainer's options); defaults are left out when saved.",
     )
     output_dir: OneLine | None = Field(
         None, min_length=1, description="Where the trainer writes checkpoints; null: outputs/train/<name>."
     )
     monitor: Monitor = Field(default_factory=Monitor, description="Hang detection.")
+    _options: TrainerOptions = PrivateAttr(default_factory=TrainerOptions)
+
+    @model_validator(mode="after")
+    def _typed_options(self) -> Preset:
+        """Keeps the record `_options` validated (the first of the after-validators, so the others see plain data)
+        and stores its plain data, without defaults, as trainer_options."""
+        typed: object = self.trainer_options
+        if isinstance(typed, TrainerOptions):
+            self._options = typed
+            self.trainer_options = to_data(typed, omit_defaults=True)
+        return self
 
     @model_validator(mode="after")
     def _printable(self) -> Preset:
@@ -123,20 +137,21 @@ class Preset(Strict):
 
     @field_validator("trainer_options")
     @classmethod
-    def _options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        """Checked against the trainer's own options model; kept as plain data without its defaults."""
+    def _trainer_options(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any] | TrainerOptions:
+        """Validated once, by the trainer's own options model, here with the other fields so that their mistakes are
+        told together; the typed record goes on to _typed_options, which keeps it."""
         if "trainer" not in info.data:
             return options  # the trainer itself was wrong: that is the error to show
         model = OPTIONS[info.data["trainer"]]
         try:
-            return to_data(model.model_validate(options), omit_defaults=True)
+            return model.model_validate(options)
         except ValidationError as exc:
             raise as_rules(exc, model) from None
 
     @property
-    def options(self) -> Any:
-        """The trainer_options as the trainer's typed record (Any: each trainer reads its own fields)."""
-        return OPTIONS[self.trainer].model_validate(self.trainer_options)
+    def options(self) -> TrainerOptions:
+        """The trainer_options as the trainer's typed record; a trainer reads its own as `XOptions.of(preset)`."""
+        return self._options
 
     @property
     def world_size(self) -> int:
@@ -199,6 +214,7 @@ def preset_schema() -> dict[str, Any]:
     """The JSON Schema of the preset format, trainer_options typed per trainer (for editors' YAML language servers)."""
     from gpuwizard.core.schema import schema_with_trainers
 
-    schema = schema_with_trainers(Preset, dict(OPTIONS))
+    schema = schema_with_trainers(Preset, {name: OPTIONS[name] for name in trainer_names()})
+    schema["properties"]["trainer"]["description"] = " | ".join(trainer_names())
     schema["title"] = "gpuwizard preset"
     return schema

@@ -1,21 +1,54 @@
 """Each trainer's typed `trainer_options`, beside the preset that holds them: the preset validates them by trainer
-name without importing the trainers, and the trainers read them from here. A new trainer adds its model to OPTIONS."""
+name without importing the trainers, and the trainers read them from here. Each model also holds the facts about
+its trainer that layers below trainers/ need (the distribution it is found by, the checkout it runs from). A new
+trainer adds its model to OPTIONS under its name in trainer_names.TRAINERS."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal, NamedTuple, Protocol, Self
 
 from pydantic import Field
 
 from gpuwizard.core.schema import Strict
 
 
+class Checkout(NamedTuple):
+    """A source folder a trainer runs from, beside or around its environment."""
+
+    folder: str
+    """Its usual name, looked for beside an environment."""
+    marker: str
+    """A file only such a checkout holds, relative to it."""
+
+
+class HasOptions(Protocol):
+    """What holds a trainer's options (the preset), seen from here."""
+
+    @property
+    def options(self) -> TrainerOptions: ...
+
+
 class TrainerOptions(Strict):
     """Base for a trainer's typed `trainer_options`: strict, unknown keys refused, defaults left out when saved."""
+
+    package: ClassVar[str]
+    """The distribution (importlib.metadata name) an environment has the trainer by, recorded with each run."""
+    checkout: ClassVar[Checkout | None] = None
+    """The source checkout the trainer runs from, where it runs from one instead of an installed package."""
+
+    @classmethod
+    def of(cls, preset: HasOptions) -> Self:
+        """A preset's trainer_options as this model: the record the preset validated once, never validated again."""
+        options = preset.options
+        if not isinstance(options, cls):
+            raise TypeError(f"the preset's trainer_options are {type(options).__name__}, not {cls.__name__}")
+        return options
 
 
 class LeRobotOptions(TrainerOptions):
     """lerobot-train's own settings beyond the preset's common fields."""
+
+    package = "lerobot"
 
     api: Literal["auto", "v0.6", "main"] = Field(
         "auto", description="LeRobot's command-line form; auto detects it in the training environment (0.6.1 or main)."
@@ -42,6 +75,9 @@ class LeRobotOptions(TrainerOptions):
 class GrootOptions(TrainerOptions):
     """launch_finetune.py's own settings beyond the preset's common fields."""
 
+    package = "gr00t"
+    checkout: ClassVar[Checkout] = Checkout("Isaac-GR00T", "gr00t/configs/finetune_config.py")
+
     base_model_path: str | None = Field(
         None, description="--base-model-path: the GR00T checkpoint to fine-tune (hub id or folder)."
     )
@@ -64,6 +100,9 @@ class GrootOptions(TrainerOptions):
 
 class OpenpiOptions(TrainerOptions):
     """openpi's own settings beyond the preset's common fields."""
+
+    package = "openpi"
+    checkout: ClassVar[Checkout] = Checkout("openpi", "src/openpi/training/config.py")
 
     config_name: str | None = Field(None, description="The TrainConfig to train, e.g. pi05_libero.")
     backend: Literal["jax", "pytorch"] = Field(
@@ -93,6 +132,8 @@ class OpenpiOptions(TrainerOptions):
 class HfOptions(TrainerOptions):
     """The training script and what it needs beyond TrainingArguments."""
 
+    package = "transformers"
+
     script: str | None = Field(None, description="The HF Trainer training script, relative to launch.workdir.")
     script_args: list[str] = Field(
         [], description="The script's own arguments (model, data), before gpuwizard's TrainingArguments."
@@ -115,6 +156,8 @@ class RankStep(TrainerOptions):
 
 class DemoOptions(TrainerOptions):
     """Knobs of the built-in demo trainer, mostly for reproducing faults."""
+
+    package = "gpuwizard"
 
     inject_hang: RankStep | None = Field(
         None, description="Make one rank stop entering collectives at a step (a real hang)."
@@ -160,8 +203,4 @@ OPTIONS: dict[str, type[TrainerOptions]] = {
     "hf": HfOptions,
     "demo": DemoOptions,
 }
-"""Every trainer's name (in the order the wizard lists them) and its options model."""
-
-
-def trainer_names() -> tuple[str, ...]:
-    return tuple(OPTIONS)
+"""Each trainer's options model, by its name in trainer_names.TRAINERS."""

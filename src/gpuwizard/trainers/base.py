@@ -25,8 +25,6 @@ class Trainer:
     """One trainer: its batch semantics, checks, command builder and log parser."""
 
     name: ClassVar[str]
-    package: ClassVar[str]
-    """The distribution whose version is recorded with each run (importlib.metadata name)."""
     title: ClassVar[str]
     batch_flag: ClassVar[str]
     batch_meaning: ClassVar[str]
@@ -48,6 +46,12 @@ class Trainer:
     continue_schedule: ClassVar[str | None] = None
     """What the lr schedule does when a finished run is resumed to more steps; None: this trainer (as gpuwizard
     resumes it) cannot continue a finished run."""
+
+    @property
+    def package(self) -> str:
+        """The distribution whose version is recorded with each run (importlib.metadata name): the model layer holds
+        it, on the trainer's options model, so that an environment is asked for it without importing the trainer."""
+        return self.Options.package
 
     def world_size(self, preset: Preset) -> int:
         """Data-parallel devices the batch is spread over."""

@@ -15,8 +15,11 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from gpuwizard.core.yamlio import read_regular
+from gpuwizard.model.trainer_names import trainer_names
+from gpuwizard.model.trainer_options import OPTIONS, Checkout
 from gpuwizard.trainers.check import envcache
 
 TIMEOUT_S = 20.0
@@ -25,20 +28,19 @@ LIST_BYTES = 1 << 20
 """conda's list of environments is a few lines; more is not a list conda wrote."""
 
 ASK_SCRIPT = r"""
-import importlib.metadata as md, importlib.util as iu, json, os, sys
+import importlib.metadata as md, json, os, sys
 def version(name):
     try:
         return md.version(name)
     except Exception:
         return None
-found = {name: version(dist) for name, dist in
-         (("lerobot", "lerobot"), ("groot", "gr00t"), ("openpi", "openpi"), ("hf", "transformers"),
-          ("demo", "gpuwizard"), ("torch", "torch"))}
-out = {"python": "%d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix, "found": found,
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix,
+       "versions": {dist: version(dist) for dist in json.loads(sys.argv[1])},
        "watch": [p for p in sys.path if os.path.isdir(p)]}
 print(json.dumps(out))
 """
-"""Runs in the candidate interpreter: only the standard library, and no trainer is imported."""
+"""Runs in the candidate interpreter with the distributions to look for (JSON) as its argument: only the standard
+library, and no trainer is imported."""
 
 CONDA_HOMES = ("miniconda3", "anaconda3", "miniforge3", "mambaforge", "micromamba", ".conda", "conda")
 
@@ -68,13 +70,19 @@ class TrainingEnv:
         }
 
 
+def distributions() -> dict[str, str]:
+    """Each trainer's distribution (its options model's `package`), by trainer name, the one table asked for."""
+    return {name: OPTIONS[name].package for name in trainer_names()}
+
+
+def checkouts() -> dict[str, Checkout]:
+    """The trainers that run from a source checkout (GR00T, openpi), each with how one is recognised."""
+    return {name: found for name in trainer_names() if (found := OPTIONS[name].checkout)}
+
+
 def checkout_kind(folder: Path) -> str | None:
-    """A GR00T or openpi source folder, recognised by the files their trainers run."""
-    if (folder / "gr00t" / "configs" / "finetune_config.py").is_file():
-        return "groot"
-    if (folder / "src" / "openpi" / "training" / "config.py").is_file():
-        return "openpi"
-    return None
+    """The trainer whose source folder this is, recognised by a file its trainer runs."""
+    return next((name for name, found in checkouts().items() if (folder / found.marker).is_file()), None)
 
 
 def venv_python(folder: Path) -> Path | None:
@@ -136,16 +144,28 @@ def prefix_of(python: Path) -> str:
     return str(python.absolute().parent.parent)
 
 
+def covers(answer: dict[str, Any] | None, asked: list[str]) -> TypeGuard[dict[str, Any]]:
+    """A remembered answer holds every distribution asked now (one asked before a trainer was added does not)."""
+    versions = answer.get("versions") if answer else None
+    return isinstance(versions, dict) and set(asked) <= set(versions)
+
+
 def ask(python: Path, where: str) -> TrainingEnv:
     """What one interpreter has, from its package metadata (remembered until its packages change)."""
     env = TrainingEnv(str(python), where)
     exe = envcache.interpreter(str(python))
     cache = envcache.EnvCache(CACHE)
+    wanted = distributions()
+    asked = sorted({*wanted.values(), "torch"})
     answer = cache.get(exe, exe)
-    if answer is None:
+    if not covers(answer, asked):
         try:
             out = subprocess.run(
-                [str(python), "-I", "-c", ASK_SCRIPT], capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+                [str(python), "-I", "-c", ASK_SCRIPT, json.dumps(asked)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                check=False,
             )
             answer = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout else None
         except subprocess.TimeoutExpired:
@@ -154,21 +174,21 @@ def ask(python: Path, where: str) -> TrainingEnv:
         except (OSError, ValueError, IndexError) as exc:
             env.error = f"cannot be asked: {exc}"
             return env
-        if not isinstance(answer, dict) or not isinstance(answer.get("found"), dict):
+        if not isinstance(answer, dict) or not isinstance(answer.get("versions"), dict):
             env.error = "gave no answer (not a Python 3 interpreter?)"
             return env
         cache.put(exe, exe, answer, [str(p) for p in answer.get("watch", [])])
     env.python_version = answer.get("python")
-    found = {name: str(v) for name, v in answer["found"].items() if v}
-    env.torch = found.pop("torch", None)
-    env.trainers = found
+    versions = {dist: str(v) for dist, v in answer["versions"].items() if v}
+    env.torch = versions.get("torch")
+    env.trainers = {name: versions[dist] for name, dist in wanted.items() if dist in versions}
     return env
 
 
 def with_checkout(env: TrainingEnv) -> TrainingEnv:
     """A venv inside or beside a GR00T or openpi checkout runs that trainer from the checkout's source."""
     venv = Path(env.python).absolute().parent.parent
-    for folder in (venv.parent, venv.parent / "Isaac-GR00T", venv.parent / "openpi"):
+    for folder in (venv.parent, *(venv.parent / found.folder for found in checkouts().values())):
         kind = checkout_kind(folder)
         if kind:
             env.checkout = str(folder)

@@ -1,5 +1,6 @@
-"""The trainer registry: each name in model.trainer_options.OPTIONS is a folder of this package whose trainer.py
-defines TRAINER; a plan imports only the trainer it uses."""
+"""The trainer registry: each name in model.trainer_names.TRAINERS is a folder of this package whose trainer.py
+defines TRAINER, a Trainer of that name whose Options is the name's model in model.trainer_options.OPTIONS; a plan
+imports only the trainer it uses."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import functools
 import importlib
 
 from gpuwizard.model.job import BuildContext, LaunchSpec
-from gpuwizard.model.trainer_options import trainer_names
+from gpuwizard.model.trainer_names import trainer_names
+from gpuwizard.model.trainer_options import OPTIONS
 from gpuwizard.model.trust import is_trusted
 from gpuwizard.trainers.base import Trainer
 from gpuwizard.trainers.check import TrainerCheck, ask, compare
@@ -20,8 +22,11 @@ def get_trainer(name: str) -> Trainer:
     if name not in trainer_names():
         raise KeyError(name)
     trainer = importlib.import_module(f"gpuwizard.trainers.{name}.trainer").TRAINER
-    if not isinstance(trainer, Trainer) or trainer.name != name:
-        raise TypeError(f"gpuwizard.trainers.{name}.trainer.TRAINER must be a Trainer named {name!r}")
+    if not isinstance(trainer, Trainer) or trainer.name != name or trainer.Options is not OPTIONS[name]:
+        raise TypeError(
+            f"gpuwizard.trainers.{name}.trainer.TRAINER must be a Trainer named {name!r} whose Options is "
+            f"model.trainer_options.OPTIONS[{name!r}]"
+        )
     return trainer
 
 

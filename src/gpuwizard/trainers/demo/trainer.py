@@ -41,7 +41,6 @@ def demo_dataset_root(repo_id: str) -> str:
 
 class DemoTrainer(Trainer):
     name = "demo"
-    package = "gpuwizard"
     title = "Built-in demo trainer"
     batch_flag = "--batch-size"
     progress_markers = ("[demo]", "%|")
@@ -79,7 +78,7 @@ class DemoTrainer(Trainer):
 
     def check(self, ctx: BuildContext) -> list[Problem]:
         found = []
-        opts, world = ctx.preset.options, ctx.plan.world_size
+        opts, world = DemoOptions.of(ctx.preset), ctx.plan.world_size
         for field, injected in (("inject_hang", opts.inject_hang), ("inject_crash", opts.inject_crash)):
             if injected and injected.rank >= world:
                 found.append(
@@ -93,7 +92,7 @@ class DemoTrainer(Trainer):
         return found
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
-        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        preset, plan, opts = ctx.preset, ctx.plan, DemoOptions.of(ctx.preset)
         if preset.dataset.root:
             dataset_root = os.path.expanduser(preset.dataset.root)
         else:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from gpuwizard.model.catalog import PolicyEntry
     from gpuwizard.model.preset import Preset
 
-FINETUNE_CONFIG = "gr00t/configs/finetune_config.py"
+FINETUNE_CONFIG = GrootOptions.checkout.marker
 RESUME_FIELD = "resume_from_checkpoint"
 """A FinetuneConfig field only on an upstream PR branch: main 626af89, n1.7-release 23ace64 and n1.6.1-release
 5dc80c4 have none, and their gr00t/experiment/experiment.py always calls trainer.train(resume_from_checkpoint=True),
@@ -79,7 +79,6 @@ def read_finetune_config(workdir: str) -> tuple[frozenset[str], str | None]:
 
 class GrootTrainer(Trainer):
     name = "groot"
-    package = "gr00t"
     title = "Isaac-GR00T N1.7 (launch_finetune.py)"
     batch_flag = "--global-batch-size"
     progress_markers = ("{'loss'", "{'train_runtime'", "Saving model checkpoint", "%|")
@@ -122,7 +121,7 @@ class GrootTrainer(Trainer):
         return os.path.expanduser(root) if root else None
 
     def check(self, ctx: BuildContext) -> list[Problem]:
-        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        preset, plan, opts = ctx.preset, ctx.plan, GrootOptions.of(ctx.preset)
         found: list[Problem] = []
         if not opts.base_model_path:
             found.append(
@@ -273,12 +272,12 @@ class GrootTrainer(Trainer):
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         found = []
-        script = Path(ctx.workdir, ctx.preset.options.script)
+        script = Path(ctx.workdir, GrootOptions.of(ctx.preset).script)
         if not script.is_file():
             found.append(
                 problem(
                     "launch.workdir",
-                    f"{ctx.preset.options.script} is not in {ctx.workdir}",
+                    f"{GrootOptions.of(ctx.preset).script} is not in {ctx.workdir}",
                     "set launch.workdir to your Isaac-GR00T checkout",
                     value=ctx.preset.launch.workdir,
                 )
@@ -296,7 +295,7 @@ class GrootTrainer(Trainer):
         return found
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
-        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        preset, plan, opts = ctx.preset, ctx.plan, GrootOptions.of(ctx.preset)
         prefix = ["uv", "run"] if opts.uv else []
         env = device_env(ctx)
         if plan.world_size == 1:
@@ -362,7 +361,7 @@ class GrootTrainer(Trainer):
 
     def checking_python(self, ctx: BuildContext) -> str:
         """The interpreter that runs launch_finetune.py: launch.python, else uv's project environment."""
-        if ctx.preset.options.uv and not ctx.preset.launch.python:
+        if GrootOptions.of(ctx.preset).uv and not ctx.preset.launch.python:
             return str(Path(ctx.workdir, ".venv", "bin", "python"))
         return ctx.python
 
@@ -371,7 +370,7 @@ class GrootTrainer(Trainer):
         python = self.checking_python(ctx)
         if missing := interpreter_missing(python):
             return missing
-        script = ctx.preset.options.script
+        script = GrootOptions.of(ctx.preset).script
         if (unreadable := read_finetune_config(ctx.workdir)[1]) is not None:
             return f"{FINETUNE_CONFIG} in {ctx.workdir} cannot be read: {unreadable}"
         if not Path(ctx.workdir, FINETUNE_CONFIG).is_file():

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 class HfTrainer(Trainer):
     name = "hf"
-    package = "transformers"
     title = "Hugging Face Trainer script"
     batch_flag = "--per_device_train_batch_size"
     progress_markers = (
@@ -77,7 +76,7 @@ class HfTrainer(Trainer):
 
     def check(self, ctx: BuildContext) -> list[Problem]:
         found = []
-        if not ctx.preset.options.script:
+        if not HfOptions.of(ctx.preset).script:
             found.append(
                 problem(
                     "trainer_options.script",
@@ -106,7 +105,7 @@ class HfTrainer(Trainer):
                     value="fsdp",
                 )
             )
-        if ctx.plan.steps < 500 and ctx.preset.options.logging_steps is None:
+        if ctx.plan.steps < 500 and HfOptions.of(ctx.preset).logging_steps is None:
             found.append(
                 warning(
                     "trainer_options.logging_steps",
@@ -119,7 +118,7 @@ class HfTrainer(Trainer):
         return found
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
-        script = ctx.preset.options.script
+        script = HfOptions.of(ctx.preset).script
         if script and not Path(ctx.workdir, script).is_file():
             return [
                 problem(
@@ -132,7 +131,7 @@ class HfTrainer(Trainer):
         return []
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
-        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        preset, plan, opts = ctx.preset, ctx.plan, HfOptions.of(ctx.preset)
         args = [
             opts.script or "<trainer_options.script>",
             *opts.script_args,
@@ -191,7 +190,7 @@ class HfTrainer(Trainer):
         flags are left to it, and the answer names them."""
         if missing := interpreter_missing(ctx.python):
             return missing
-        plan, opts = ctx.plan, ctx.preset.options
+        plan, opts = ctx.plan, HfOptions.of(ctx.preset)
         script = opts.script or "<trainer_options.script>"
         resume = f"from {self.last_checkpoint(ctx) or ctx.output_path}" if ctx.resume else "none (a fresh start)"
         return TrainerQuery(
@@ -213,7 +212,7 @@ class HfTrainer(Trainer):
 
     def log_interval(self, ctx: BuildContext) -> int | None:
         """--logging_steps (TrainingArguments' default 500): DefaultFlowCallback logs at its multiples."""
-        return ctx.preset.options.logging_steps or 500
+        return HfOptions.of(ctx.preset).logging_steps or 500
 
     def probe_variant(self, preset: Preset, steps: int) -> Preset:
         """A loss dict every few steps, so the measured window holds many points (the Trainer logs samples/s only in
@@ -225,7 +224,7 @@ class HfTrainer(Trainer):
         """transformers' get_scheduler for --lr_scheduler_type (src/transformers/optimization.py, 5.24): a linear
         warmup from 0, then linear or cosine down to 0 at max_steps; "constant" has no warmup at all. Its log at
         step N shows the lr of update N, read before lr_scheduler.step() (trainer.py _inner_training_loop)."""
-        plan, kind = ctx.plan, ctx.preset.options.lr_scheduler_type
+        plan, kind = ctx.plan, HfOptions.of(ctx.preset).lr_scheduler_type
         warmup = plan.warmup_steps or 0
         if kind == "constant":
             return LrSchedule(peak=plan.lr)

@@ -8,6 +8,7 @@ import os
 from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, note, problem, warning
+from gpuwizard.model.trainer_options import LeRobotOptions
 
 if TYPE_CHECKING:
     from gpuwizard.model.job import BuildContext
@@ -42,7 +43,7 @@ def presets_bypassed(ctx: BuildContext) -> bool:
 def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
     preset, plan = ctx.preset, ctx.plan
     found: list[Problem] = []
-    if not install.asked and preset.options.api == "auto":
+    if not install.asked and LeRobotOptions.of(preset).api == "auto":
         found.append(
             warning(
                 "trainer_options.api",
@@ -51,7 +52,7 @@ def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
                 "trust it (the wizard asks at ctrl+r; `gpuwizard presets trust PRESET`), or state trainer_options.api",
             )
         )
-    elif not install.detected and preset.options.api == "auto":
+    elif not install.detected and LeRobotOptions.of(preset).api == "auto":
         found.append(
             warning(
                 "trainer_options.api",
@@ -101,7 +102,7 @@ def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
                 value=None,
             )
         )
-    if not preset.options.repo_id:
+    if not LeRobotOptions.of(preset).repo_id:
         found.append(
             problem(
                 None,

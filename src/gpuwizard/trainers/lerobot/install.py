@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpuwizard.trainers.base import sibling_tool
 from gpuwizard.trainers.check import envcache
@@ -43,7 +43,7 @@ class LeRobotInstall:
 
 
 @functools.lru_cache(maxsize=16)
-def detect(python: str, asks: bool) -> dict | None:
+def detect(python: str, asks: bool) -> dict[str, Any] | None:
     """Ask the training interpreter which lerobot it has, without importing lerobot (remembered in EnvCache);
     without `asks` (an untrusted preset chose the interpreter) only a remembered answer is read, nothing runs."""
     exe = envcache.interpreter(python)

@@ -54,7 +54,6 @@ def default_loop_warmup(facts: LeRobotPolicyFacts | None, loop_steps: int) -> in
 
 class LeRobotTrainer(Trainer):
     name = "lerobot"
-    package = "lerobot"
     title = "LeRobot (lerobot-train)"
     batch_flag = "--batch_size"
     progress_markers = ("step:", "Effective batch size", "cfg.steps=", "Checkpoint policy", "End of training", "%|")
@@ -83,11 +82,11 @@ class LeRobotTrainer(Trainer):
     def trainer_steps_per_update(self, preset: Preset, python: str) -> int:
         """Main counts loop steps, one micro-batch per worker each (lerobot_train.py at 7427f31: `step = 0  # number
         of loop steps (= micro-batches consumed per data-parallel worker)`); 0.6.1 has no accumulation."""
-        main = find_install(python, preset.options.api, is_trusted(preset)).api == "main"
+        main = find_install(python, LeRobotOptions.of(preset).api, is_trusted(preset)).api == "main"
         return preset.batch.grad_accum if main else 1
 
     def install(self, ctx: BuildContext) -> LeRobotInstall:
-        return find_install(ctx.python, ctx.preset.options.api, is_trusted(ctx.preset))
+        return find_install(ctx.python, LeRobotOptions.of(ctx.preset).api, is_trusted(ctx.preset))
 
     def managed_flags(self) -> tuple[str, ...]:
         return (
@@ -159,7 +158,7 @@ class LeRobotTrainer(Trainer):
         plan, facts = ctx.plan, ctx.policy.lerobot
         scheduler = facts.scheduler if facts else "none"
         steps, warmup = plan.trainer_steps, (plan.warmup_steps or 0) * plan.trainer_steps_per_update
-        log_freq = ctx.preset.options.log_freq
+        log_freq = LeRobotOptions.of(ctx.preset).log_freq
         window = log_freq * plan.trainer_steps_per_update if log_freq else 200
         if scheduler == "none" or facts is None:
             return LrSchedule(peak=plan.lr, warmup_steps=warmup, averaged_over=window)
@@ -192,7 +191,7 @@ class LeRobotTrainer(Trainer):
         return config if config.is_file() else None
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
-        preset, plan, policy, opts = ctx.preset, ctx.plan, ctx.policy, ctx.preset.options
+        preset, plan, policy, opts = ctx.preset, ctx.plan, ctx.policy, LeRobotOptions.of(ctx.preset)
         install = self.install(ctx)
         env = device_env(ctx) | dict(preset.launch.env)
         unset = sorted(n for n in set(os.environ) | set(env) if n.startswith(ACCELERATE_PREFIXES))

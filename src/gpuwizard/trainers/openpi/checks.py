@@ -7,6 +7,7 @@ from pathlib import Path
 import gpuwizard.trainers.openpi.run_values as run_values
 from gpuwizard.core.errors import Problem, note, problem, warning
 from gpuwizard.model.job import BuildContext
+from gpuwizard.model.trainer_options import OpenpiOptions
 from gpuwizard.trainers.openpi.configs import ConfigSource
 
 PLACEHOLDER = "/path/to/"
@@ -14,7 +15,7 @@ PLACEHOLDER = "/path/to/"
 
 
 def findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
-    preset, opts = ctx.preset, ctx.preset.options
+    preset, opts = ctx.preset, OpenpiOptions.of(ctx.preset)
     if not opts.config_name:
         return [
             problem(
@@ -60,7 +61,7 @@ def findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
 def config_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
     """Where the config's own values come from, and whether it trains the preset's policy."""
     preset, own = ctx.preset, source.facts
-    config = preset.options.config_name
+    config = OpenpiOptions.of(preset).config_name
     if source.refusal:
         return [
             problem(
@@ -127,7 +128,7 @@ def schedule_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
     """Where the schedule's warmup and cosine end against the run's steps; openpi keeps the config's decay_steps
     whatever --num-train-steps says (run_values.decay), and optax refuses only a cosine no longer than the warmup."""
     preset, plan, own = ctx.preset, ctx.plan, source.facts
-    config, found = preset.options.config_name, []
+    config, found = OpenpiOptions.of(preset).config_name, []
     schedule = run_values.schedule(ctx, own)
     warmup, decay_steps = schedule.warmup_steps, schedule.decay_end
     if plan.steps <= warmup:
@@ -144,7 +145,7 @@ def schedule_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
             f"the run's {plan.steps:,} steps end {where} (lr {schedule.lr_at(plan.steps):.3g})"
         )
     )
-    if preset.options.backend == "jax" and decay_steps <= warmup:
+    if OpenpiOptions.of(preset).backend == "jax" and decay_steps <= warmup:
         found.append(
             problem(
                 "optim.warmup_ratio",
@@ -168,7 +169,7 @@ def schedule_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
 
 def weights_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
     """train_pytorch.py loads only <pytorch_weight_path>/model.safetensors; it never reads the JAX weight loader."""
-    opts, own = ctx.preset.options, source.facts
+    opts, own = OpenpiOptions.of(ctx.preset), source.facts
     if opts.backend == "jax":
         if opts.torch_weights:
             return [
@@ -250,7 +251,7 @@ def jax_findings(ctx: BuildContext) -> list[Problem]:
 
 
 def pytorch_findings(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
-    preset, plan, opts, found = ctx.preset, ctx.plan, ctx.preset.options, []
+    preset, plan, opts, found = ctx.preset, ctx.plan, OpenpiOptions.of(ctx.preset), []
     model = source.facts.model
     if model == "pi0_fast":
         found.append(
@@ -306,7 +307,7 @@ def preflight(ctx: BuildContext, source: ConfigSource) -> list[Problem]:
             )
         ]
     weights = run_values.pytorch_weights(ctx, source.facts)
-    if ctx.preset.options.backend == "pytorch" and weights:
+    if OpenpiOptions.of(ctx.preset).backend == "pytorch" and weights:
         folder = Path(ctx.workdir, weights)
         if not (folder / "model.safetensors").is_file():
             return [

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from gpuwizard.model.catalog import OpenpiConfig, load_catalog, openpi_config
 from gpuwizard.model.job import TrainerQuery
+from gpuwizard.model.trainer_options import OpenpiOptions
 from gpuwizard.model.trust import is_trusted
 from gpuwizard.trainers.base import interpreter_missing, resolve_python, workdir_for
 from gpuwizard.trainers.check import CheckAnswer, ask, check_script
@@ -58,7 +59,7 @@ class ConfigSource:
 
 def training_python(preset: Preset) -> str:
     """The training interpreter: launch.python, else the checkout's .venv that `uv run` uses, else the one on PATH."""
-    if not preset.launch.python and preset.options.uv:
+    if not preset.launch.python and OpenpiOptions.of(preset).uv:
         return str(Path(workdir_for(preset)[0], ".venv", "bin", "python"))
     return resolve_python(preset)
 
@@ -81,7 +82,7 @@ def from_answer(values: dict[str, Any]) -> OpenpiConfig:
 
 def config_source(preset: Preset) -> ConfigSource:
     """The named config's values: the installed openpi's where it answers, else the catalog's, else the defaults."""
-    name = preset.options.config_name
+    name = OpenpiOptions.of(preset).config_name
     listed = openpi_config(load_catalog(), name) if name else None
     if not name:
         return ConfigSource(OpenpiConfig(), "no config named", False)

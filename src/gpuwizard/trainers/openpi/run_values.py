@@ -8,19 +8,20 @@ from pathlib import Path, PurePosixPath
 from gpuwizard.core.errors import Problem, problem
 from gpuwizard.model.catalog import OpenpiConfig
 from gpuwizard.model.job import BuildContext
+from gpuwizard.model.trainer_options import OpenpiOptions
 from gpuwizard.runs.records import LrSchedule
 
 
 def entry(ctx: BuildContext) -> str:
-    return "scripts/train.py" if ctx.preset.options.backend == "jax" else "scripts/train_pytorch.py"
+    return "scripts/train.py" if OpenpiOptions.of(ctx.preset).backend == "jax" else "scripts/train_pytorch.py"
 
 
 def exp_name(ctx: BuildContext) -> str:
-    return ctx.preset.options.exp_name or ctx.preset.name
+    return OpenpiOptions.of(ctx.preset).exp_name or ctx.preset.name
 
 
 def fsdp_devices(ctx: BuildContext) -> int:
-    opts = ctx.preset.options
+    opts = OpenpiOptions.of(ctx.preset)
     if opts.fsdp_devices:
         return opts.fsdp_devices
     return ctx.plan.world_size if ctx.plan.strategy == "fsdp" else 1
@@ -38,7 +39,7 @@ def decay(ctx: BuildContext, own: OpenpiConfig) -> tuple[int, float]:
 
 def log_interval(ctx: BuildContext, own: OpenpiConfig) -> int:
     """Steps between train_pytorch.py's log lines: trainer_options.log_interval, else the TrainConfig's."""
-    return ctx.preset.options.log_interval or own.log_interval
+    return OpenpiOptions.of(ctx.preset).log_interval or own.log_interval
 
 
 def schedule(ctx: BuildContext, own: OpenpiConfig) -> LrSchedule:
@@ -104,6 +105,5 @@ def dataset(ctx: BuildContext) -> tuple[str, str | None, Problem | None]:
 
 def pytorch_weights(ctx: BuildContext, own: OpenpiConfig) -> str | None:
     """The weights a PyTorch run starts from: trainer_options.torch_weights, else the config's own."""
-    if ctx.preset.options.torch_weights:
-        return os.path.expanduser(ctx.preset.options.torch_weights)
-    return own.pytorch_weight_path
+    weights = OpenpiOptions.of(ctx.preset).torch_weights
+    return os.path.expanduser(weights) if weights else own.pytorch_weight_path

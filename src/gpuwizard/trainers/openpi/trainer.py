@@ -41,7 +41,6 @@ default), which makes NVML read that fraction whatever the batch."""
 
 class OpenpiTrainer(Trainer):
     name = "openpi"
-    package = "openpi"
     title = "openpi (pi0 / pi0.5, JAX or PyTorch)"
     batch_flag = "--batch-size"
     progress_markers = (
@@ -64,7 +63,7 @@ class OpenpiTrainer(Trainer):
     supports_fsdp = True
 
     def uses_jax(self, preset: Preset) -> bool:
-        return preset.options.backend == "jax"
+        return OpenpiOptions.of(preset).backend == "jax"
 
     def processes_per_node(self, preset: Preset) -> int:
         return 1 if self.uses_jax(preset) else preset.hardware.gpus
@@ -111,7 +110,7 @@ class OpenpiTrainer(Trainer):
         return checks.preflight(ctx, self.source(ctx.preset))
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
-        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        preset, plan, opts = ctx.preset, ctx.plan, OpenpiOptions.of(ctx.preset)
         own = self.source(preset).facts
         prefix = ["uv", "run"] if opts.uv else []
         config = opts.config_name or "<trainer_options.config_name>"
@@ -159,7 +158,7 @@ class OpenpiTrainer(Trainer):
         python = training_python(ctx.preset)
         if missing := interpreter_missing(python):
             return missing
-        preset, plan, opts = ctx.preset, ctx.plan, ctx.preset.options
+        preset, plan, opts = ctx.preset, ctx.plan, OpenpiOptions.of(ctx.preset)
         entry, own = run_values.entry(ctx), self.source(preset).facts
         decay_steps, decay_lr = run_values.decay(ctx, own)
         jax = opts.backend == "jax"
@@ -198,9 +197,8 @@ class OpenpiTrainer(Trainer):
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """<checkpoint-base-dir>/<config>/<exp-name>/<step>/ (src/openpi/training/checkpoints.py)."""
-        if not ctx.preset.options.config_name:
-            return None
-        return newest_step_dir(ctx.output_path / ctx.preset.options.config_name / run_values.exp_name(ctx))
+        config = OpenpiOptions.of(ctx.preset).config_name
+        return newest_step_dir(ctx.output_path / config / run_values.exp_name(ctx)) if config else None
 
     def parse_line(self, line: str) -> LineInfo | None:
         return parse_openpi(line)
