@@ -7,6 +7,7 @@ real trainer environment: tests/trainers/test_doctor.py."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -336,15 +337,23 @@ def test_the_host_section_reads_the_shm_stand_in_and_the_logins(tmp_path):
         "HF_HOME": str(tmp_path / "hf"),
         "HF_HUB_OFFLINE": "1",
     }
-    request = {"sections": ["host"], "output_dir": str(tmp_path / "not" / "yet"), "ports": []}
-    out = subprocess.run(
-        [sys.executable, check_script("doctor_env.py"), json.dumps(request)], capture_output=True, text=True, env=env
-    )
+    with socket.socket() as held:
+        held.bind(("", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        request = {"sections": ["host"], "output_dir": str(tmp_path / "not" / "yet"), "ports": [taken]}
+        out = subprocess.run(
+            [sys.executable, check_script("doctor_env.py"), json.dumps(request)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
     [line] = [line for line in out.stdout.splitlines() if line.startswith(MARK)]
     host = DoctorAnswer.model_validate_json(line[len(MARK) :]).host
     assert host is not None and host.shm is not None and host.disk is not None
     assert host.shm.path == str(tmp_path) and host.disk.path == str(tmp_path)  # the nearest existing folder
     assert (host.wandb_login, host.hub_token, host.hub_offline) == (True, True, True)
+    assert host.ports == {str(taken): False}
     env.pop("NETRC"), env.pop("HF_HOME")
     env |= {"HOME": str(tmp_path / "empty")}
     out = subprocess.run(
@@ -352,6 +361,7 @@ def test_the_host_section_reads_the_shm_stand_in_and_the_logins(tmp_path):
     )
     host = DoctorAnswer.model_validate_json(out.stdout.strip().splitlines()[-1][len(MARK) :]).host
     assert host is not None and (host.wandb_login, host.hub_token) == (False, False)
+    assert host.ports == {str(taken): True}
 
 
 @pytest.mark.parametrize("level, status", [("error", "blocked"), ("warning", "warnings")])
