@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 
-from gpuwizard.analysis.probe.decision import adjacent_pairs, decide
+from gpuwizard.analysis.probe.decision import adjacent_pairs, decide, moved
 from gpuwizard.analysis.probe.noise_scale import NoiseFigure
 from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
 from gpuwizard.analysis.probe.verdict import fill_models, verdict
+from gpuwizard.runner.probe.background import BackgroundMeter
 
 
 def window(
@@ -153,3 +154,27 @@ def test_the_evidence_states_figures_and_never_a_judgement_of_its_own():
     words = set(re.findall(r"[a-z]+", evidence.lower()))
     assert not words & {"pays", "pay", "sure", "recommended", "likely"}, evidence
     assert evidence.startswith("2 processes: 0.40x the samples/s of 1 (20% per process, batch 8 per device on both)")
+
+
+def test_a_pair_whose_demand_moved_is_left_out_in_proportion_to_all_that_wants_the_cores():
+    """On 2 cores: 0 against 2 threads waiting outside the probe halves its share (left out); 8 against 10 moves it
+    by a sixth (kept): the others' CPU time cannot tell these apart on a saturated machine, their demand can."""
+    quiet, busy = window(1, 1000, 0), window(2, 400, 20)
+    assert moved(quiet.model_copy(update={"waiting": 0.0}), busy.model_copy(update={"waiting": 2.0}), 2) == (
+        "0.0 against 2.0 threads outside the probe ready to run"
+    )
+    assert moved(quiet.model_copy(update={"waiting": 8.0}), busy.model_copy(update={"waiting": 10.0}), 2) is None
+    assert moved(quiet, busy.model_copy(update={"background": 0.9}), 2) == (
+        "0.2 against 0.9 cores busy outside the probe"
+    )
+
+
+def test_the_meter_gives_a_windows_background_from_its_samples():
+    """Cores busy outside the probe are the machine's busy CPU seconds less the probe's own, over the window."""
+    meter = BackgroundMeter()
+    # t, machine busy s, own s: the machine did 1.6 s a second, the probe 0.6 of them, then the others rose by 0.5
+    meter.samples = [(0.0, 0.0, 0.0), (1.0, 1.6, 0.6), (2.0, 3.2, 1.2), (3.0, 5.3, 1.8), (4.0, 7.4, 2.4)]
+    meter.waiting = [(0.5, 1), (1.5, 1), (2.5, 3), (3.5, 3)]
+    whole, shift, waiting = meter.window(0.0, 4.0)
+    assert whole == 1.25 and shift == 0.5 and waiting == 2.0
+    assert meter.window(None, 4.0) == (None, None, None)

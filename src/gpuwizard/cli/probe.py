@@ -93,7 +93,7 @@ def probe_command(args: argparse.Namespace) -> int:
 
     request = probe_request(args)
     with stopped_by_term_and_hangup():
-        probe = Probe(request, on_update=lambda result, text: say(f"  {text}", sys.stderr))
+        probe = Probe(request, on_update=lambda result, text: say(f"  [{probe.pace()}] {text}", sys.stderr))
         shown = (
             "auto (the memory line's largest batch, confirmed by its neighbour; else double, then bisect)"
             if request.batches is None

@@ -17,6 +17,9 @@ from gpuwizard.analysis.probe.results import GOOD_EFFICIENCY, ProbeResult, Probe
 from gpuwizard.core.units import counted, device_unit
 
 BAR = GOOD_EFFICIENCY
+DEMAND_GAP = 0.25
+"""How far the threads outside the probe ready to run may differ between two windows, against all that want the
+cores (theirs and a machine's worth of the probe's own): past it the probe's share of the CPU moved by a quarter."""
 GPU_GAP = 20.0
 """Points of GPU utilization by other processes that two windows may differ by and still be compared."""
 INITIAL_STAGE = "the initial weights"
@@ -25,9 +28,8 @@ LATER_STAGE = "a checkpoint"
 """How it begins for one measured from a run's checkpoint (probe --from-run): where the decision is made."""
 
 
-def gap_limit(result: ProbeResult) -> float:
-    """Cores busy outside the probe that two windows may differ by (a quarter of the machine, at least 0.3)."""
-    return max(0.3, 0.25 * (result.cores or os.cpu_count() or 4))
+def machine_cores(result: ProbeResult) -> int:
+    return result.cores or os.cpu_count() or 4
 
 
 def windows(result: ProbeResult, gpus: int, batch: int) -> list[ProbeRow]:
@@ -45,8 +47,14 @@ def adjacent_pairs(base: list[ProbeRow], other: list[ProbeRow]) -> list[tuple[Pr
     return [(a, b) if ka == 0 else (b, a) for (a, ka), (b, kb) in pairwise(ordered) if ka != kb]
 
 
-def moved(base: ProbeRow, other: ProbeRow, limit: float) -> str | None:
-    """Why two windows were not taken under the same background (None: they were, or nothing was recorded)."""
+def moved(base: ProbeRow, other: ProbeRow, cores: int) -> str | None:
+    """Why two windows were not taken under the same background (None: they were, or nothing was recorded): their
+    CPU time outside the probe differs by more than a quarter of the machine's cores (at least 0.3), or the threads
+    ready to run outside it by more than DEMAND_GAP."""
+    limit = max(0.3, 0.25 * cores)
+    if base.waiting is not None and other.waiting is not None:
+        if abs(base.waiting - other.waiting) / ((base.waiting + other.waiting) / 2 + cores) > DEMAND_GAP:
+            return f"{base.waiting:.1f} against {other.waiting:.1f} threads outside the probe ready to run"
     if base.background is not None and other.background is not None and abs(base.background - other.background) > limit:
         return f"{base.background:.1f} against {other.background:.1f} cores busy outside the probe"
     for w in (base, other):
@@ -101,8 +109,7 @@ def compare(result: ProbeResult, base: ProbeRow, other: ProbeRow) -> Compared | 
     )
     if not pairs:
         return None
-    limit = gap_limit(result)
-    why = [moved(a, b, limit) for a, b in pairs]
+    why = [moved(a, b, machine_cores(result)) for a, b in pairs]
     kept = [p for p, w in zip(pairs, why, strict=True) if w is None]
     ratios = [rate_ratio(a, b) for a, b in (kept or pairs)]
     noise = result.noise

@@ -81,6 +81,8 @@ class ProbeRow(Record):
     """Cores kept busy by processes outside the probe over the window (CPU time, /proc through psutil)."""
     background_shift: float | None = None
     """The window's second half minus its first in those cores: a background that moved while it was measured."""
+    waiting: float | None = None
+    """Threads outside the probe ready to run over the window (/proc/loadavg less the probe's own): the demand."""
     gpu_background: float | None = None
     """Utilization (%) of the run's GPUs by other processes over the window (NVML, the run's gpu.jsonl)."""
 

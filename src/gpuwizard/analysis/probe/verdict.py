@@ -112,13 +112,11 @@ def verdict(result: ProbeResult) -> list[str]:
 
 def background_text(result: ProbeResult, c: Compared) -> str:
     """The background the compared windows were taken under, and the pairs left out because it moved."""
-    seen = [
-        w.background
-        for key in ((c.base_gpus, c.base_batch), (c.gpus, c.batch))
-        for w in windows(result, *key)
-        if w.background is not None
-    ]
+    keys = ((c.base_gpus, c.base_batch), (c.gpus, c.batch))
+    seen = [w.background for key in keys for w in windows(result, *key) if w.background is not None]
+    waiting = [w.waiting for key in keys for w in windows(result, *key) if w.waiting is not None]
     said = f"; {min(seen):.1f}-{max(seen):.1f} cores busy outside the probe over these windows" if seen else ""
+    said += f", {min(waiting):.1f}-{max(waiting):.1f} threads outside it ready to run" if waiting else ""
     if c.dropped:
         said += f"; left out: {len(c.dropped)} pair(s) whose background differed ({'; '.join(c.dropped)})"
     return said

@@ -195,6 +195,10 @@ class Probe:
     def save(self) -> None:
         atomic_write(self.path / PROBE_RECORD, self.result.to_json_text())
 
+    def pace(self) -> str:
+        """ "1:23 of about 3:40": the time so far against the probe's expected duration (refined as runs end)."""
+        return f"{clock(self._elapsed())} of about {clock(max(self._elapsed(), self.result.expected_s or 0))}"
+
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -213,12 +217,12 @@ class Probe:
             return True
         return False
 
-    def launch_preset(self, gpus: int, batch: int) -> Preset:
-        """One configuration's preset: the trainer's short variant at this batch, the gauge on (its peak memory, and
-        B_noise where gauged(); it only reads), its output in the probe's scratch folder."""
+    def launch_preset(self, gpus: int, batch: int, repeat: int = 0) -> Preset:
+        """One run's preset: the trainer's short variant at this batch, the gauge on (its peak memory, and B_noise
+        where gauged(); it only reads), its output in a scratch folder of its own (a round's run is a fresh one)."""
         preset = self.trainer.probe_variant(self.request.preset, self.result.steps)
         preset = with_field(with_field(preset, "scaling.rule", "none"), "monitor.gauge", True)
-        scratch = self.path / SCRATCH / f"g{gpus}-b{batch}"
+        scratch = self.path / SCRATCH / (f"g{gpus}-b{batch}" + (f"-r{repeat}" if repeat else ""))
         return with_field(with_field(preset, "batch.size", self._batch_flag(batch, gpus)), "output_dir", str(scratch))
 
     def run_config(self, gpus: int, batch: int, repeat: int = 0) -> ProbeRow:
@@ -228,16 +232,14 @@ class Probe:
         from gpuwizard.runner.launch.start import start_run
 
         done, began = len(self.walls), time.monotonic()
-        which = f"round {repeat} of {self.request.repeat}, " if repeat else ""
-        self.say(
-            f"running {gpus} x batch {batch} ({which}run {done + 1} of {self.planned_runs()}; "
-            f"{clock(self._elapsed())} elapsed of about {clock(self.result.expected_s or 0)})"
-        )
-        preset = self.launch_preset(gpus, batch)
+        which = f", round {repeat} of {self.request.repeat}" if repeat else ""
+        self.say(f"running {gpus} x batch {batch} (run {done + 1} of {self.planned_runs()}{which})")
+        preset = self.launch_preset(gpus, batch, repeat)
         try:
             prepared = prepare_run(preset, gpus=gpus, inventory=self.inventory, slurm=self.request.slurm)
         except UserError as exc:
-            return ProbeRow(gpus=gpus, per_device_batch=batch, outcome="failed", detail=exc.problems[0].message)
+            message = exc.problems[0].message
+            return ProbeRow(gpus=gpus, per_device_batch=batch, outcome="failed", detail=message, repeat=repeat)
         run = start_run(replace(prepared, probe=self.result.probe_id), on_hang="stop")
         self.child, enough = run, False  # an interrupt from here on stops it (Probe.run)
         meter = BackgroundMeter()
@@ -255,8 +257,9 @@ class Probe:
         self.walls.append(time.monotonic() - began)
         row = measure(run, gpus, batch, self.result.steps, self.device_memory_mb, stopped_measured=enough)
         row = with_noise(self.with_peak(row, run, preset), run, self.result.grad_accum)
-        background, shift = meter.window(row.window_start, row.window_end)
-        row = row.model_copy(update={"repeat": repeat, "background": background, "background_shift": shift})
+        background, shift, waiting = meter.window(row.window_start, row.window_end)
+        update = {"repeat": repeat, "background": background, "background_shift": shift, "waiting": waiting}
+        row = row.model_copy(update=update)
         if self.result.device != "cuda" or self.simulated:
             return row  # only the allocator's refusal says it does not fit: a simulated device has no other tenant
         return with_headroom(row, self.request.headroom)
@@ -315,11 +318,7 @@ class Probe:
         self.result.expected_s = self.expected_s()
         self.save()
         said = f"{row.samples_per_s:.1f} samples/s" if row.samples_per_s else row.outcome
-        self.on_update(
-            self.result,
-            f"{row.gpus} x batch {row.per_device_batch}: {said} ({clock(self._elapsed())} elapsed, about "
-            f"{clock(max(0.0, (self.result.expected_s or 0) - self._elapsed()))} left)",
-        )
+        self.on_update(self.result, f"{row.gpus} x batch {row.per_device_batch}: {said}")
 
     def alternate(self) -> None:
         """Rounds of the configurations the decision compares (the best per GPU count), in alternating order (the

@@ -125,8 +125,15 @@ class ProbeScreen(Screen[bool]):
             return
         seconds = int(time.monotonic() - self.started)
         budget = self.probe.request.budget_s if self.probe else None
-        limit = f" of a {int(budget) // 60}:{int(budget) % 60:02d} budget" if budget else ""
-        clock = f"{seconds // 60}:{seconds % 60:02d} elapsed{limit}"
+        expected = self.probe.result.expected_s if self.probe else None
+        limit = (
+            f" of a {int(budget) // 60}:{int(budget) % 60:02d} budget"
+            if budget
+            else f" of about {int(expected) // 60}:{int(expected) % 60:02d}"
+            if expected and expected > seconds
+            else " elapsed"
+        )
+        clock = f"{seconds // 60}:{seconds % 60:02d}{limit}"
         if self.cancelling:
             said = f"cancelling: stopping the running configuration · {clock}"
         else:
