@@ -4,6 +4,7 @@ sure the recommendation is otherwise. The statistics run on two recorded demo ru
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -186,3 +187,39 @@ def test_a_probed_noise_scale_replaces_the_plans_unmeasured_note(gw):
     assert "B_noise ~ 16 (90% interval 8-32)" in said, said
     assert "where it is typically far smaller than later in training" in said
     assert "effective batch of 16, twice the batch would need 0.75x the steps (0.67-0.83 across the interval)" in said
+
+
+def test_a_gauged_full_runs_later_noise_scale_is_what_plan_says_with_its_stage():
+    """Issue 35 item 4: B_noise grows as the loss falls, so a full run's own figure over its later steps replaces a
+    probe's first steps. The run's gauge reads |G|^2 = 1 over its first 100 steps and 0.25 over the next 100, with
+    tr(Sigma) = 16: B_simple 16, then 64; plan names the second half and its steps."""
+    from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE
+    from gpuwizard.core import paths
+    from gpuwizard.planning.scaling import critical_batch_note
+    from support.runs import copy_runs
+
+    copy_runs(paths.data_dir(), "20261129-120000-demo-cpu")
+    lines = []
+    for step in range(1, 201):
+        g_sq, trace, wobble = (1.0 if step <= 100 else 0.25), 16.0, 1 + 0.01 * (step % 3 - 1)
+        local, averaged = (g_sq + trace / 8) * wobble, (g_sq + trace / 16) * wobble
+        lines.append(
+            json.dumps(
+                {
+                    "kind": "step",
+                    "step": step,
+                    "local_sq": local,
+                    "avg_sq": averaged,
+                    "rank_batch": 8,
+                    "global_batch": 16,
+                }
+            )
+        )
+    run = paths.data_dir() / "runs" / "20261129-120000-demo-cpu"
+    (run / GAUGE_FILE).write_text("\n".join(lines) + "\n")
+    said = critical_batch_note("demo-cpu", 16, None)
+    assert said.startswith(
+        "this job's gradient noise scale, measured over steps 101-200 of run 20261129-120000-demo-cpu, the second "
+        "half of its gauged steps: B_noise ~ 64"
+    ), said
+    assert "initial weights" not in said

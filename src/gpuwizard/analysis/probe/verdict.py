@@ -1,5 +1,5 @@
-"""The answer of a probe in words: the table (80 columns), whether each larger GPU count pays for the full run
-(compare's judgement, held to the recommendation's bar), and the recommended configuration."""
+"""A probe in words: the table (80 columns), the models under it, and the verdict: the decision's one paragraph
+(analysis/probe/decision.py) first, then the evidence it rests on, in figures."""
 
 from __future__ import annotations
 
@@ -251,10 +251,6 @@ def rate_range(row: ProbeRow) -> str:
         return "-"
     spec = ".1f" if found[1] < 100 else ".0f"
     return f"{found[0]:{spec}}-{found[1]:{spec}}"
-
-
-def spread_text(row: ProbeRow) -> str:
-    return f", {rate_range(row)} over {row.sub_windows} windows" if interval(row) else ""
 
 
 def recommendation_line(result: ProbeResult) -> str:
