@@ -58,10 +58,10 @@ class ReplayNvml:
         return None
 
     def nvmlSystemGetDriverVersion(self) -> str:
-        return self._value(self.rec.get("driver_version", {ERROR_KEY: 3}))
+        return str(self._value(self.rec.get("driver_version", {ERROR_KEY: 3})))
 
     def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
-        return self._value(self.rec.get("cuda_driver_version", {ERROR_KEY: 3}))
+        return int(self._value(self.rec.get("cuda_driver_version", {ERROR_KEY: 3})))
 
     nvmlSystemGetCudaDriverVersion = nvmlSystemGetCudaDriverVersion_v2
 
@@ -75,10 +75,10 @@ class ReplayNvml:
 
     # identity and static facts
     def nvmlDeviceGetName(self, h: int) -> str:
-        return self._field(h, "name")
+        return str(self._field(h, "name"))
 
     def nvmlDeviceGetUUID(self, h: int) -> str:
-        return self._field(h, "uuid")
+        return str(self._field(h, "uuid"))
 
     def nvmlDeviceGetPciInfo(self, h: int) -> Any:
         info = self.pynvml.nvmlPciInfo_t()
@@ -90,25 +90,25 @@ class ReplayNvml:
         return major, minor
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
-        return self._field(h, "pcie_gen")
+        return int(self._field(h, "pcie_gen"))
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:
-        return self._field(h, "pcie_width")
+        return int(self._field(h, "pcie_width"))
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:
-        return self._field(h, "pcie_max_gen")
+        return int(self._field(h, "pcie_max_gen"))
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:
-        return self._field(h, "pcie_max_width")
+        return int(self._field(h, "pcie_max_width"))
 
     def nvmlDeviceGetPersistenceMode(self, h: int) -> int:
-        return self._field(h, "persistence_mode")
+        return int(self._field(h, "persistence_mode"))
 
     def nvmlDeviceGetMigMode(self, h: int) -> list[int]:
         return list(self._field(h, "mig_mode"))
 
     def nvmlDeviceGetTotalEccErrors(self, h: int, error_type: int, counter_type: int) -> int:
-        return self._field(h, "ecc_uncorrected")
+        return int(self._field(h, "ecc_uncorrected"))
 
     # samples: each memory read starts the device's next sample (and the next timeline tick)
     def nvmlDeviceGetMemoryInfo(self, h: int, version: Any = None) -> Any:
@@ -128,16 +128,16 @@ class ReplayNvml:
         return util
 
     def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
-        return self._field(h, "temperature")
+        return int(self._field(h, "temperature"))
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
-        return self._field(h, "power_usage_mw")
+        return int(self._field(h, "power_usage_mw"))
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
-        return self._field(h, "power_limit_mw")
+        return int(self._field(h, "power_limit_mw"))
 
     def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
-        return self._field(h, {1: "clock_sm", 2: "clock_mem"}.get(clock, "clock_other"))
+        return int(self._field(h, {1: "clock_sm", 2: "clock_mem"}.get(clock, "clock_other")))
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
         procs = []
@@ -152,12 +152,12 @@ class ReplayNvml:
 
     # topology
     def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int:
-        return self._pair(a, b, "topology")
+        return int(self._pair(a, b, "topology"))
 
     def nvmlDeviceGetP2PStatus(self, a: int, b: int, index: int) -> int:
         if not isinstance(index, int):
             raise TypeError("argument 3: wrong type")  # what ctypes raises for the (0,) tuple constant
-        return self._pair(a, b, "p2p_read")
+        return int(self._pair(a, b, "p2p_read"))
 
     def _pair(self, a: int, b: int, key: str) -> Any:
         pair = self.rec.get("pairs", {}).get(f"{min(a, b)}-{max(a, b)}", {})

@@ -18,9 +18,8 @@ def raw_theme() -> str | None:
         data = yamlio.load_file(paths.settings_file())
     except UserError:
         return None
-    if isinstance(data, dict) and isinstance(data.get("theme"), str):  # before validation, only a usable name counts
-        return data["theme"]
-    return None
+    theme = data.get("theme") if isinstance(data, dict) else None
+    return theme if isinstance(theme, str) else None  # before validation, only a usable name counts
 
 
 @functools.cache

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import SystemCommand
@@ -119,7 +119,7 @@ class GpuWizardApp(AppHost):
 
         self.push_screen(SweepScreen(message.folder))
 
-    def sweep_under(self, screen: Screen) -> bool:
+    def sweep_under(self, screen: Screen[Any]) -> bool:
         """Whether the screen right under `screen` is a Sweep screen (a monitor opened from it goes back in one key)."""
         from gpuwizard.tui.screens.sweep import SweepScreen
 
@@ -188,10 +188,11 @@ class GpuWizardApp(AppHost):
         self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
         self.notify(f"Theme: {self.theme} (ctrl+t cycles {', '.join(names)}; remembered)", markup=False)
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         from gpuwizard.tui.monitor.screen import MonitorScreen
-        from gpuwizard.tui.wizard.screen import STEPS, WizardScreen
+        from gpuwizard.tui.wizard.lines import STEPS
+        from gpuwizard.tui.wizard.screen import WizardScreen
 
         if isinstance(screen, WizardScreen):
             yield SystemCommand("job: Run", "Check the plan and launch the job", screen.action_run)

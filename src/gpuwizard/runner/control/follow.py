@@ -75,7 +75,7 @@ class RunFollower:
         self.gpu = LinesTail(run.gpu_file, GpuSample)
         self.ranks = LinesTail(run.ranks_file, RanksSample)
         self.metrics = LinesTail(run.metrics_file, Metric)
-        self.node_gpu: dict[Path, LinesTail] = {}
+        self.node_gpu: dict[Path, LinesTail[GpuSample]] = {}
         self._nodes_looked = -NODE_FILES_EVERY_S
         self._progress_mtime = 0.0
         self._told: set[str] = set()

@@ -8,7 +8,7 @@ the type checker holds GpuWizardApp to it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 
@@ -33,6 +33,6 @@ class AppHost(App[int]):
         """Back to the wizard: the one under the monitor, or a new one on the run's preset."""
         raise NotImplementedError
 
-    def sweep_under(self, screen: Screen) -> bool:
+    def sweep_under(self, screen: Screen[Any]) -> bool:
         """Whether the screen right under `screen` is a Sweep screen (a monitor opened from it goes back in one key)."""
         raise NotImplementedError

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -23,7 +25,7 @@ KINDS: tuple[tuple[type[Widget], str], ...] = (
 """What a user calls each kind of widget that takes keys (SelectionList is an OptionList: it comes first)."""
 
 
-def where(node: DOMNode, screen: Screen) -> str:
+def where(node: DOMNode, screen: Screen[Any]) -> str:
     """Where a group of keys acts, in the words of what the user sees: the field by the label beside it, the
     step, the log, the table; never a class name."""
     kind = getattr(node, "help_name", None) or next((name for cls, name in KINDS if isinstance(node, cls)), None)
@@ -46,7 +48,7 @@ def field_label(node: DOMNode) -> str:
     return str(found[0].render()) if found else ""
 
 
-def binding_rows(screen: Screen) -> list[tuple[str, list[tuple[str, str, bool]]]]:
+def binding_rows(screen: Screen[Any]) -> list[tuple[str, list[tuple[str, str, bool]]]]:
     """The screen's active bindings grouped by where they act (the focused widget, the screen, everywhere), each
     action once with all its keys: (group title, [(keys, description, enabled)])."""
     groups: dict[DOMNode, dict[str, tuple[list[str], str, bool]]] = {}
@@ -77,7 +79,7 @@ class KeysScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
 
-    def __init__(self, below: Screen):
+    def __init__(self, below: Screen[Any]):
         super().__init__()
         self.below = below
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -112,7 +112,7 @@ class SearchDone(NewState):
 class RunsLoaded(NewState):
     """The run history as `gpuwizard runs --json` rows, newest first, and the sweep ids, newest first."""
 
-    rows: list[dict]
+    rows: list[dict[str, Any]]
     sweeps: list[str] = field(default_factory=list)
 
 

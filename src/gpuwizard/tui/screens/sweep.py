@@ -7,7 +7,7 @@ import threading
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -39,7 +39,12 @@ if TYPE_CHECKING:
 
     from textual import getters
 
+    from gpuwizard.analysis.compare.runs import Comparison, RunFacts
     from gpuwizard.tui.base.apphost import AppHost
+
+    ComparisonKey = tuple[tuple[str | None, SweepState], ...]
+    """Each run's id and state: an ended sweep's comparison is made once per set of ended runs."""
+    Compared = tuple[Comparison, RunFacts] | None
 
 POLL_S = 1.0
 COLUMNS = ("#", "state", "on", "step", "loss", "ETA", "values")
@@ -47,7 +52,7 @@ COLUMNS = ("#", "state", "on", "step", "loss", "ETA", "values")
 ENDED_COLUMNS = ("#", "state", "on", "step", "final", "loss@eq", "time", "values")
 
 
-def polled(folder: Path, cache: dict[tuple, Any]) -> SweepPolled:
+def polled(folder: Path, cache: dict[ComparisonKey, Compared]) -> SweepPolled:
     """The sweep now (read-only: only the scheduler and the stop write sweep.json); its comparison is made once per
     set of ended runs."""
     from gpuwizard.runner.sweep.manage import sweep_comparison
@@ -136,7 +141,7 @@ class SweepScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="sweep", exit_on_error=False)
     def follow(self) -> None:
-        cache: dict[tuple, Any] = {}
+        cache: dict[ComparisonKey, Compared] = {}
         while True:
             try:
                 self.post_message(polled(self.folder, cache))
