@@ -7,7 +7,7 @@ import re
 
 from gpuwizard.analysis.probe.decision import adjacent_pairs, decide, moved
 from gpuwizard.analysis.probe.noise_scale import NoiseFigure
-from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow
+from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow, add_scaling
 from gpuwizard.analysis.probe.verdict import fill_models, verdict
 from gpuwizard.runner.probe.background import BackgroundMeter
 
@@ -46,7 +46,7 @@ def probe(windows: list[ProbeRow], noise: NoiseFigure | None = None, stage: str 
         job_steps=300,
         headroom=0.1,
         full_run_samples=4800,
-        rows=[w for w in windows if not w.repeat],
+        rows=add_scaling([w for w in windows if not w.repeat]),
         repeats=[w for w in windows if w.repeat],
         batches=[8],
         cores=2,
@@ -133,13 +133,14 @@ def test_a_noise_scale_from_the_initial_weights_never_makes_the_answer_sure():
     do depends on B_noise, and one from the first steps at the initial weights cannot settle it."""
     noise = NoiseFigure(b_simple=400.0, low=300.0, high=600.0, steps=200, b_small=8, b_big=16, provisional=False)
     rows = alternating([1000, 1000, 1000], [1600, 1600, 1600])
-    early = probe(rows, noise, stage="the initial weights (the probe's first 200 steps)")
+    early = probe(rows, noise, stage="the initial weights, the probe's first 200 steps")
     d = early.decision
     assert d is not None and (d.confidence, d.gpus, d.basis) == ("likely", 2, "time to the same loss")
     assert early.verdict[0].startswith("Recommended: 2 processes at batch 8 per device (1600.0 samples/s); likely, not")
-    assert (
-        "comes from the initial weights (the probe's first 200 steps), where it is typically far smaller"
-        in (early.verdict[0])
+    assert "(B_noise 400, from the initial weights, the probe's first 200 steps)" in early.verdict[0]
+    assert early.verdict[0].endswith(
+        "but a B_noise from the initial weights is typically far smaller than later in training, and it decides this "
+        "answer: a gauged full run (monitor.gauge: true) measures it later, and plan then uses it."
     )
     later = probe(rows, noise, stage="a checkpoint at step 4000 of run r1").decision
     assert later is not None and later.confidence == "sure"
@@ -178,3 +179,14 @@ def test_the_meter_gives_a_windows_background_from_its_samples():
     whole, shift, waiting = meter.window(0.0, 4.0)
     assert whole == 1.25 and shift == 0.5 and waiting == 2.0
     assert meter.window(None, 4.0) == (None, None, None)
+
+
+def test_the_tables_efficiency_above_100_percent_has_its_caveat_under_it():
+    """A grid run of 2 processes taken while the load fell reads 130% against its 1-process run: the table shows the
+    column as measured, and the note under it says it is no scaling."""
+    from gpuwizard.analysis.probe.verdict import result_text
+
+    result = probe(alternating([500, 1000, 1000], [1300, 800, 800]))
+    text = " ".join(result_text(result).split())
+    assert " 130% " in text
+    assert "eff above 100% (2x8): no added process gives that at the same batch per device" in text

@@ -24,6 +24,9 @@ GPU_GAP = 20.0
 """Points of GPU utilization by other processes that two windows may differ by and still be compared."""
 INITIAL_STAGE = "the initial weights"
 """How noise_stage begins for a B_noise measured over a probe's first steps from the job's starting weights."""
+EARLY_NOISE = (
+    "a B_noise from the initial weights is typically far smaller than later in training, and it decides this answer"
+)
 LATER_STAGE = "a checkpoint"
 """How it begins for one measured from a run's checkpoint (probe --from-run): where the decision is made."""
 
@@ -210,11 +213,8 @@ def decide(result: ProbeResult) -> Decision | None:
     caps += [f"no spread was measured for {counted(c.gpus, result.device)}" for c in compared if c.low == c.high]
     initial = noise is not None and (not result.noise_stage or result.noise_stage.startswith(INITIAL_STAGE))
     leaning = [c for c in compared if c not in untold and (c.any_low < BAR <= c.any_high)]
-    if initial and leaning and noise is not None:
-        caps.append(
-            f"B_noise ({noise.b_simple:.3g}) comes from {result.noise_stage or INITIAL_STAGE}, where it is typically "
-            "far smaller than later in training, and decides it here"
-        )
+    if initial and leaning:
+        caps.append(EARLY_NOISE)
     confidence: Confidence = (
         "nothing compared" if not compared else "cannot tell" if untold else "likely" if caps else "sure"
     )
@@ -264,7 +264,9 @@ def paragraph(result: ProbeResult, d: Decision, untold: list[Compared]) -> str:
     said = "sure" if d.confidence == "sure" else "likely, not sure"
     head = f"Recommended: {rec}; {said}: {figures}, {basis_text(result, d)}{whatever}"
     if d.confidence == "likely":
-        return f"{head}; but {'; '.join(d.checks)}: {rerun}."
+        load = [c for c in d.checks if c != EARLY_NOISE]
+        then = rerun if load else "a gauged full run (monitor.gauge: true) measures it later, and plan then uses it"
+        return f"{head}; but {'; '.join(d.checks)}: {then}."
     return f"{head}."
 
 

@@ -316,8 +316,16 @@ def predicted_range(row: ProbeRow) -> str:
 
 
 def models_text(result: ProbeResult) -> list[str]:
-    """The notes under the table: B_noise per configuration and the probe's, the throughput model, t-loss."""
+    """The notes under the table: an efficiency above 100%, B_noise per configuration and the probe's, the
+    throughput model, t-loss."""
+    over = [f"{r.gpus}x{r.per_device_batch}" for r in result.rows if r.efficiency and r.efficiency > 1]
+    unit = "GPU" if result.device == "cuda" else "process"
     notes = []
+    if over:
+        notes.append(
+            f"eff above 100% ({', '.join(over)}): no added {unit} gives that at the same batch per device, so the "
+            "machine's load changed between those runs; the answer above rests on adjacent windows, not this column"
+        )
     said = [
         f"{r.gpus}x{r.per_device_batch} {r.noise.text().removeprefix('B_noise ~ ')}"
         for r in result.rows
