@@ -2,7 +2,7 @@
 every NOISE_EVERY_S): fed in pieces, a line torn across two looks among them, each look gives the NoiseScale that
 read_gauge + estimate give of the same complete lines, on a recorded real gauge file and on a synthetic one whose
 answer is known; it starts over on a file that shrank or was replaced; and its running sums give the warmup and the
-bootstrap windows of the estimator's definition."""
+windows of the estimator's definition."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from gpuwizard.analysis.probe.noise_scale import (
     GaugeFollower,
     GaugeStep,
     NoiseScale,
-    bootstrap,
+    block_means,
     estimate,
-    ratio,
     read_gauge,
 )
 from support.data import DATA
@@ -118,21 +117,23 @@ def test_a_file_that_shrank_or_was_replaced_is_read_again_from_its_start(tmp_pat
     follower.close()
 
 
-def by_definition(steps: list[GaugeStep], warmup: int | None, seed: int) -> NoiseScale | None:
+def by_definition(steps: list[GaugeStep], warmup: int | None) -> NoiseScale | None:
     """The estimator as Appendix A.1 and the module say it, summed step by step: the usable steps after the warmup,
-    the i-th of P in window i * W // P."""
+    the i-th of P in window i * W // P; the variances from the windows' means."""
     ordered = sorted(steps, key=lambda s: s.step)
     skip = int(len(ordered) * WARMUP_SHARE) if warmup is None else warmup
     pairs = [s.estimates() for s in ordered[skip:] if s.b_big > s.b_small > 0]
     if len(pairs) < 2:
         return None
     windows = min(WINDOWS, len(pairs))
-    sums = [(0.0, 0.0)] * windows
+    blocks = [(0, 0.0, 0.0)] * windows
     for i, (g, t) in enumerate(pairs):
         w = i * windows // len(pairs)
-        sums[w] = (sums[w][0] + g, sums[w][1] + t)
+        blocks[w] = (blocks[w][0] + 1, blocks[w][1] + g, blocks[w][2] + t)
+    means = block_means(blocks)
     g_mean, trace_mean = sum(g for g, _ in pairs) / len(pairs), sum(t for _, t in pairs) / len(pairs)
-    return NoiseScale(ratio(g_mean, trace_mean), *bootstrap(sums, seed), len(pairs), g_mean, trace_mean)
+    assert (means.g_sq, means.trace) == (pytest.approx(g_mean), pytest.approx(trace_mean))
+    return NoiseScale(trace_mean / g_mean if g_mean > 0 else None, *means.interval(), len(pairs), means)
 
 
 @pytest.mark.parametrize("count", [2, 19, 20, 21, 137, 1000])
@@ -144,11 +145,13 @@ def test_the_running_sums_give_the_warmup_and_windows_of_the_definition(count, w
         GaugeStep(n, rng.choice([8, 8, 8, 0, 16]), rng.uniform(1, 3), rng.choice([16, 16, 8]), rng.uniform(0.5, 2))
         for n in rng.sample(range(3 * count), count)
     ]
-    found, expected = estimate(steps, warmup, seed=count), by_definition(steps, warmup, seed=count)
+    found, expected = estimate(steps, warmup), by_definition(steps, warmup)
     assert (found is None) == (expected is None)
     if found is None or expected is None:
         return
     assert found.steps == expected.steps
-    for field in ("b_simple", "low", "high", "g_sq", "trace"):
+    for field in ("b_simple", "low", "high"):
         value, wanted = getattr(found, field), getattr(expected, field)
         assert value == wanted if wanted is None else value == pytest.approx(wanted, rel=1e-9), field
+    for field in ("g_sq", "trace", "var_g", "var_trace", "cov", "dof"):
+        assert getattr(found.means, field) == pytest.approx(getattr(expected.means, field), rel=1e-9), field
