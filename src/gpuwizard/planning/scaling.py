@@ -129,7 +129,7 @@ def sweep_hint(preset: Preset, world: int) -> str:
 def run_noise(preset_name: str) -> tuple[NoiseFigure, str] | None:
     """B_noise of the newest gauged full run of the preset over the second half of its gauged steps, and where in
     training that is: the figure grows as the loss falls, so a run's own later figure beats a probe's first steps."""
-    from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, NoiseFigure, estimate, read_gauge
+    from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
     from gpuwizard.runs.rundir import list_runs
 
     for entry in list_runs(preset_name):
@@ -140,17 +140,9 @@ def run_noise(preset_name: str) -> tuple[NoiseFigure, str] | None:
         steps = sorted(read_gauge(path).steps, key=lambda s: s.step)
         late = steps[len(steps) // 2 :]
         found = estimate(late, warmup=0) if len(late) > 1 else None
-        if found is None or found.b_simple is None or found.b_simple <= 0:
+        figure = found.figure(late[0].b_small, late[0].b_big) if found is not None else None
+        if figure is None:
             continue
-        figure = NoiseFigure(
-            b_simple=found.b_simple,
-            low=found.low,
-            high=found.high,
-            steps=found.steps,
-            b_small=late[0].b_small,
-            b_big=late[0].b_big,
-            provisional=found.provisional,
-        )
         return (
             figure,
             f"steps {late[0].step}-{late[-1].step} of run {entry.run.run_id}, the second half of its gauged steps",

@@ -280,4 +280,6 @@ def basis_text(result: ProbeResult, d: Decision) -> str:
     noise = result.noise
     if d.basis == "time to the same loss" and noise is not None:
         return f"in time to the same loss (B_noise {noise.b_simple:.3g}, from {result.noise_stage or INITIAL_STAGE})"
+    if any(r.noise is not None for r in [*result.rows, *result.repeats]):
+        return "in samples/s (the runs' B_noise disagree, so what a bigger global batch costs in steps is not counted)"
     return "in samples/s (B_noise was not measured, so what a bigger global batch costs in steps is not counted)"

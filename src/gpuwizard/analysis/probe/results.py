@@ -16,7 +16,7 @@ from typing import Literal, TypedDict
 
 from gpuwizard.analysis.probe.answer import Decision
 from gpuwizard.analysis.probe.memory_model import MemoryFit
-from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, NoiseFigure, gauge_figure
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, Disagreement, NoiseFigure, combine, gauge_figure
 from gpuwizard.analysis.probe.throughput_model import ThroughputFit
 from gpuwizard.analysis.probe.time_to_loss import LossTime
 from gpuwizard.core import paths
@@ -305,22 +305,23 @@ def with_noise(row: ProbeRow, run: RunDir, grad_accum: int) -> ProbeRow:
 
 
 def probe_noise(rows: list[ProbeRow], named: Callable[[int], str]) -> tuple[NoiseFigure | None, str]:
-    """The probe's B_noise: the row whose interval is narrowest (relative; open ones last), or why none has one."""
+    """The probe's B_noise: every measured run's figure pooled (noise_scale.combine), or why there is none: none was
+    measured, or their intervals share no value (then no one of them is picked)."""
     measured = [r for r in rows if r.noise is not None]
     if not measured:
         why = list(dict.fromkeys(r.noise_detail for r in rows if r.noise_detail))
         return None, "; ".join(why) or "no configuration was measured"
-
-    def width(row: ProbeRow) -> tuple[float, int]:
-        n = row.noise
-        if n is None or n.low is None or n.high is None or n.low <= 0:
-            return math.inf, -(n.steps if n else 0)
-        return n.high / n.low, -n.steps
-
-    best = min(measured, key=width)
-    assert best.noise is not None
-    source = f"{named(best.gpus)} at batch {best.per_device_batch} per device, {best.noise.steps} steps"
-    return best.noise.model_copy(update={"source": source}), ""
+    figures = [
+        r.noise.model_copy(update={"source": f"{named(r.gpus)} at batch {r.per_device_batch}, {r.noise.steps} steps"})
+        for r in measured
+        if r.noise is not None
+    ]
+    found = combine(figures)
+    if isinstance(found, Disagreement):
+        return None, found.text()
+    if found is None or len(figures) == 1:
+        return figures[0], ""
+    return found.figure.model_copy(update={"source": f"pooled from {len(figures)} runs ({found.figure.source})"}), ""
 
 
 def with_headroom(row: ProbeRow, headroom: float) -> ProbeRow:

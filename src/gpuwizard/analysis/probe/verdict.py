@@ -138,7 +138,8 @@ def step_times(row: ProbeRow, grad_accum: int) -> tuple[float, float, float]:
 def fill_models(result: ProbeResult) -> None:
     """The probe's B_noise, the throughput model, its predicted rows and the verdict in time to the same loss, from
     the rows measured so far."""
-    result.noise, result.noise_detail = probe_noise(result.rows, lambda n: device_word(result.device, n))
+    runs = [*result.rows, *result.repeats]
+    result.noise, result.noise_detail = probe_noise(runs, lambda n: device_word(result.device, n))
     measured = timed_rows(result)
     points = [Point(r.gpus, r.per_device_batch, *step_times(r, result.grad_accum)) for r in measured]
     result.throughput = fit(points, host_comm(result.device, result.hardware, result.policy))
@@ -201,7 +202,7 @@ def loss_verdict(result: ProbeResult, measured: list[ProbeRow]) -> tuple[list[Lo
     if noise is None:
         if not result.noise_detail or not measured:
             return [], ""
-        return [], f"Time to the same loss: not known, B_noise was not measured ({result.noise_detail})."
+        return [], f"Time to the same loss: not known: {disagree_or_unmeasured(result)}."
     configs = []
     for row in [*(r for r in measured if r.fits), *result.predicted]:
         step, shortest, longest = step_times(row, result.grad_accum)
@@ -215,6 +216,13 @@ def loss_verdict(result: ProbeResult, measured: list[ProbeRow]) -> tuple[list[Lo
     lr = lr_assumed(result, best[0].global_batch, best[1].global_batch) if len(best) > 1 else ("", "")
     said = sentence(rows, f"{noise.text()}, {noise.source}", unit, result.job_steps, lr[0])
     return rows, f"{said} {lr[1]}".strip()
+
+
+def disagree_or_unmeasured(result: ProbeResult) -> str:
+    """Why the probe has no B_noise: its runs' figures disagree (said whole), or none measured one (and why not)."""
+    if any(r.noise is not None for r in [*result.rows, *result.repeats]):
+        return result.noise_detail
+    return f"B_noise was not measured ({result.noise_detail})"
 
 
 def lr_assumed(result: ProbeResult, base_batch: int, batch: int) -> tuple[str, str]:
