@@ -3,6 +3,7 @@ rule and one confidence, said in one paragraph that the evidence under it never 
 
 from __future__ import annotations
 
+import math
 import re
 
 from gpuwizard.analysis.probe.decision import adjacent_pairs, decide, moved
@@ -190,3 +191,17 @@ def test_the_tables_efficiency_above_100_percent_has_its_caveat_under_it():
     text = " ".join(result_text(result).split())
     assert " 130% " in text
     assert "eff above 100% (2x8): no added process gives that at the same batch per device" in text
+
+
+def test_the_presets_own_batch_stands_unless_another_is_faster_beyond_the_spread():
+    """Four probes on a loaded machine named 1x16, 1x8, 1x16 as the fewest count's best: within the spread the grid's
+    first batch (the preset's) is kept, so the answer does not flip on noise."""
+    from gpuwizard.analysis.probe.decision import best_per_count
+
+    def at(batch: int, rate: float) -> ProbeRow:
+        return window(1, rate, 0).model_copy(update={"per_device_batch": batch})
+
+    close = probe([at(8, 1000), at(16, 1040)]).model_copy(update={"batches": [8, 16]})
+    assert best_per_count(close, math.inf)[1].per_device_batch == 8
+    apart = probe([at(8, 1000), at(16, 1500)]).model_copy(update={"batches": [8, 16]})
+    assert best_per_count(apart, math.inf)[1].per_device_batch == 16

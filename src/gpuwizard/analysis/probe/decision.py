@@ -93,16 +93,24 @@ def loss_factor(b_noise: float, base_global: int, other_global: int) -> float:
 
 def best_per_count(result: ProbeResult, b_noise: float) -> dict[int, ProbeRow]:
     """Per GPU count the grid's configuration that reaches the loss soonest (samples/s / (B + B_noise)), or the fastest
-    in samples/s where B_noise is infinite (not measured); fewest first."""
-    best: dict[int, tuple[float, ProbeRow]] = {}
-    for row in grid_rows(result):
-        if not row.fits or not row.samples_per_s:
+    in samples/s where B_noise is infinite (not measured); the preset's own batch (the grid's first) wherever its
+    fastest window reaches the best one's slowest, so a tie within the spread never flips the answer; fewest first."""
+
+    def score(row: ProbeRow, rate: float | None) -> float:
+        rate = rate or row.samples_per_s or 0.0
+        return rate if not math.isfinite(b_noise) else rate / (global_batch(row, result.grad_accum) + b_noise)
+
+    own = result.batches[0] if result.batches else None
+    best: dict[int, ProbeRow] = {}
+    for gpus in sorted({r.gpus for r in grid_rows(result)}):
+        rows = [r for r in grid_rows(result) if r.gpus == gpus and r.fits and r.samples_per_s]
+        if not rows:
             continue
-        gb = global_batch(row, result.grad_accum)
-        score = row.samples_per_s if not math.isfinite(b_noise) else row.samples_per_s / (gb + b_noise)
-        if row.gpus not in best or score > best[row.gpus][0]:
-            best[row.gpus] = (score, row)
-    return {g: best[g][1] for g in sorted(best)}
+        top = max(rows, key=lambda r: score(r, r.samples_per_s))
+        mine = next((r for r in rows if r.per_device_batch == own), None)
+        tied = mine is not None and score(mine, mine.rate_high) >= score(top, top.rate_low)
+        best[gpus] = mine if tied and mine is not None else top
+    return best
 
 
 def compare(result: ProbeResult, base: ProbeRow, other: ProbeRow) -> Compared | None:
