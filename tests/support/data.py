@@ -1,4 +1,5 @@
-"""The repository, its recorded test data (tests/data) and NVML: a recorded machine replayed, or the real driver."""
+"""The repository, its recorded test data (tests/data) and NVML: a recorded machine replayed, or the real driver; the
+demo's noise task's known answer."""
 
 from __future__ import annotations
 
@@ -27,3 +28,9 @@ def has_driver() -> bool:
         return True
     except Exception:
         return False
+
+
+def noise_truth(dim: int, sigma: float, offset: float) -> float:
+    """B_simple of the demo's noise task at |w - w*| = offset: gpuwizard/demo/noise.py's closed_form, written out so
+    the fast loop need not import the demo's torch (tests/trainers/test_demo.py holds it to the demo's own)."""
+    return (dim + 1) + sigma**2 * dim / offset**2

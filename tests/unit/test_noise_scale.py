@@ -26,7 +26,7 @@ from gpuwizard.analysis.probe.noise_scale import (
     summary,
     t_quantile,
 )
-from gpuwizard.demo.noise import closed_form
+from support.data import noise_truth
 
 
 def expected_norms(g_sq: float, trace: float, batch: float) -> float:
@@ -120,7 +120,7 @@ def test_the_interval_holds_the_noise_tasks_closed_form_nine_times_in_ten(sigma,
     """400 simulated probes per setting, 8 steps (7 degrees of freedom) to 120, B_noise 69 to 645 against batches of
     32: at least 0.86 of the 90% intervals hold the closed form (0.9 less 2.7 binomial spreads). A percentile
     bootstrap over the same blocks, the interval before Fieller's, held it 0.83, 0.85 and 0.85 of the time here."""
-    rng, truth = np.random.default_rng(int(steps)), closed_form(4, sigma, offset)
+    rng, truth = np.random.default_rng(int(steps)), noise_truth(4, sigma, offset)
     held = [holds(estimate(noise_task_steps(sigma, offset, 32, steps, rng)), truth) for _ in range(400)]
     assert 0.86 <= sum(held) / len(held) <= 0.95
 
@@ -181,7 +181,7 @@ def test_a_gradient_not_yet_above_its_noise_still_bounds_b_noise_from_below(tmp_
         for f in (estimate(noise_task_steps(10**0.5, 0.25, 32, 20, rng)) for _ in range(50))
         if f is not None and f.b_simple is None and f.low is not None
     )
-    assert found.high is None and found.low < closed_form(4, 10**0.5, 0.25) and found.provisional
+    assert found.high is None and found.low < noise_truth(4, 10**0.5, 0.25) and found.provisional
     assert f"90% sure it is above {found.low:.3g} samples" in found.line()
     assert found.figure(32, 64) is None
 
@@ -208,7 +208,7 @@ def test_agreeing_configurations_are_pooled_into_a_narrower_interval_that_holds_
     """150 simulated probes of two configurations of the noise task (B_noise 69) at 32 and 128 per rank, 100 steps
     each: where they agree (all but a few), one figure from both sources, narrower than either part's, that holds
     the closed form about as often as a 90% interval should (0.89 over 300 such probes)."""
-    rng, truth = np.random.default_rng(8), closed_form(4, 1.0, 0.25)
+    rng, truth = np.random.default_rng(8), noise_truth(4, 1.0, 0.25)
     held, disagreed = [], 0
     for _ in range(150):
         parts = []

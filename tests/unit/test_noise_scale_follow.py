@@ -23,15 +23,14 @@ from gpuwizard.analysis.probe.noise_scale import (
     estimate,
     read_gauge,
 )
-from support.data import DATA
+from support.data import DATA, noise_truth
 
 REAL = DATA / "gauge" / "demo_noise_2proc_b64_held.jsonl"
 """A real gauge file: the demo's noise task (d 4, sigma 1, |w - w*| 0.25 held) for 150 steps on 2 gloo processes
 through torchrun, batch 64 a rank, as gwgauge wrote it."""
 
-REAL_TRUTH = 69.0
-"""The recorded task's B_simple: (d + 1) + sigma^2 d / |D|^2 = 5 + 4 / 0.0625, gpuwizard/demo/noise.py closed_form (a
-figure of the recording, written out so the fast loop does not import the demo's torch)."""
+REAL_TRUTH = noise_truth(4, 1.0, 0.25)
+"""The recorded task's B_simple (69)."""
 
 
 def whole(text: str, tmp_path: Path) -> NoiseScale | None:
