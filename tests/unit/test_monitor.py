@@ -9,11 +9,12 @@ import pytest
 
 from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runner.detect.stalls import classify_ranks
-from gpuwizard.runs.records import Expectations, GpuSample, RankState, Status
+from gpuwizard.runs.records import Expectations, GpuSample, RankState
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.logparse import big_number, parse_hf, parse_lerobot, parse_openpi
 from gpuwizard.trainers.registry import get_trainer
 from support.data import DATA
+from support.runs import status_record
 
 LEROBOT_LOG = DATA / "logs" / "lerobot061_act_2proc_cpu.log"
 LEROBOT_MAIN_ACCUM_LOG = DATA / "logs" / "lerobot_main7427f31_act_2proc_accum2.log"
@@ -345,19 +346,7 @@ def test_final_summary_names_leftovers(tmp_path):
     run.path.mkdir()
     run.write(
         "status.json",
-        Status(
-            run_id=run.run_id,
-            preset="x",
-            trainer="demo",
-            policy="demo",
-            world_size=1,
-            device="cpu",
-            steps=10,
-            created=1.0,
-            state="stopped",
-            command="true",
-            exit_code=4,
-        ),
+        status_record(run_id=run.run_id, preset="x", steps=10, state="stopped", command="true", exit_code=4),
     )
     assert "left behind" not in final_summary(run, run.status()) and "still held" not in final_summary(
         run, run.status()
@@ -400,7 +389,7 @@ def test_binary_output_is_bounded_and_never_breaks_the_monitor(tmp_path):
     import random
 
     rng = random.Random(7)
-    noise = bytes(rng.randrange(256) for _ in range(3_000_000)).replace(b"\n", b"")
+    noise = rng.randbytes(3_000_000).replace(b"\n", b"")
     lines, events = supervisor_stage(noise + b"\n[demo] step 5/10 loss=0.1 lr=1.000e-04 samples/s=10\n", tmp_path)
     assert all(len(line) <= 1 << 20 for line in lines), "no line grows past the cap"
     assert lines[-1] == "[demo] step 5/10 loss=0.1 lr=1.000e-04 samples/s=10"
