@@ -164,3 +164,21 @@ def test_an_efficiency_above_100_percent_is_never_said_as_a_fact():
     assert "part is its batch of 16 per device against 8, the rest the machine's load" in verdict(one, two, 0.05)
     two.efficiency = 0.9
     assert "100%" not in verdict(one, two, 0.05)
+
+
+def test_the_closing_lines_scaling_gives_an_efficiency_above_100_percent_only_with_its_caveat():
+    """run's closing line (cli/headless.py) names the preset's scaling from its finished runs: 1.64x on 2 processes
+    (82%) as measured; the same 2-process run read at 3x the samples/s is said to be no scaling."""
+    from gpuwizard.analysis.compare.runs import scaling_line
+    from gpuwizard.core import paths
+
+    copy_runs(paths.data_dir(), ONE_PROCESS_RUN, "20261201-005700-demo-cmp")
+    said = scaling_line("demo-cmp")
+    assert said == "scaling of demo-cmp: 2 processes: 1.64x the 1-process samples/s (efficiency 82%)"
+    progress = paths.data_dir() / "runs" / "20261201-005700-demo-cmp" / "progress.json"
+    record = json.loads(progress.read_text())
+    progress.write_text(json.dumps(record | {"samples_per_s_mean": 3 * 240.6827586206897}))
+    assert scaling_line("demo-cmp") == (
+        "scaling of demo-cmp: 2 processes: 3.00x the 1-process samples/s (efficiency 150%, above 100%: the runs' load "
+        "or batch per process differed, so it is no scaling)"
+    )
