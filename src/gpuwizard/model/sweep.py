@@ -15,6 +15,7 @@ from gpuwizard.core.errors import Problem, UserError, problem, unknown
 from gpuwizard.core.schema import Strict, model_at, problems_from, to_data, unwrap
 from gpuwizard.model.preset import Preset
 from gpuwizard.model.trainer_options import OPTIONS
+from gpuwizard.model.trust import code_items
 
 MAX_RUNS = 256
 """The most runs one sweep starts: past it a grid is a typo more often than a plan (and would queue for days)."""
@@ -200,7 +201,31 @@ def expand(preset: Preset, grid: dict[str, list[Any]], seeds: int | None) -> lis
                 refused.setdefault((p.field or "", repr(p.value)), p)
     if refused:
         raise UserError(list(refused.values()), preset.name)
+    if changed := code_problems(preset, grid, runs):
+        raise UserError(changed, preset.name)
     return runs
+
+
+def code_problems(preset: Preset, grid: dict[str, list[Any]], runs: list[Combination]) -> list[Problem]:
+    """A grid that changes what the runs execute (model/trust.py's code items: the interpreter, the working folder, a
+    variable that loads code, a setup line, the trainer's script): a sweep runs only the code of the preset the user
+    trusted, and asks nothing per run, so such a field must be a preset of its own, trusted as one."""
+    base = {(item.field, item.value) for item in code_items(preset)}
+    fields: dict[str, None] = {}
+    for run in runs:
+        for field, _ in {(i.field, i.value) for i in code_items(run.preset)} ^ base:
+            named = [k for k in grid if field == k or field.startswith(f"{k}.") or k.startswith(f"{field}.")]
+            fields.update(dict.fromkeys(named or [field]))
+    return [
+        problem(
+            f"grid.{field}",
+            "would change the code the runs execute (the interpreter, the working folder, a variable that loads "
+            "code, a setup line or the trainer's script), and a sweep runs only what the preset you trusted names",
+            "make each value a preset of its own, trust it (`gpuwizard presets trust FILE`) and sweep that preset",
+            value=field,
+        )
+        for field in fields
+    ]
 
 
 def with_values(preset: Preset, values: dict[str, Any]) -> Preset:

@@ -222,9 +222,11 @@ def is_trusted(preset: Preset) -> bool:
     if None in marks:
         return True
     with _lock:
-        if marks & _granted:
-            return True
-    return bool(marks & _stored().keys())
+        found = bool(marks & _granted)
+    if found or marks & _stored().keys():
+        grant_for_session(preset)  # its copies in this process (another device count, a scheduler) run the same code
+        return True
+    return False
 
 
 def grant_for_session(preset: Preset) -> None:

@@ -83,13 +83,16 @@ def create_sweep(
             ),
             base.name,
         )
+    if not trust.is_trusted(base):  # the callers ask first; a sweep never trusts anything the user did not
+        raise UserError(trust.untrusted_problem(base, source, "sweep"), base.name)
     runs = planned(combos)
+    trust.remember_launched(base)  # the scheduler, another process, reads each run back from the sweep folder; expand
+    # refused any run whose code differs from this preset's, so this is the code the user trusted, and nothing more
     sweep_id = new_sweep_id(base.name)
     folder = sweeps_dir() / sweep_id
     (folder / "runs").mkdir(parents=True)
     records = []
     for index, (combo, device, processes) in enumerate(runs):
-        trust.remember_launched(combo.preset)  # the scheduler, another process, reads it back from the sweep folder
         linked = with_field(
             combo.preset, "description", f"sweep {sweep_id} run {index + 1}/{len(runs)}: {combo.label()}"
         )
