@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from gpuwizard.tui.widgets.fields import KeyBar
 from gpuwizard.tui.widgets.logview import LogView
 from gpuwizard.tui.wizard.problems import ProblemsScreen
 from gpuwizard.tui.wizard.screen import STEPS, WizardScreen
+from support.callers import drawn, on_terminal, read_terminal
+from support.cli import poll_until
 from support.data import DATA, replay
 from support.presets import quick_demo
 from support.runs import CMP_RUNS, copy_runs
@@ -313,8 +314,8 @@ async def test_runs_screen_marks_two_runs_and_compares_them(monkeypatch, tmp_pat
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size):
-    data = Path("/tmp/gpuwizard-snapshot-cmp")
+def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size, tmp_path):
+    data = tmp_path / "data"
     copy_runs(data, *CMP_RUNS)
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
@@ -337,11 +338,11 @@ def test_snapshot_runs_and_compare(snap_compare, monkeypatch, size):
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-def test_snapshot_monitor_with_log_and_curves(snap_compare, monkeypatch, size):
+def test_snapshot_monitor_with_log_and_curves(snap_compare, monkeypatch, size, shown_folder):
     """The 2-process demo run (real, finished) with the log and its loss curve both shown."""
     from gpuwizard.runs.rundir import RunDir
 
-    data = Path("/tmp/gpuwizard-snapshot-cmp")
+    data = shown_folder("/tmp/gpuwizard-snapshot-cmp")  # the banner shows the run's folder
     copy_runs(data, *CMP_RUNS)
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
@@ -555,14 +556,14 @@ def test_snapshot_wizard_steps(snap_compare, gpus, fixed_python, size, step):
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, tmp_path):
+def test_snapshot_monitor_of_a_finished_run(snap_compare, monkeypatch, size, shown_folder):
     import shutil
 
     from gpuwizard.runs.rundir import RunDir
 
-    data = Path("/tmp/gpuwizard-snapshot-data")  # fixed, because the banner shows the run folder
+    data = shown_folder("/tmp/gpuwizard-snapshot-data")  # the banner shows the run's folder
     run_dir = data / "runs" / "20261129-120000-demo-cpu"
-    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir, dirs_exist_ok=True)
+    shutil.copytree(DATA / "runs" / "20261129-120000-demo-cpu", run_dir)
     monkeypatch.setenv("GPUWIZARD_DATA_DIR", str(data))
 
     async def before(pilot):
@@ -618,35 +619,19 @@ async def test_monitor_shows_a_row_per_node_and_gpu_or_says_telemetry_is_local_o
 @pytest.mark.slow
 def test_terminal_loss_ends_the_monitor_but_not_the_job(tmp_path):
     """An SSH drop without SIGHUP (own session): the TUI exits, the job runs on and finishes."""
-    import fcntl
     import os
-    import struct
-    import subprocess
-    import sys
-    import termios
 
     from gpuwizard.runner.launch.prepare import prepare_run
     from gpuwizard.runner.launch.start import start_run
 
     quick_demo(tmp_path, "tui-ssh", "trainer_options: {step_time_s: 0.05}")
     run = start_run(prepare_run(load_preset("tui-ssh")))
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    tui = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "attach", run.run_id],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TERM": "xterm-256color"},
-        start_new_session=True,
-    )
-    os.close(slave)
-    time.sleep(3)
+    tui, master = on_terminal(["attach", run.run_id])
+    shown = bytearray()
+    read_terminal(master, shown, lambda: drawn(shown, "View") or tui.poll() is not None, 60)
     assert tui.poll() is None, "the monitor is up"
     os.close(master)
     tui.wait(timeout=15)
     assert run.is_active(), "the job outlives its monitor"
-    deadline = time.monotonic() + 120
-    while run.is_active() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    poll_until(lambda: not run.is_active(), 120, "the job's end")
     assert run.status().state == "finished"
