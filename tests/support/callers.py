@@ -1,5 +1,6 @@
 """Real callers for campaign tests: the command line in a child process and the TUI on a pseudo-terminal, each
-bounded by a timeout and killed whole when it hangs, and optionally without root's file-permission override."""
+bounded by a timeout and killed whole when it hangs, and optionally without root's file-permission override; a
+process on a pseudo-terminal of its own, and what it draws read back."""
 
 from __future__ import annotations
 
@@ -88,40 +89,59 @@ def drawn(output: bytes | bytearray, words: str) -> bool:
     return all(word.encode() in text for word in words.split())
 
 
-def gw_tui(*args: str, shows: str = "View", unprivileged: bool = False, timeout: float = CALL_TIMEOUT_S) -> Outcome:
-    """The TUI on a real 80x24 pseudo-terminal: wait until it shows `shows` (by default the monitor's "v View" key),
-    press ctrl+q, and wait for it to exit."""
+def on_terminal(args: list[str], env: dict[str, str] | None = None, **popen) -> tuple[subprocess.Popen, int]:
+    """`gpuwizard ARGS` on a real 80x24 pseudo-terminal, in its own session; returns the process and the terminal's
+    end (the caller closes it). `env` is added to this environment, whose TERM is xterm-256color unless it says."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuwizard", *args],
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        env={**os.environ, "TERM": "xterm-256color"},
+        env={**os.environ, "TERM": "xterm-256color", **(env or {})},
         start_new_session=True,
-        preexec_fn=drop_root_overrides if unprivileged and os.geteuid() == 0 else None,
+        **popen,
     )
     os.close(slave)
+    return proc, master
+
+
+def read_terminal(master: int, output: bytearray, until: Callable[[], bool], seconds: float) -> bool:
+    """Read what the process draws into `output` (it blocks once the terminal is full) until `until()` holds or the
+    time is up, then what is left waiting; whether it held."""
+    end = time.monotonic() + seconds
+    held = until()
+    while not held and time.monotonic() < end:
+        if select.select([master], [], [], 0.1)[0] and not read_into(output, master):
+            time.sleep(0.1)  # every end of the terminal is closed: the process has gone
+        held = until()
+    while select.select([master], [], [], 0)[0] and read_into(output, master):
+        pass
+    return held
+
+
+def read_into(output: bytearray, master: int) -> bool:
+    """One read of the terminal into `output`; False once the terminal is closed."""
+    try:
+        chunk = os.read(master, 1 << 16)
+    except OSError:
+        return False
+    output.extend(chunk)
+    return bool(chunk)
+
+
+def gw_tui(*args: str, shows: str = "View", unprivileged: bool = False, timeout: float = CALL_TIMEOUT_S) -> Outcome:
+    """The TUI on a real 80x24 pseudo-terminal: wait until it shows `shows` (by default the monitor's "v View" key),
+    press ctrl+q, and wait for it to exit."""
+    started = time.monotonic()
+    low = unprivileged and os.geteuid() == 0
+    proc, master = on_terminal(list(args), preexec_fn=drop_root_overrides if low else None)
     output = bytearray()
-    deadline = started + 2 * timeout  # to draw, then to quit
-
-    def drain(until: Callable[[], bool], seconds: float) -> None:
-        """Read what the app draws (it blocks once the terminal is full) until `until()` or the time is up."""
-        end = min(deadline, time.monotonic() + seconds)
-        while time.monotonic() < end and not until():
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    output.extend(os.read(master, 1 << 16))
-                except OSError:  # every end of the terminal is closed: the app has gone
-                    time.sleep(0.1)
-
-    drain(lambda: proc.poll() is not None or drawn(output, shows), timeout)
+    read_terminal(master, output, lambda: proc.poll() is not None or drawn(output, shows), timeout)
     if proc.poll() is None:
         os.write(master, b"\x11")  # ctrl+q
-    drain(lambda: proc.poll() is not None, timeout)
+    read_terminal(master, output, lambda: proc.poll() is not None, timeout)
     code = proc.poll()
     if code is None:
         os.killpg(proc.pid, signal.SIGKILL)

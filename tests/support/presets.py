@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from gpuwizard.core import paths
+from pathlib import Path
+
+from gpuwizard.core import paths, yamlio
+from support.data import REPO
 
 DEMO = """\
 version: 1
@@ -22,6 +25,20 @@ trainer_options:
 monitor: {{hang_timeout_s: {hang}}}
 """
 """The demo job of the supervisor tests, to fill in with str.format (name, gpus, steps, root, options, hang, lr)."""
+
+
+def shipped_preset(tmp_path: Path, preset: str, **changes) -> Path:
+    """A shipped preset as a user copies it, with some fields changed (`a__b` for a.b)."""
+    data = yamlio.load_file(REPO / "presets" / f"{preset}.yaml")
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    path = tmp_path / f"{data['name']}.yaml"
+    path.write_text(yamlio.dumps(data))
+    return path
 
 
 def user_preset(name: str, text: str) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from gpuwizard.runs.records import Expectations, Job, Status
+from gpuwizard.runs.records import Event, Expectations, Job, Status
 from gpuwizard.runs.rundir import RunDir, list_runs
 from support.data import DATA
 
@@ -24,6 +28,27 @@ def status_record(**fields) -> Status:
     """A status.json record for a test: a running demo on one CPU process, with the fields the test sets."""
     base = dict(run_id="r", preset="p", trainer="demo", policy="demo", world_size=1, device="cpu", steps=1, created=1.0)
     return Status(**base | dict(state="running", command="x") | fields)
+
+
+def events_of(run: RunDir) -> list[Event]:
+    """The run's events, every line of events.jsonl readable."""
+    events, bad = run.events()
+    assert bad == 0
+    return events
+
+
+def start_supervisor(run_path: Path, args: Sequence[str] = (), **popen) -> subprocess.Popen:
+    """The real supervisor of a run folder, started as start_run starts one: in its own session, the run's marker in
+    its environment (`args` instead of `-m` the supervisor's module, `popen` where its output goes)."""
+    from gpuwizard.runner.host.procs import MARKER, marker_value
+    from gpuwizard.runner.host.targets import SUPERVISOR
+
+    return subprocess.Popen(
+        [sys.executable, *(args or ("-m", SUPERVISOR)), str(run_path)],
+        env={**os.environ, MARKER: marker_value(run_path)},
+        start_new_session=True,
+        **popen,
+    )
 
 
 def newest_run() -> RunDir:

@@ -11,17 +11,6 @@ from pathlib import Path
 import pytest
 
 
-def flag(argv: list[str], name: str) -> str | None:
-    """The value a built command gives `name` (`--name=value` or `--name value`): the last where it is given twice, as
-    the trainers' parsers read it."""
-    found = [
-        argv[i + 1] if arg == name else arg.split("=", 1)[1]
-        for i, arg in enumerate(argv)
-        if arg == name or arg.startswith(name + "=")
-    ]
-    return found[-1] if found else None
-
-
 def trainer_env(variable: str, what: str) -> str:
     """A real trainer environment named by `variable`; skipped without one, a failure where
     GPUWIZARD_REQUIRE_TRAINERS=1 (set by .ci/run, which builds them with scripts/trainer-envs.sh)."""
@@ -34,7 +23,33 @@ def trainer_env(variable: str, what: str) -> str:
     pytest.skip(reason)
 
 
-def probe_batch_driver(module: str) -> str:
+def openpi_root() -> Path:
+    """The openpi environment's folder: its checkout (openpi/), venv/ and the LeRobot stand-in (stubs/)."""
+    return Path(trainer_env("GPUWIZARD_OPENPI_DIR", "an openpi environment (shared/scripts/openpi-env.sh)"))
+
+
+def parse_many(
+    python: str | Path, module: str, argvs: list[list[str]], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> list[dict]:
+    """Each argv through the check script `module`'s parse(), in one training interpreter (one import of the trainer
+    for them all), answered as gwcheck.main answers."""
+    from gpuwizard.trainers.check import SCRIPTS_DIR
+
+    out = subprocess.run(
+        [str(python), "-c", batch_driver(module), str(SCRIPTS_DIR)],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env=env,
+    )
+    answers = [json.loads(line) for line in out.stdout.splitlines() if line.startswith('{"status"')]
+    assert len(answers) == len(argvs), out.stdout[-2000:] + out.stderr[-2000:]
+    return answers
+
+
+def batch_driver(module: str) -> str:
     """A script that runs one probe's parse() on many argvs in one interpreter (argv[1]: the check scripts folder, the
     argvs as JSON on stdin), answering each like gwcheck.main does: one training interpreter start for them all."""
     return f"""

@@ -13,7 +13,7 @@ import sys
 import psutil
 
 from gpuwizard.gpus.bandwidth import MIB, find
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 
 SLOW_SIZES = "16,256,512"
 """Big enough that the sizes after the first take seconds of gloo on two cores: time to act on the ranks."""
@@ -74,7 +74,7 @@ def test_a_rank_killed_mid_measurement_is_one_paragraph_and_leaves_nothing():
     paragraph = err.splitlines()[-1]
     assert "Traceback" not in err and paragraph.startswith("gpus --bandwidth: rank ")
     assert "was killed by SIGKILL after 1 of 3 message sizes" in paragraph and "Fix: " in paragraph
-    assert wait_for(lambda: gone(ranks), 30)
+    poll_until(lambda: gone(ranks), 30)
     assert find("cpu") is None, "a failed measurement saves nothing"
 
 

@@ -14,7 +14,7 @@ from gpuwizard.runner.control.stopping import request_stop
 from gpuwizard.runner.launch.prepare import prepare_run
 from gpuwizard.runner.launch.start import start_run
 from gpuwizard.runs.rundir import RunDir
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.presets import quick_demo
 
 SLOW_SAVE = "trainer_options: {step_time_s: 0.02, log_every: 5, save_every: 20, checkpoint_time_s: 8}"
@@ -36,7 +36,7 @@ def test_a_stop_during_a_checkpoint_write_waits_for_it_and_a_second_stop_does_no
     quick_demo(tmp_path, "ckpt", SLOW_SAVE, steps=3000)
     out = tmp_path / "out-ckpt" / "checkpoints"
     first = start_run(prepare_run(load_preset("ckpt")))
-    assert wait_for(lambda: saving(first, 20), 120)
+    poll_until(lambda: saving(first, 20), 120)
     stopped = gw_subprocess("stop", first.run_id, timeout=120)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert f"run {first.run_id}: the stop waits for the checkpoint being written" in stopped.stdout
@@ -46,12 +46,12 @@ def test_a_stop_during_a_checkpoint_write_waits_for_it_and_a_second_stop_does_no
     resumed = prepare_run(load_preset("ckpt"), resume=True)
     assert resumed.checkpoint == (out / "000020").resolve() and resumed.resumed_from == first.run_id
     second = start_run(resumed)
-    assert wait_for(lambda: saving(second, 40), 120)
+    poll_until(lambda: saving(second, 40), 120)
     request_stop(second)
-    assert wait_for(lambda: "stop_waits_for_checkpoint" in kinds(second), 30)
+    poll_until(lambda: "stop_waits_for_checkpoint" in kinds(second), 30)
     request_stop(second)
     started = time.monotonic()
-    assert wait_for(lambda: second.status().final, 60)
+    poll_until(lambda: second.status().final, 60)
     assert time.monotonic() - started < 8, "the second stop does not wait for the 8 s write"
     assert not (out / "000040" / "model.pt").exists() and (out / "last").resolve().name == "000020"
 
@@ -68,7 +68,7 @@ def test_a_stop_during_a_checkpoint_write_waits_for_it_and_a_second_stop_does_no
 def test_a_finished_run_is_not_repeated_by_a_resume_but_continued_to_more_steps(tmp_path):
     quick_demo(tmp_path, "done", "trainer_options: {log_every: 5}", steps=30)
     finished = start_run(prepare_run(load_preset("done")))
-    assert wait_for(lambda: finished.status().final, 120) and finished.status().state == "finished"
+    assert poll_until(lambda: finished.status().final, 120) and finished.status().state == "finished"
     with pytest.raises(UserError) as refused:
         prepare_run(load_preset("done"), resume=True)
     assert refused.value.paragraph() == (
@@ -79,7 +79,7 @@ def test_a_finished_run_is_not_repeated_by_a_resume_but_continued_to_more_steps(
     more = prepare_run(with_field(load_preset("done"), "optim.steps", 60), resume=True)
     assert any(f"run {finished.run_id} finished 30 steps; this continues it to 60" in w.message for w in more.warnings)
     continued = start_run(more)
-    assert wait_for(lambda: continued.status().final, 120) and continued.status().state == "finished"
+    assert poll_until(lambda: continued.status().final, 120) and continued.status().state == "finished"
     log = continued.log.read_text()
     assert "Resuming from step 30" in log and "step 60/60" in log and "step 5/60" not in log
     assert continued.progress().step == 60

@@ -5,7 +5,6 @@ a real flooding job (bench/flood_job.py), about 1.5 GB of log each, deleted afte
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,11 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpuwizard.runner.host.procs import MARKER, marker_value
 from gpuwizard.runs.rundir import RunDir
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.data import REPO
-from support.runs import hand_made_run
+from support.runs import hand_made_run, start_supervisor
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +32,7 @@ def start_flood(tmp_path: Path, name: str) -> tuple[RunDir, Path, subprocess.Pop
     done = tmp_path / "done.json"
     argv = [sys.executable, str(FLOOD_JOB), "--rate", RATE, "--seconds", SECONDS, "--done", str(done)]
     run = hand_made_run(tmp_path / "data" / "runs" / f"20261202-000000-{name}", argv)
-    sup = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
-        env={**os.environ, MARKER: marker_value(run.path)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    sup = start_supervisor(run.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return run, done, sup
 
 
@@ -104,8 +96,8 @@ def test_a_flooding_job_keeps_progress_fresh_and_its_end_is_recorded_at_once(tmp
 def test_a_stop_sent_as_a_flooding_job_ends_keeps_its_exit_code(tmp_path):
     run, done, sup = start_flood(tmp_path, "flood-stop")
     try:
-        assert wait_for(done.exists, timeout=120), "the flooding job never ended"
-        assert wait_for(lambda: ended(run.status().job.pid), timeout=60), "the job never exited"
+        poll_until(done.exists, 120, "the flooding job never ended")
+        poll_until(lambda: ended(run.status().job.pid), 60, "the job never exited")
         stopped = gw_subprocess("stop", run.run_id, timeout=120)
         said = stopped.stdout + stopped.stderr
         assert stopped.returncode == 0 and "did not answer" not in said, said

@@ -4,23 +4,19 @@ supervisor that cannot be started at all. Real `gpuwizard` processes, a real pse
 
 from __future__ import annotations
 
-import fcntl
 import os
-import select
 import shutil
 import signal
-import struct
 import subprocess
 import sys
-import termios
 from pathlib import Path
 
 import pytest
 
 from gpuwizard.runner.control.launches import LAUNCHER
 from gpuwizard.runs.rundir import RunDir
-from support.callers import drawn, gw_call
-from support.cli import gw_subprocess, wait_for
+from support.callers import drawn, gw_call, on_terminal, read_terminal
+from support.cli import gw_subprocess, poll_until
 from support.launches import (
     demo_run_preset,
     gw_run,
@@ -56,7 +52,7 @@ def assert_whole_or_nothing(data: Path) -> None:
         )
     stopped = gw_call("stop", timeout=120)
     assert stopped.code == 0 and not stopped.traceback, stopped.output
-    assert wait_for(lambda: marked_under(data) == [], timeout=60), marked_under(data)
+    poll_until(lambda: marked_under(data) == [], 60, lambda: marked_under(data))
     assert all((s := status_of(p)) is not None and s.final for p in run_dirs(data))
 
 
@@ -81,7 +77,7 @@ def test_kill_9_at_any_point_of_a_launch_leaves_a_whole_run_or_nothing(tmp_path,
     proc = gw_run(demo_run_preset(tmp_path, "killed", python=str(slow_python(tmp_path))), "--headless")
     try:
         reached = KILL_POINTS[point]
-        assert wait_for(lambda: reached(data, proc.pid) or proc.poll() is not None, timeout=180, every=0.002)
+        poll_until(lambda: reached(data, proc.pid) or proc.poll() is not None, 180, every=0.002)
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
         assert_whole_or_nothing(data)
@@ -89,33 +85,6 @@ def test_kill_9_at_any_point_of_a_launch_leaves_a_whole_run_or_nothing(tmp_path,
         if proc.poll() is None:
             proc.kill()
         clean_up(data)
-
-
-def wizard(preset: str) -> tuple[subprocess.Popen, int]:
-    """`gpuwizard --preset PRESET` on a real 80x24 pseudo-terminal; returns the process and the terminal's end."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "--preset", preset],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TERM": "xterm-256color"},
-        start_new_session=True,
-    )
-    os.close(slave)
-    return proc, master
-
-
-def read_screen(master: int, shown: bytearray) -> None:
-    while select.select([master], [], [], 0)[0]:
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:
-            return
-        if not chunk:
-            return
-        shown.extend(chunk)
 
 
 QUIT_POINTS = {
@@ -132,21 +101,17 @@ def test_ctrl_q_while_the_wizard_launches_cancels_the_launch(tmp_path, point):
     data = tmp_path / "data"
     preset = demo_run_preset(tmp_path, "quit-launch", python=str(slow_python(tmp_path)))
     user_preset("quit-launch", preset.read_text())
-    proc, master = wizard("quit-launch")
+    proc, master = on_terminal(["--preset", "quit-launch"])
     shown = bytearray()
-
-    def seen(check) -> bool:
-        read_screen(master, shown)
-        return check() or proc.poll() is not None
-
+    ended = lambda: proc.poll() is not None  # noqa: E731
     try:
-        assert wait_for(lambda: seen(lambda: drawn(shown, "ready")), timeout=180), "the plan says it starts here"
+        ready = read_terminal(master, shown, lambda: drawn(shown, "ready") or ended(), 180)
+        assert ready, "the plan says it starts here"
         os.write(master, b"\x12")  # ctrl+r
         reached = QUIT_POINTS[point]
-        assert wait_for(lambda: seen(lambda: reached(data, shown)), timeout=120, every=0.01), shown[-2000:]
+        assert read_terminal(master, shown, lambda: reached(data, shown) or ended(), 120), shown[-2000:]
         os.write(master, b"\x11")  # ctrl+q
-        assert wait_for(lambda: seen(lambda: False), timeout=180), "the app ends once the launch is undone"
-        read_screen(master, shown)
+        assert read_terminal(master, shown, ended, 180), "the app ends once the launch is undone"
         assert proc.returncode == 0
         assert drawn(shown, "was cancelled"), shown[-1500:]
         assert marked_under(data) == [], "the job never started"
@@ -185,7 +150,7 @@ def test_a_supervisor_that_cannot_be_started_is_one_paragraph_and_an_honest_fail
         start_new_session=True,
     )
     try:
-        assert wait_for(lambda: loaded(proc.pid, "/_pydantic_core.") or proc.poll() is not None, timeout=120)
+        poll_until(lambda: loaded(proc.pid, "/_pydantic_core.") or proc.poll() is not None, 120)
         python.unlink()  # long before the launch reaches the supervisor (a trainer check and a probe come first)
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 2, out + err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.runs.rundir import RunDir, list_runs
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def test_two_nodes_on_loopback_finish_green_with_world_size_two(two_node_preset)
     assert (plan["world_size"], plan["nodes"], plan["processes_per_node"]) == (2, 2, 1)
     assert any("through lo (127.0.0.1)" in note and "NCCL_SOCKET_IFNAME=lo" in note for note in plan["notes"])
     node1 = start_node(preset, 1)  # started first: it counts down until node 0's store answers
-    assert wait_for(lambda: list_runs() == [] and node1.poll() is None, 5)
+    poll_until(lambda: list_runs() == [] and node1.poll() is None, 5)
     node0 = start_node(preset, 0)
     out0, _ = node0.communicate(timeout=300)
     out1, _ = node1.communicate(timeout=300)
@@ -98,13 +98,13 @@ def test_a_dead_node_is_reported_by_the_other_within_its_hang_timeout(two_node_p
     preset = two_node_preset(steps=5000, hang=hang)
     node0 = start_node(preset, 0)
     node1 = start_node(preset, 1)
-    assert wait_for(lambda: len(list_runs()) == 2 and (run_of_node(0).progress() or None) is not None, 120)
+    poll_until(lambda: len(list_runs()) == 2 and (run_of_node(0).progress() or None) is not None, 120)
     head = run_of_node(0)
-    assert wait_for(lambda: (head.progress().step or 0) >= 10, 120)
+    poll_until(lambda: (head.progress().step or 0) >= 10, 120)
     supervisor = run_of_node(1).status().supervisor
     os.kill(supervisor.pid, signal.SIGKILL)  # node 1 dies with everything on it (its ranks follow their parent)
     killed = time.monotonic()
-    assert wait_for(lambda: head.status().final, hang + 30)
+    poll_until(lambda: head.status().final, hang + 30)
     reported = time.monotonic() - killed
     out0, _ = node0.communicate(timeout=60)
     node1.communicate(timeout=60)

@@ -3,34 +3,15 @@ command, and the TUI attached to a run sends the desktop notification when it se
 
 from __future__ import annotations
 
-import fcntl
 import os
-import select
-import struct
-import subprocess
 import sys
-import termios
-import time
 
 import pytest
 
 from gpuwizard.model.settings import check_settings
-from support.cli import wait_for
+from support.callers import on_terminal, read_terminal
+from support.cli import poll_until
 from support.presets import quick_demo, write_settings
-
-
-def read_until_exit(master: int, proc: subprocess.Popen, timeout: float) -> bytes:
-    seen, deadline = b"", time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                seen += os.read(master, 1 << 16)
-            except OSError:
-                break
-        elif proc.poll() is not None:
-            break
-    return seen
 
 
 @pytest.mark.slow
@@ -45,25 +26,16 @@ def test_a_headless_run_rings_its_terminal_and_its_supervisor_runs_the_command(t
     )
     assert check_settings() == []
     quick_demo(tmp_path, "told", "trainer_options: {log_every: 5}", steps=20)
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    run = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", "--trust", "told", "--headless"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TMUX": ""},
-        start_new_session=True,
-    )
-    os.close(slave)
+    run, master = on_terminal(["run", "--trust", "told", "--headless"], env={"TMUX": ""})
+    out = bytearray()
     try:
-        out = read_until_exit(master, run, 180)
+        read_terminal(master, out, lambda: run.poll() is not None, 180)
     finally:
         os.close(master)
     assert run.wait(timeout=30) == 0, out.decode(errors="replace")
     assert b"\x07\x1b]9;gpuwizard: run finished: told (2xcpu) finished, exit code 0\x07" in out
     assert b"\x1b]777;notify;gpuwizard: run finished;told (2xcpu) finished, exit code 0\x07" in out
-    assert wait_for(told.exists, 30)
+    poll_until(told.exists, 30)
     kind, run_id, *title = told.read_text().split(" ")
     assert kind == "finished" and run_id.endswith("-told") and " ".join(title) == "gpuwizard: run finished"
 
@@ -78,24 +50,11 @@ def test_the_monitor_sends_the_desktop_notification_when_it_sees_the_run_end(tmp
     write_settings("notify: {desktop: true}\n")
     quick_demo(tmp_path, "seen", "trainer_options: {step_time_s: 0.1, log_every: 5}", steps=60)
     run = start_run(prepare_run(load_preset("seen")))
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    tui = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "attach", run.run_id],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TERM": "xterm-256color", "TMUX": ""},
-        start_new_session=True,
-    )
-    os.close(slave)
+    tui, master = on_terminal(["attach", run.run_id], env={"TMUX": ""})
     wanted = b"\x1b]777;notify;gpuwizard: run finished;seen (2xcpu) finished, exit code 0\x07"
-    seen, deadline = b"", time.monotonic() + 180
+    seen = bytearray()
     try:
-        while wanted not in seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                seen += os.read(master, 1 << 16)
+        read_terminal(master, seen, lambda: wanted in seen, 180)
     finally:
         tui.kill()
         tui.wait()

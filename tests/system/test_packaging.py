@@ -7,7 +7,6 @@ import fcntl
 import os
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -27,8 +26,10 @@ def shipped(kind: str) -> list[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # setuptools builds in the checkout's build/ folder: two xdist workers building at once would collide there
-    with open(Path(tempfile.gettempdir()) / "gpuwizard-wheel-build.lock", "w") as lock:
+    # setuptools builds in the checkout's build/ folder: two xdist workers building at once would collide there (the
+    # lock is in that folder, so another checkout builds in its own without waiting)
+    (REPO / "build").mkdir(exist_ok=True)
+    with open(REPO / "build" / ".wheel-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run(
             [

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.runner.detect.detectors import JobMonitor
-from gpuwizard.runs.records import Event, Expectations
+from gpuwizard.runs.records import Expectations
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.tail import MAX_LINE_CHARS, LogTail
 from gpuwizard.trainers.registry import get_trainer
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.presets import DEMO
-from support.runs import hand_made_run
+from support.runs import events_of, hand_made_run, start_supervisor
 
 STEPS_THEN = """
 import sys, time
@@ -63,12 +63,6 @@ def jumping_clock(monkeypatch, flag: Path, jump_s: float) -> None:
         return real() + (jump_s if jumped else 0.0)
 
     monkeypatch.setattr(time, "time", moved)
-
-
-def events_of(run: RunDir) -> list[Event]:
-    events, bad = run.events()
-    assert bad == 0
-    return events
 
 
 @pytest.mark.parametrize("jump_s", [120.0, 3600.0])
@@ -135,16 +129,10 @@ def test_a_disk_filled_at_the_end_of_a_job_still_gets_a_final_status(small_disk,
     script.write_text(FILL_THE_DISK)
     data = small_disk / "data"
     run = hand_made_run(data / "runs" / "20261201-000000-full", [sys.executable, str(script), str(small_disk / "ckpt")])
-    from gpuwizard.runner.host.procs import MARKER, marker_value
-
-    sup = subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
-        env={**os.environ, MARKER: marker_value(run.path)},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    out, err = start_supervisor(run.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).communicate(
+        timeout=120
     )
-    assert "Traceback" not in sup.stdout + sup.stderr, sup.stdout + sup.stderr
+    assert "Traceback" not in out + err, out + err
     assert os.statvfs(small_disk).f_bavail == 0 or (small_disk / "ckpt").stat().st_size > 1 << 20, "the disk did fill"
     status = run.status()
     assert status.final and status.state == "failed" and status.job_exit_code == 1
@@ -157,15 +145,8 @@ def test_a_disk_filled_at_the_end_of_a_job_still_gets_a_final_status(small_disk,
 
 
 def supervise(run) -> None:
-    """The real supervisor over a hand-made run folder, to its end, as a launch starts it (with the run marker)."""
-    from gpuwizard.runner.host.procs import MARKER, marker_value
-
-    subprocess.run(
-        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
-        env={**os.environ, MARKER: marker_value(run.path)},
-        capture_output=True,
-        timeout=120,
-    )
+    """The real supervisor over a hand-made run folder, to its end."""
+    start_supervisor(run.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait(timeout=120)
 
 
 def test_a_job_that_says_its_disk_is_full_is_recorded_as_disk_full_on_a_roomy_disk(tmp_path):
@@ -278,9 +259,9 @@ def test_two_data_folders_cannot_start_two_runs_on_one_output_folder(tmp_path):
     )
     try:
         runs = tmp_path / "first" / "runs"
-        assert wait_for(
+        poll_until(
             lambda: any(RunDir(p).status().state == "running" for p in runs.glob("2*") if (p / "status.json").exists()),
-            timeout=120,
+            120,
         )
         second = gw_subprocess(
             "run", "--trust", preset, "--headless", env={"GPUWIZARD_DATA_DIR": str(tmp_path / "second")}

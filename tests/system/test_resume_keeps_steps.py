@@ -9,7 +9,7 @@ import pytest
 
 from gpuwizard.runner.launch.start import relaunch
 from gpuwizard.runs.rundir import RunDir
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.runs import newest_run
 
 pytestmark = pytest.mark.slow
@@ -44,7 +44,7 @@ def test_a_resume_keeps_the_steps_its_run_was_continued_to(tmp_path, monkeypatch
     assert gw_subprocess("run", "--trust", path, "--headless", timeout=240).returncode == 0
     finished = newest_run()
     continued = relaunch(finished, resume=True, steps=60)  # the monitor's `r` on a finished run
-    assert wait_for(lambda: step_of(continued) >= 45, timeout=180)
+    poll_until(lambda: step_of(continued) >= 45, 180)
     stopped = gw_subprocess("stop", continued.run_id, timeout=120)
     assert stopped.returncode == 0 and continued.status().state == "stopped", stopped.stdout + stopped.stderr
     assert step_of(continued) < 60, "stopped before its end"

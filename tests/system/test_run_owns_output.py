@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.runs.rundir import list_runs
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.runs import newest_run
 
 pytestmark = pytest.mark.slow
@@ -162,7 +162,7 @@ def test_an_output_dir_inside_an_active_runs_folders_is_refused(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert wait_for(lambda: list_runs() and list_runs()[0].status.state == "running", timeout=120)
+        poll_until(lambda: list_runs() and list_runs()[0].status.state == "running", 120)
         active = newest_run()
         for what, inner in (("output folder", tmp_path / "busy" / "mine"), ("run folder", active.path / "mine")):
             nested = write(tmp_path, "nested", steps=10, output=f"output_dir: {inner}")

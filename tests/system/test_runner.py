@@ -17,12 +17,12 @@ import pytest
 from gpuwizard.runner.host.procs import read_environ
 from gpuwizard.runner.host.targets import SUPERVISOR
 from gpuwizard.runner.launch.prepare import launcher_problems
-from gpuwizard.runs.records import Event, GpuSample, RanksSample, Status, parse_lines
+from gpuwizard.runs.records import Event, GpuSample, RanksSample, parse_lines
 from gpuwizard.runs.rundir import RunDir, alive_processes, list_runs, run_processes
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.data import DATA
 from support.presets import DEMO
-from support.runs import hand_made_run
+from support.runs import events_of, hand_made_run, status_record
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +59,6 @@ def rank_pids(run: RunDir) -> set[int]:
     return {r.pid for sample in lines_of(run.ranks_file, RanksSample) for r in sample.ranks}
 
 
-def events_of(run: RunDir) -> list[Event]:
-    events, bad = run.events()
-    assert bad == 0
-    return events
-
-
 def current_step(run: RunDir) -> int:
     progress = run.progress()
     return progress.step or 0 if progress else 0
@@ -79,8 +73,7 @@ def assert_nothing_left(run: RunDir) -> None:
     def alive() -> list[int]:
         return alive_processes(run, status)
 
-    wait_for(lambda: not alive(), timeout=5, every=0.05)
-    assert alive() == [], f"processes of the run still alive: {alive()}"
+    poll_until(lambda: not alive(), 5, lambda: f"processes of the run still alive: {alive()}", every=0.05)
 
 
 def test_demo_completes_with_progress_and_checkpoint(demo_preset, tmp_path):
@@ -145,7 +138,7 @@ def test_ctrl_c_stops_every_process(demo_preset):
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]), timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]), 90)
     run = only_run()
     assert rank_pids(run), "ranks were seen"
     proc.send_signal(signal.SIGINT)
@@ -164,13 +157,13 @@ def test_killed_wizard_leaves_the_job_running_and_attach_finds_it(demo_preset):
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    assert wait_for(lambda: all_runs() and all_runs()[0].status().state == "running", timeout=60)
+    poll_until(lambda: all_runs() and all_runs()[0].status().state == "running", 60)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     run = only_run()
     assert run.is_active(), "the supervisor outlives the killed wizard"
     step_before = current_step(run)
-    assert wait_for(lambda: current_step(run) > step_before, timeout=60)
+    poll_until(lambda: current_step(run) > step_before, 60)
     listed = json.loads(gw_subprocess("runs", "--json").stdout)
     assert listed[0]["run_id"] == run.run_id and listed[0]["state"] == "running"
     attached = gw_subprocess("attach", "--headless", timeout=180)
@@ -214,7 +207,7 @@ def test_the_rendezvous_store_is_the_jobs_own_and_a_taken_port_does_not_matter(d
             name="demo-port", steps=5000, options="  step_time_s: 0.05", extra=f"launch: {{master_port: {port}}}\n"
         )
         proc = start_headless(path)
-        assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 3, timeout=90)
+        poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 3, 90)
         run = only_run()
         status = run.status()
         ranks = lines_of(run.ranks_file, RanksSample)[-1].ranks
@@ -305,13 +298,13 @@ def test_env_flag_reaches_the_job_and_bad_ones_are_refused(demo_preset):
 
 def test_stop_works_after_the_supervisor_was_killed(demo_preset):
     proc = start_headless(demo_preset(name="demo-orphan", steps=5000, options="  step_time_s: 0.05"))
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 5, 90)
     os.killpg(proc.pid, signal.SIGKILL)  # the terminal is gone too: nobody watches the run
     proc.communicate(timeout=30)
     run = only_run()
     status = run.status()
     os.kill(status.supervisor.pid, signal.SIGKILL)
-    assert wait_for(lambda: not status.supervisor.alive(), timeout=10)
+    poll_until(lambda: not status.supervisor.alive(), 10)
     assert run.status().state == "running", "nobody wrote the end: the status still claims a running job"
     stopped = gw_subprocess("stop", run.run_id, timeout=120)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -322,7 +315,7 @@ def test_stop_works_after_the_supervisor_was_killed(demo_preset):
 
 def test_headless_run_stops_the_job_when_its_supervisor_dies(demo_preset):
     proc = start_headless(demo_preset(name="demo-lost", steps=5000, options="  step_time_s: 0.05"))
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 5, 90)
     run = only_run()
     status = run.status()
     os.kill(status.supervisor.pid, signal.SIGKILL)
@@ -337,10 +330,10 @@ def test_sigusr1_dumps_every_ranks_stack(demo_preset):
     if which("py-spy", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")) is None:
         pytest.skip("py-spy is installed by the dev extra")
     proc = start_headless(demo_preset(name="demo-dump", steps=5000, options="  step_time_s: 0.05"))
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 5, 90)
     run = only_run()
     os.kill(run.status().supervisor.pid, signal.SIGUSR1)
-    assert wait_for(lambda: any(e.kind == "stack_dump" for e in events_of(run)), timeout=90)
+    poll_until(lambda: any(e.kind == "stack_dump" for e in events_of(run)), 90)
     dump = next(e for e in events_of(run) if e.kind == "stack_dump")
     assert dump.data["ok"] and sorted(dump.data["per_rank"]) == ["0", "1"], dump.data
     assert sorted(p.name for p in run.stacks_dir.iterdir()) == ["rank0.json", "rank1.json"]
@@ -368,14 +361,14 @@ def test_ranks_stop_on_their_own_when_the_supervisor_is_killed(demo_preset):
     """kill -9 of the supervisor (no headless follower, no `stop`): torchrun gets its parent-death signal and stops
     every rank, so nothing trains on unsupervised; `runs` then shows the run as lost."""
     proc = start_headless(demo_preset(name="demo-pdeath", steps=5000, options="  step_time_s: 0.05"))
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 5, 90)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     run = only_run()
     status = run.status()
     assert len(run_processes(run, status)) == 4, "supervisor, torchrun and two ranks are known"
     os.kill(status.supervisor.pid, signal.SIGKILL)
-    assert wait_for(lambda: alive_processes(run, status) == [], timeout=60), alive_processes(run, status)
+    poll_until(lambda: alive_processes(run, status) == [], 60, lambda: alive_processes(run, status))
     assert json.loads(gw_subprocess("runs", "--json").stdout)[0]["state"] == "lost"
 
 
@@ -395,7 +388,7 @@ def test_secrets_reach_the_job_by_environment_and_never_the_run_folder(demo_pres
         start_new_session=True,
         env={**os.environ, "OPENAI_API_KEY": key},
     )
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 3, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 3, 90)
     run = only_run()
     rank = lines_of(run.ranks_file, RanksSample)[-1].ranks[0]
     environ = read_environ(rank.pid)
@@ -421,7 +414,7 @@ def test_a_second_run_on_the_same_output_dir_is_refused(demo_preset):
     path = demo_preset(name="demo-shared", steps=5000, options="  step_time_s: 0.05")
     path.write_text(path.read_text().replace("  save_every: 30\n", ""))  # no checkpoint in the way of the last run
     proc = start_headless(path)
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 2, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 2, 90)
     first = only_run()
     second = gw_subprocess("run", "--trust", path, "--headless")
     assert second.returncode == 2 and "Traceback" not in second.stderr
@@ -456,7 +449,7 @@ def test_a_stopped_rank_is_named_as_the_suspect(demo_preset):
     """One rank frozen with SIGSTOP: the hang event names it (its stack cannot be read, its process is stopped),
     not 'every rank is inside a collective'."""
     proc = start_headless(demo_preset(name="demo-sigstop", steps=5000, options="  step_time_s: 0.02", hang=4))
-    assert wait_for(lambda: all_runs() and current_step(all_runs()[0]) >= 5, timeout=90)
+    poll_until(lambda: all_runs() and current_step(all_runs()[0]) >= 5, 90)
     run = only_run()
     rank1 = next(r for r in lines_of(run.ranks_file, RanksSample)[-1].ranks if r.rank == 1)
     os.kill(rank1.pid, signal.SIGSTOP)
@@ -498,8 +491,10 @@ def test_ctrl_c_during_start_up_leaves_nothing_running(demo_preset, delay):
     assert proc.returncode in (4, 130) or (before_python and all_runs() == []), (proc.returncode, out + err)
     assert "Traceback" not in err
     for run in all_runs():
-        assert wait_for(lambda run=run: alive_processes(run, run.status()) == [], timeout=30), alive_processes(
-            run, run.status()
+        poll_until(
+            lambda run=run: alive_processes(run, run.status()) == [],
+            30,
+            lambda run=run: alive_processes(run, run.status()),
         )
 
 
@@ -507,7 +502,6 @@ def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, 
     from gpuwizard.runner.detect.detectors import JobMonitor
     from gpuwizard.runner.supervise import supervisor as supervisor_module
     from gpuwizard.runner.supervise.stacks import StackReport
-    from gpuwizard.runs.records import Event
     from gpuwizard.trainers.registry import get_trainer
 
     run = hand_made_run(tmp_path / "20261129-000000-stop-vs-hang", ["true"], world_size=2, hang_timeout_s=3.0)
@@ -566,20 +560,7 @@ def test_process_counts_are_capped_before_anything_starts(gw, demo_preset):
 def test_a_finished_runs_elapsed_time_stops_at_its_end():
     from gpuwizard.runner.control.follow import status_line
 
-    status = Status(
-        run_id="r",
-        preset="p",
-        trainer="demo",
-        policy="demo",
-        world_size=1,
-        device="cpu",
-        steps=10,
-        created=100.0,
-        started=100.0,
-        ended=160.0,
-        state="finished",
-        command="x",
-    )
+    status = status_record(steps=10, created=100.0, started=100.0, ended=160.0, state="finished")
     assert status_line(None, status, now=10_000.0).startswith("[01:00]  finished")
     running = status.model_copy(update={"state": "running", "ended": None})
     assert status_line(None, running, now=220.0).startswith("[02:00]  running")

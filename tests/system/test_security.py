@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.runs.rundir import RunDir, list_runs
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.data import DATA
 from support.hostile import DCS, HOSTILE, OSC_CLIPBOARD, OSC_TITLE, PAYLOADS
 
@@ -256,7 +256,7 @@ def test_a_single_node_run_keeps_the_ranks_sockets_on_loopback(tmp_path, write_p
     argv = as_a_lan_host([sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"], tmp_path)
     job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
     try:
-        assert wait_for(lambda: list_runs() and (list_runs()[0].run.progress() or None), 180), "the demo is training"
+        poll_until(lambda: list_runs() and (list_runs()[0].run.progress() or None), 180, "the demo is training")
         agent = list_runs()[0].run.status().job.pid
 
         def sockets() -> tuple[list, list]:
@@ -264,7 +264,7 @@ def test_a_single_node_run_keeps_the_ranks_sockets_on_loopback(tmp_path, write_p
             ranks = [(a, p) for a, p, pids in found if any(parent_of(pid) == agent for pid in pids)]
             return ranks, [(a, p) for a, p, pids in found if agent in pids]
 
-        assert wait_for(lambda: len(sockets()[0]) >= 2, 60), f"each rank listens (gloo): {listeners()}"
+        poll_until(lambda: len(sockets()[0]) >= 2, 60, lambda: f"each rank listens (gloo): {listeners()}")
         ranks, stores = sockets()
         assert {address for address, _ in ranks} == {"127.0.0.1"}, f"the ranks listen on loopback only: {ranks}"
         assert len(stores) <= 2, f"torchrun itself listens only for its two stores: {stores}"

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from gpuwizard.runs.rundir import RunDir
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.launches import (
     demo_run_preset,
     gw_run,
@@ -50,7 +50,7 @@ def test_sigterm_stops_a_headless_run_and_exits_4_once_the_stop_is_recorded(tmp_
     data = tmp_path / "data"
     proc = gw_run(demo_run_preset(tmp_path, "term"), "--headless")
     try:
-        assert wait_for(lambda: stepping(data) is not None, timeout=180), "the job steps"
+        poll_until(lambda: stepping(data) is not None, 180, "the job steps")
         run = stepping(data)
         os.kill(proc.pid, signal.SIGTERM)  # what `timeout` and a scheduler's time limit send
         out, err = ended(proc)
@@ -59,7 +59,7 @@ def test_sigterm_stops_a_headless_run_and_exits_4_once_the_stop_is_recorded(tmp_
         assert "SIGTERM: stopping the job" in out and "stopped by the user" in out, out
         assert status.state == "stopped" and status.exit_code == 4
         assert "Traceback" not in out + err
-        assert wait_for(lambda: marked_under(data) == [], timeout=30), marked_under(data)
+        poll_until(lambda: marked_under(data) == [], 30, lambda: marked_under(data))
     finally:
         stop_everything(data)
 
@@ -86,7 +86,7 @@ def test_sigterm_at_any_point_of_start_up_leaves_a_final_record_or_nothing(tmp_p
     proc = gw_run(demo_run_preset(tmp_path, "term-start", python=str(slow_python(tmp_path))), "--headless")
     try:
         reached = POINTS[point]
-        assert wait_for(lambda: reached(data, proc.pid) or proc.poll() is not None, timeout=180, every=0.002)
+        poll_until(lambda: reached(data, proc.pid) or proc.poll() is not None, 180, every=0.002)
         os.kill(proc.pid, signal.SIGTERM)
         out, err = ended(proc)
         assert "Traceback" not in out + err, out + err
@@ -99,7 +99,7 @@ def test_sigterm_at_any_point_of_start_up_leaves_a_final_record_or_nothing(tmp_p
             status = status_of(folder)
             assert status is not None and status.final, f"{folder.name} says {status and status.state}"
             assert proc.returncode == 4, "a run was made: its stop is the exit code"
-        assert wait_for(lambda: marked_under(data) == [], timeout=60), marked_under(data)
+        poll_until(lambda: marked_under(data) == [], 60, lambda: marked_under(data))
     finally:
         stop_everything(data)
 
@@ -108,7 +108,7 @@ def test_sighup_detaches_and_the_run_goes_on_where_attach_finds_it(tmp_path):
     data = tmp_path / "data"
     proc = gw_run(demo_run_preset(tmp_path, "hup", steps=200), "--headless")
     try:
-        assert wait_for(lambda: stepping(data) is not None, timeout=180)
+        poll_until(lambda: stepping(data) is not None, 180)
         run = stepping(data)
         os.kill(proc.pid, signal.SIGHUP)  # the SSH session dropped
         out, err = ended(proc)
@@ -127,7 +127,7 @@ def test_the_reader_of_the_output_going_away_detaches(tmp_path):
     data = tmp_path / "data"
     proc = gw_run(demo_run_preset(tmp_path, "reader"), "--headless")
     try:
-        assert wait_for(lambda: stepping(data) is not None, timeout=180)
+        poll_until(lambda: stepping(data) is not None, 180)
         run = stepping(data)
         proc.stdout.close()  # the reader goes; the next status line meets a broken pipe
         err = proc.stderr.read()

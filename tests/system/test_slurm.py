@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuwizard.runs.rundir import RunDir, list_runs
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.data import DATA
 from support.runs import newest_run
 from support.slurm import GPU_2NODE
@@ -145,7 +145,7 @@ def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_pat
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert wait_for(
+    poll_until(
         lambda: list_runs() and (newest_run().progress() or None) and (newest_run().progress().step or 0) >= 5, 300
     )
     run = newest_run()
@@ -157,8 +157,10 @@ def test_a_slurm_run_stopped_midway_leaves_nothing_behind(demo_on_slurm, tmp_pat
     assert run.status().state == "stopped" and run.status().exit_code == 4
     assert not queued(job_id), "scancel left nothing in the queue"
     out_dir = str(tmp_path / "out-demo-long")
-    assert wait_for(lambda: not subprocess.run(["pgrep", "-f", out_dir], capture_output=True).stdout.strip(), 60), (
-        "no process of the job is left"
+    poll_until(
+        lambda: not subprocess.run(["pgrep", "-f", out_dir], capture_output=True).stdout.strip(),
+        60,
+        "no process of the job is left",
     )
 
 
@@ -179,11 +181,11 @@ def test_a_job_that_cannot_start_shows_its_pending_reason_and_is_cancelled(demo_
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert wait_for(lambda: list_runs() and newest_run().status().slurm_reason is not None, 120)
+    poll_until(lambda: list_runs() and newest_run().status().slurm_reason is not None, 120)
     run = newest_run()
     status = run.status()
     assert status.slurm_state == "PENDING" and status.slurm_reason == "PartitionConfig"
-    assert wait_for(lambda: any(e.kind == "slurm_pending" for e in run.events()[0]), 30)
+    poll_until(lambda: any(e.kind == "slurm_pending" for e in run.events()[0]), 30)
     event = next(e for e in run.events()[0] if e.kind == "slurm_pending")
     assert "PartitionConfig: the partition can never run it as asked" in event.detail
     assert gw_subprocess("stop", run.run_id, timeout=120).returncode == 0
@@ -305,8 +307,8 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
     # two one-CPU nodes: while two tasks train the others wait, and a look shows them pending (they read 'running'
     # from their submission); how many read running at that look is not asserted: a task SLURM has ended can still
     # read running until its supervisor records the end
-    assert wait_for(a_look_with_a_task_pending, 600) and PENDING in seen[-1], seen
-    assert wait_for(lambda: read_sweep(folder).ended, 600), read_sweep(folder).model_dump_json(indent=1)
+    assert poll_until(a_look_with_a_task_pending, 600) and PENDING in seen[-1], seen
+    poll_until(lambda: read_sweep(folder).ended, 600, lambda: read_sweep(folder).model_dump_json(indent=1))
     record = read_sweep(folder)
     assert record.slurm and [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]
     (array,) = record.arrays
@@ -348,13 +350,13 @@ def test_a_runs_stop_cancels_its_task_only_and_a_sweep_stop_the_whole_array(demo
         statuses = sweep_statuses(folder)
         return len(statuses) == 4 and sum(s.state == "running" for s in statuses) == 2
 
-    assert wait_for(two_train, 300), read_sweep(folder).model_dump_json(indent=1)
+    poll_until(two_train, 300, lambda: read_sweep(folder).model_dump_json(indent=1))
     (array,) = read_sweep(folder).arrays
     job = array.job_id
     assert array_tasks(job).keys() == {f"{job}_{t}" for t in range(4)}, "four tasks of one array"
     running = [r for r, s in zip(read_sweep(folder).runs, sweep_statuses(folder), strict=True) if s.state == "running"]
     first = running[0]
-    assert wait_for(lambda: RunDir(Path(first.run_path or "")).progress() is not None, 300)
+    poll_until(lambda: RunDir(Path(first.run_path or "")).progress() is not None, 300)
     stopped = gw_subprocess("stop", first.run_id, timeout=180)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert RunDir(Path(first.run_path or "")).status().state == "stopped"
@@ -371,21 +373,23 @@ def test_a_runs_stop_cancels_its_task_only_and_a_sweep_stop_the_whole_array(demo
                 return r
         return None
 
-    assert wait_for(lambda: waiting_run() is not None, 120), array_tasks(job)
+    poll_until(lambda: waiting_run() is not None, 120, lambda: array_tasks(job))
     pending = waiting_run()
     assert gw_subprocess("stop", pending.run_id, timeout=180).returncode == 0
-    assert wait_for(lambda: RunDir(Path(pending.run_path or "")).status().state == "stopped", 60)
+    poll_until(lambda: RunDir(Path(pending.run_path or "")).status().state == "stopped", 60)
     assert RunDir(Path(pending.run_path or "")).status().slurm_state == "CANCELLED", "a task cancelled while pending"
     assert len(array_tasks(job)) == 2 and pending.array_task not in array_tasks(job)
 
     swept = gw_subprocess("sweep", "stop", folder.name, cwd=tmp_path, timeout=300)
     assert swept.returncode == 0 and "nothing of it is left" in swept.stdout, swept.stdout + swept.stderr
-    assert wait_for(lambda: array_tasks(job) == {}, 60), "the whole array was cancelled"
+    poll_until(lambda: array_tasks(job) == {}, 60, "the whole array was cancelled")
     assert [r.state for r in read_sweep(folder).runs] == ["stopped"] * 4
     assert all(s.state == "stopped" for s in sweep_statuses(folder))
     mine = str(tmp_path)
-    assert wait_for(lambda: not subprocess.run(["pgrep", "-f", mine], capture_output=True).stdout.strip(), 60), (
-        "no process of any run is left"
+    poll_until(
+        lambda: not subprocess.run(["pgrep", "-f", mine], capture_output=True).stdout.strip(),
+        60,
+        "no process of any run is left",
     )
 
 
@@ -395,7 +399,7 @@ def test_an_array_sbatch_refuses_fails_its_runs_with_sbatchs_own_paragraph(demo_
 
     nowhere = "slurm: {partition: no-such-partition}\n"
     folder = slurm_sweep(demo_on_slurm, tmp_path, steps=10, grid=("--set", "optim.lr=1e-4,2e-4"), extra=nowhere)
-    assert wait_for(lambda: read_sweep(folder).ended, 300), read_sweep(folder).model_dump_json(indent=1)
+    poll_until(lambda: read_sweep(folder).ended, 300, lambda: read_sweep(folder).model_dump_json(indent=1))
     record = read_sweep(folder)
     assert [r.state for r in record.runs] == ["failed"] * 2 and record.arrays == []
     for run in record.runs:
@@ -438,6 +442,6 @@ def test_an_array_a_killed_scheduler_left_held_runs_the_tasks_whose_runs_joined_
     release_held(tmp_path / "sweep", sweep)
     assert [(a.job_id, a.held) for a in sweep.arrays] == [(job_id, False), (orphan, False)]
     assert array_tasks(orphan) == {}, "the array no run joined was cancelled"
-    assert wait_for(lambda: job_fields(f"{job_id}_0").get("JobState") == "COMPLETED", 120), job_fields(f"{job_id}_0")
+    poll_until(lambda: job_fields(f"{job_id}_0").get("JobState") == "COMPLETED", 120, lambda: job_fields(f"{job_id}_0"))
     assert joined.log.read_text() == "task 0 ran the script of its run\n"
     assert array_tasks(job_id) == {} and job_fields(f"{job_id}_1") == {}, "the task no run joined never ran"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import wait_for
+from support.cli import poll_until
 from support.launches import demo_run_preset, entries, gw_run, loaded, marked_under, status_of
 
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ def test_ctrl_c_at_any_point_of_start_up_leaves_a_final_record_and_nothing_runni
     proc = gw_run(demo_run_preset(tmp_path, "demo-int"), "--headless")
     try:
         reached = POINTS[point]
-        assert wait_for(lambda: reached(data, proc.pid) or proc.poll() is not None, timeout=120, every=0.002)
+        poll_until(lambda: reached(data, proc.pid) or proc.poll() is not None, 120, every=0.002)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -63,4 +63,4 @@ def test_ctrl_c_at_any_point_of_start_up_leaves_a_final_record_and_nothing_runni
         assert any(folder.iterdir()), f"an empty reserved folder is left: {folder.name}"
         status = status_of(folder)
         assert status is not None and status.final, f"{folder.name} still says {status and status.state}"
-    assert wait_for(lambda: marked_under(data) == [], timeout=30), marked_under(data)
+    poll_until(lambda: marked_under(data) == [], 30, lambda: marked_under(data))

@@ -17,9 +17,9 @@ import pytest
 
 from gpuwizard.runner.host.procs import read_environ
 from gpuwizard.runs.rundir import RunDir
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.presets import DEMO
-from support.runs import hand_made_run
+from support.runs import hand_made_run, start_supervisor
 
 pytestmark = pytest.mark.slow
 
@@ -70,24 +70,15 @@ def can_make_cgroups() -> bool:
     return True
 
 
-def start_supervisor(run_path: Path, cgroup: bool = True) -> subprocess.Popen:
-    """A supervisor started as start_run starts one (its own session, the run marker in its environment)."""
-    from gpuwizard.runner.host.procs import MARKER, marker_value
-
-    argv = ["-m", "gpuwizard.runner.supervise.supervisor"] if cgroup else ["-c", NO_CGROUP_SUPERVISOR]
-    return subprocess.Popen(
-        [sys.executable, *argv, str(run_path)],
-        env={**os.environ, MARKER: marker_value(run_path)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+def supervisor_of(run_path: Path, cgroup: bool = True) -> subprocess.Popen:
+    """The real supervisor, or one whose job gets no cgroup (NO_CGROUP_SUPERVISOR), its output read by the test."""
+    args = () if cgroup else ("-c", NO_CGROUP_SUPERVISOR)
+    return start_supervisor(run_path, args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def delete_folder(path: Path) -> None:
     """rm -rf, again if the supervisor wrote a file into the folder meanwhile (rm would say 'Directory not empty')."""
-    assert wait_for(lambda: shutil.rmtree(path, ignore_errors=True) or not path.exists(), timeout=30, every=0.01)
+    poll_until(lambda: shutil.rmtree(path, ignore_errors=True) or not path.exists(), 30, every=0.01)
 
 
 def marked_with(path: Path) -> list[int]:
@@ -137,13 +128,13 @@ def test_stop_ends_ranks_daemonised_grandchildren(tmp_path, cgroup):
         [TORCHRUN, "--standalone", "--nproc-per-node=2", str(script), str(out)],
         world_size=2,
     )
-    sup = start_supervisor(run.path, cgroup)
+    sup = supervisor_of(run.path, cgroup)
     daemons: list[psutil.Process] = []
     try:
-        assert wait_for(lambda: len(list(out.glob("daemon-*.pid"))) == 2, timeout=120), sup.stdout
+        poll_until(lambda: len(list(out.glob("daemon-*.pid"))) == 2, 120, lambda: sup.stdout)
         daemons = [psutil.Process(int(p.read_text())) for p in sorted(out.glob("daemon-*.pid"))]
         assert all(d.ppid() != run.status().job.pid for d in daemons), "the daemons left the job's tree"
-        assert wait_for(lambda: run.progress() is not None and (run.progress().step or 0) >= 2, timeout=60)
+        poll_until(lambda: run.progress() is not None and (run.progress().step or 0) >= 2, 60)
         stopped = gw_subprocess("stop", run.run_id, timeout=120)
         sup.wait(timeout=60)
         left = [d.pid for d in daemons if running(d)]
@@ -161,14 +152,14 @@ def test_the_supervisor_stops_the_job_when_its_run_folder_is_deleted(tmp_path):
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
     run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-deleted", [sys.executable, str(script)])
-    sup = start_supervisor(run.path)
+    sup = supervisor_of(run.path)
     job: list[psutil.Process] = []
     try:
-        assert wait_for(lambda: run.progress() is not None and (run.progress().step or 0) >= 3, timeout=60)
+        poll_until(lambda: run.progress() is not None and (run.progress().step or 0) >= 3, 60)
         job = job_processes(run.status().job.pid)
         delete_folder(run.path)
-        assert wait_for(lambda: sup.poll() is not None, timeout=60), "the supervisor noticed its folder is gone"
-        assert wait_for(lambda: not any(running(p) for p in job), timeout=30), "and stopped the job"
+        poll_until(lambda: sup.poll() is not None, 60, "the supervisor noticed its folder is gone")
+        poll_until(lambda: not any(running(p) for p in job), 30, "and stopped the job")
         assert not run.path.exists(), "nothing wrote the folder back (a run folder holding only progress.json)"
         assert "Traceback" not in sup.stdout.read()
     finally:
@@ -184,10 +175,10 @@ def test_stop_finds_and_ends_a_job_whose_folder_was_deleted(tmp_path, named):
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
     run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-frozen", [sys.executable, str(script)])
-    sup = start_supervisor(run.path)
+    sup = supervisor_of(run.path)
     job: list[psutil.Process] = []
     try:
-        assert wait_for(lambda: run.progress() is not None and (run.progress().step or 0) >= 3, timeout=60)
+        poll_until(lambda: run.progress() is not None and (run.progress().step or 0) >= 3, 60)
         job = job_processes(run.status().job.pid)
         os.kill(sup.pid, signal.SIGSTOP)
         delete_folder(run.path)
@@ -195,7 +186,7 @@ def test_stop_finds_and_ends_a_job_whose_folder_was_deleted(tmp_path, named):
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert f"run {run.run_id}" in stopped.stdout and "folder was deleted" in stopped.stdout, stopped.stdout
         assert "nothing of it is left" in stopped.stdout
-        assert wait_for(lambda: sup.poll() is not None, timeout=30)
+        poll_until(lambda: sup.poll() is not None, 30)
         assert not any(running(p) for p in job)
         assert marked_with(run.path) == []
     finally:
@@ -261,7 +252,7 @@ def test_stop_never_signals_a_process_that_took_the_reaped_launchers_pid(tmp_pat
     root = subprocess.Popen([sys.executable, "-c", ROOT_WITH_DAEMON, str(go)], start_new_session=True)
     try:
         procs = JobProcesses(root.pid, launcher=root)
-        assert wait_for(lambda: (procs.refresh() or True) and len(procs.pids()) == 2, timeout=30)
+        poll_until(lambda: (procs.refresh() or True) and len(procs.pids()) == 2, 30)
     finally:
         go.write_text("exit")
     descendant = next(p for p in procs.alive() if p.pid != root.pid)
@@ -272,7 +263,7 @@ def test_stop_never_signals_a_process_that_took_the_reaped_launchers_pid(tmp_pat
         descendant.kill()
         pytest.skip("cannot steer pid allocation here (/proc/sys/kernel/ns_last_pid is not writable)")
     try:
-        assert wait_for(ready.exists, timeout=30)
+        poll_until(ready.exists, 30)
         survivors = procs.stop(grace_s=1)
         assert survivors == [] and not running(descendant)
         assert unrelated.poll() is None
@@ -312,12 +303,12 @@ def test_a_job_that_left_a_daemon_when_it_ended_leaves_nothing(tmp_path):
     run = hand_made_run(
         tmp_path / "data" / "runs" / "20261201-000000-leaves", [sys.executable, str(script), str(pid_file)]
     )
-    sup = start_supervisor(run.path)
+    sup = supervisor_of(run.path)
     daemon = None
     try:
         sup.wait(timeout=120)
         daemon = psutil.Process(int(pid_file.read_text()))
-        assert wait_for(lambda: not running(daemon), timeout=10), "the daemon outlived its job"
+        poll_until(lambda: not running(daemon), 10, "the daemon outlived its job")
         status = run.status()
         assert status.state == "finished" and status.survivors == []
         assert marked_with(run.path) == []
@@ -340,7 +331,7 @@ def test_stop_of_an_ended_run_checks_for_leftovers(tmp_path):
     try:
         stopped = gw_subprocess("stop", run.run_id, timeout=60)
         assert stopped.returncode == 0 and "nothing of it is left" in stopped.stdout, stopped.stdout + stopped.stderr
-        assert wait_for(lambda: left.poll() is not None, timeout=10)
+        poll_until(lambda: left.poll() is not None, 10)
     finally:
         if left.poll() is None:
             left.kill()
@@ -397,13 +388,13 @@ def test_a_headless_run_whose_folder_is_deleted_ends_with_nothing_left(tmp_path)
             progress = RunDir(folder).progress() if folder else None
             return bool(progress and progress.step)
 
-        assert wait_for(stepping, timeout=120)
+        poll_until(stepping, 120)
         delete_folder(folder)
         out, err = client.communicate(timeout=120)
         assert client.returncode == 1, out + err
         assert f"the run folder {folder} was deleted" in out and "nothing of the run is left" in out, out
         assert "Traceback" not in out + err
-        assert wait_for(lambda: marked_with(folder) == [], timeout=30), marked_with(folder)
+        poll_until(lambda: marked_with(folder) == [], 30, lambda: marked_with(folder))
         assert not folder.exists()
     finally:
         if client.poll() is None:

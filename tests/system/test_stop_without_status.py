@@ -16,11 +16,10 @@ import pytest
 
 from gpuwizard.cli.runs import said
 from gpuwizard.runner.control.stopping import StopNote, marked_runs, stop_run
-from gpuwizard.runner.host.procs import MARKER, marker_value
-from gpuwizard.runs.rundir import RunDir
-from support.cli import gw_subprocess, wait_for
+from gpuwizard.runner.host.procs import MARKER
+from support.cli import gw_subprocess, poll_until
 from support.launches import demo_run_preset, gw_run, marked_under, stepping
-from support.runs import hand_made_run
+from support.runs import hand_made_run, start_supervisor
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +29,9 @@ def test_a_run_whose_status_was_deleted_is_stopped_with_every_process_of_it(tmp_
     data = tmp_path / "data"
     client = gw_run(demo_run_preset(tmp_path, "no-status"), "--headless")
     try:
-        assert wait_for(lambda: stepping(data, at_least=3) is not None, timeout=180), "the job steps"
+        poll_until(lambda: stepping(data, at_least=3) is not None, 180, "the job steps")
         run = stepping(data)
-        assert wait_for(lambda: len(marked_under(data)) >= 4, timeout=60), "supervisor, torchrun and both ranks"
+        poll_until(lambda: len(marked_under(data)) >= 4, 60, "supervisor, torchrun and both ranks")
         os.kill(client.pid, signal.SIGKILL)  # nobody follows it any more
         client.communicate(timeout=60)
         (run.path / "status.json").unlink()
@@ -88,10 +87,10 @@ def test_a_process_that_shed_the_marker_is_found_by_the_runs_cgroup_and_stopped(
     run = hand_made_run(
         tmp_path / "data" / "runs" / "20261201-000000-shed", [sys.executable, str(script), str(pid_file)]
     )
-    supervisor = supervised(run)
+    supervisor = start_supervisor(run.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     daemon: psutil.Process | None = None
     try:
-        assert wait_for(pid_file.exists, timeout=120), "the daemon started"
+        poll_until(pid_file.exists, 120, "the daemon started")
         daemon = psutil.Process(int(pid_file.read_text()))
         if JobCgroup.of_process(daemon.pid) is None:
             pytest.skip("this machine lends no writable cgroup v2 sub-tree")
@@ -99,7 +98,7 @@ def test_a_process_that_shed_the_marker_is_found_by_the_runs_cgroup_and_stopped(
         job = psutil.Process(run.status().job.pid)
         os.kill(supervisor.pid, signal.SIGKILL)
         supervisor.wait(timeout=30)
-        assert wait_for(lambda: not alive(job), timeout=30), "the job's root stops with its supervisor"
+        poll_until(lambda: not alive(job), 30, "the job's root stops with its supervisor")
         assert alive(daemon)
         stopped = gw_subprocess("stop", run.run_id, timeout=120)
         assert stopped.returncode == 0 and "nothing of it is left" in stopped.stdout, stopped.stdout + stopped.stderr
@@ -118,17 +117,6 @@ def alive(proc: psutil.Process) -> bool:
         return False
 
 
-def supervised(run: RunDir) -> subprocess.Popen:
-    """A real supervisor of a hand-made run, started as start_run starts one (its own session, the run's marker)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard.runner.supervise.supervisor", str(run.path)],
-        env={**os.environ, MARKER: marker_value(run.path)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 STEPS = """
 import time
 for step in range(1, 100000):
@@ -143,10 +131,10 @@ def test_a_stop_its_supervisor_does_not_answer_ends_every_process_from_here(tmp_
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
     run = hand_made_run(tmp_path / "data" / "runs" / "20261201-000000-frozen", [sys.executable, str(script)])
-    supervisor = supervised(run)
+    supervisor = start_supervisor(run.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     job: list[psutil.Process] = []
     try:
-        assert wait_for(lambda: (p := run.progress()) is not None and (p.step or 0) >= 2, timeout=120), "it steps"
+        poll_until(lambda: (p := run.progress()) is not None and (p.step or 0) >= 2, 120, "it steps")
         root = psutil.Process(run.status().job.pid)
         job = [root, *root.children(recursive=True)]
         os.kill(supervisor.pid, signal.SIGSTOP)
@@ -156,7 +144,7 @@ def test_a_stop_its_supervisor_does_not_answer_ends_every_process_from_here(tmp_
         assert time.monotonic() - started >= 3.0, "the supervisor was waited for first"
         assert result is not None and result.outcome == "ended_here", result
         assert result.survivors == [] and result.run_id == run.run_id and notes == []
-        assert wait_for(lambda: supervisor.poll() is not None, timeout=30), "the frozen supervisor is ended too"
+        poll_until(lambda: supervisor.poll() is not None, 30, "the frozen supervisor is ended too")
         assert not any(alive(p) for p in job)
         assert run.path.resolve() not in marked_runs(), "nothing carries its marker"
         assert said(result) == 0

@@ -16,7 +16,7 @@ import pytest
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.sweeps import Sweep, read_sweep, sweeps_dir
-from support.cli import wait_for
+from support.cli import poll_until
 from support.launches import marked_under
 from support.presets import swept_preset
 
@@ -76,7 +76,7 @@ def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
         most = max(most, sum(r.state in ("starting", "running") for r in record.runs))
         return record.ended
 
-    assert wait_for(ended, timeout=WAIT_S), sweep(folder).model_dump_json(indent=1)
+    poll_until(ended, WAIT_S, lambda: sweep(folder).model_dump_json(indent=1))
     record = sweep(folder)
     assert [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]
     assert most <= 2, f"{most} runs at once on 2 cores"
@@ -120,11 +120,11 @@ def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
 
 def test_a_killed_scheduler_and_resume_finish_the_runs_left(tmp_path):
     folder = started(tmp_path, steps=80, step_time=0.15)
-    assert wait_for(lambda: len(runs_of(folder)) == 2 and all(map(with_checkpoint, runs_of(folder))), WAIT_S)
+    poll_until(lambda: len(runs_of(folder)) == 2 and all(map(with_checkpoint, runs_of(folder))), WAIT_S)
     scheduler = sweep(folder).scheduler
     assert scheduler is not None
     os.kill(scheduler.pid, signal.SIGKILL)
-    assert wait_for(lambda: not scheduler.alive(), 30)
+    poll_until(lambda: not scheduler.alive(), 30)
     first = runs_of(folder)[0]
     stopped = gw(tmp_path, "stop", first.run_id)  # one run ends half way, with a checkpoint to continue from
     assert stopped.returncode == 0 and first.status().state == "stopped", stopped.stdout + stopped.stderr
@@ -133,7 +133,7 @@ def test_a_killed_scheduler_and_resume_finish_the_runs_left(tmp_path):
 
     resumed = gw(tmp_path, "sweep", "resume", folder.name)
     assert resumed.returncode == 0 and "1 continue from their checkpoints" in resumed.stdout, resumed.stdout
-    assert wait_for(lambda: sweep(folder).ended, WAIT_S), sweep(folder).model_dump_json(indent=1)
+    poll_until(lambda: sweep(folder).ended, WAIT_S, lambda: sweep(folder).model_dump_json(indent=1))
     record = sweep(folder)
     assert [r.state for r in record.runs] == ["finished"] * 4, [r.error for r in record.runs]
     again = record.runs[0]
@@ -147,7 +147,7 @@ def test_a_killed_scheduler_and_resume_finish_the_runs_left(tmp_path):
 
 def test_stop_ends_the_scheduler_and_every_run(tmp_path):
     folder = started(tmp_path, steps=2000, step_time=0.05)
-    assert wait_for(lambda: len(runs_of(folder)) == 2 and all(r.progress() for r in runs_of(folder)), WAIT_S)
+    poll_until(lambda: len(runs_of(folder)) == 2 and all(r.progress() for r in runs_of(folder)), WAIT_S)
     scheduler = sweep(folder).scheduler
     assert scheduler is not None and scheduler.alive(), "it outlived the `sweep` command that started it"
     assert os.getsid(scheduler.pid) == scheduler.pid, "a session of its own: no terminal, no SIGHUP on an SSH drop"

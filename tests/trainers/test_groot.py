@@ -26,16 +26,14 @@ from gpuwizard.model import trust
 from gpuwizard.model.preset import with_field
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import build_command, make_plan, with_gpus
-from gpuwizard.trainers.check import SCRIPTS_DIR, CheckAnswer, compare
+from gpuwizard.trainers.check import CheckAnswer, compare
 from gpuwizard.trainers.registry import check_command, get_trainer
 from support.data import DATA
-from support.trainers import probe_batch_driver, trainer_env
+from support.trainers import parse_many, trainer_env
 
 pytestmark = pytest.mark.groot
 
 GROOT = get_trainer("groot")
-
-DRIVER = probe_batch_driver("check_groot")
 
 
 @pytest.fixture
@@ -56,20 +54,9 @@ def in_env(groot: Path, preset_name: str, checkout: Path | None = None, **fields
     return preset
 
 
-def parse_many(groot: Path, argvs: list[list[str]], checkout: Path | None = None) -> list[dict]:
+def parse_many_in(groot: Path, argvs: list[list[str]], checkout: Path | None = None) -> list[dict]:
     """Each argv through check_groot.parse, in one GR00T interpreter (one torch import for all of them)."""
-    out = subprocess.run(
-        [str(groot / "venv" / "bin" / "python"), "-c", DRIVER, str(SCRIPTS_DIR)],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        cwd=checkout or groot / "Isaac-GR00T",
-        timeout=600,
-        check=True,
-    )
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(lines) == len(argvs), out.stderr[-2000:]
-    return lines
+    return parse_many(groot / "venv" / "bin" / "python", "check_groot", argvs, cwd=checkout or groot / "Isaac-GR00T")
 
 
 def test_every_generated_command_is_accepted_with_the_planned_values(groot_dir, tmp_path):
@@ -96,7 +83,7 @@ def test_every_generated_command_is_accepted_with_the_planned_values(groot_dir, 
                     query = GROOT.trainer_query(ctx, build_command(ctx))
                     assert not isinstance(query, str), query
                     cases.append((name, gpus, accum, resume, query))
-    answers = parse_many(groot_dir, [q.argv[2:] for *_, q in cases])
+    answers = parse_many_in(groot_dir, [q.argv[2:] for *_, q in cases])
     for (name, gpus, accum, resume, query), answer in zip(cases, answers, strict=True):
         result = compare(CheckAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", (name, gpus, accum, resume, result.summary)
@@ -165,7 +152,9 @@ def test_resume_is_the_same_command_and_a_fresh_start_needs_an_empty_folder(groo
     _, resume_ctx = make_plan(preset, resume=True)
     fresh, resumed = build_command(fresh_ctx), build_command(resume_ctx)
     assert fresh.argv == resumed.argv and "--resume-from-checkpoint" not in resumed.argv
-    refused = parse_many(groot_dir, [[*GROOT.trainer_query(resume_ctx, resumed).argv[2:], "--resume-from-checkpoint"]])
+    refused = parse_many_in(
+        groot_dir, [[*GROOT.trainer_query(resume_ctx, resumed).argv[2:], "--resume-from-checkpoint"]]
+    )
     assert refused[0] == {"status": "refused", "error": "Unrecognized options: --resume-from-checkpoint"}
 
     resumed_check = check_command(resume_ctx, resumed, use_cache=False)
@@ -214,7 +203,7 @@ def test_the_flag_is_passed_where_the_installed_finetune_config_has_it(groot_dir
     resumed, fresh = build_command(resume_ctx), build_command(fresh_ctx)
     assert "--resume-from-checkpoint" in resumed.argv and "--resume-from-checkpoint" not in fresh.argv
     queries = [GROOT.trainer_query(c, s) for c, s in ((resume_ctx, resumed), (fresh_ctx, fresh))]
-    answers = parse_many(groot_dir, [q.argv[2:] for q in queries], checkout)
+    answers = parse_many_in(groot_dir, [q.argv[2:] for q in queries], checkout)
     for query, answer in zip(queries, answers, strict=True):
         result = compare(CheckAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", result.summary

@@ -29,13 +29,13 @@ from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runs.records import Expectations
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.base import ceil_ratio
-from gpuwizard.trainers.check import SCRIPTS_DIR, CheckAnswer, compare
+from gpuwizard.trainers.check import CheckAnswer, compare
 from gpuwizard.trainers.logparse import parse_hf
 from gpuwizard.trainers.registry import get_trainer
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.data import DATA, REPO
 from support.runs import newest_run
-from support.trainers import probe_batch_driver, trainer_env
+from support.trainers import parse_many, trainer_env
 
 HF = get_trainer("hf")
 SCRIPT = REPO / "tests" / "data" / "hf" / "tiny_train.py"
@@ -150,27 +150,11 @@ def test_a_nan_loss_in_a_v5_log_stops_the_run(tmp_path):
 
 
 # -- the trainer's own parser -------------------------------------------------------------------------------
-DRIVER = probe_batch_driver("check_hf")
 
 
 @pytest.fixture
 def hf_python() -> str:
     return trainer_env("GPUWIZARD_HF_PYTHON", "a transformers 5.24 interpreter")
-
-
-def parse_many(python: str, argvs: list[list[str]]) -> list[dict]:
-    """Each argv through check_hf.parse, in one interpreter (one transformers import for all)."""
-    out = subprocess.run(
-        [python, "-c", DRIVER, str(SCRIPTS_DIR)],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    answers = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(answers) == len(argvs), out.stderr[-2000:]
-    return answers
 
 
 @pytest.mark.hf
@@ -207,7 +191,7 @@ def test_every_generated_command_is_read_as_planned_by_training_arguments(hf_pyt
                     plan, ctx = make_plan(parse_preset(data, "test"), resume=bool(n % 2))
                     assert plan.errors == [], [p.paragraph() for p in plan.errors]
                     cases.append((data, HF.trainer_query(ctx, build_command(ctx))))
-    answers = parse_many(hf_python, [query.argv[2:] for _, query in cases])
+    answers = parse_many(hf_python, "check_hf", [query.argv[2:] for _, query in cases])
     for (data, query), answer in zip(cases, answers, strict=True):
         result = compare(CheckAnswer.model_validate(answer), query, cached=False, seconds=0)
         assert result.status == "accepted", (data["hardware"], data["strategy"], result.summary)
@@ -229,7 +213,7 @@ def test_the_old_fsdp_flags_drop_min_num_params_and_the_new_ones_keep_it(hf_pyth
     argv = query.argv[2:]
     at = argv.index("--fsdp")
     old = argv[:at] + ["--fsdp", "full_shard auto_wrap", "--fsdp_config", json.dumps({"min_num_params": 100_000})]
-    new_answer, old_answer = parse_many(hf_python, [argv, old])
+    new_answer, old_answer = parse_many(hf_python, "check_hf", [argv, old])
     assert new_answer["values"]["fsdp"] == {"auto_wrap_policy": "SIZE_BASED_WRAP", "min_num_params": 100_000}
     assert old_answer["values"]["fsdp"] == {"auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}
     assert any("deprecated" in note for note in old_answer["notes"])
@@ -371,7 +355,7 @@ def test_a_real_hf_run_stopped_then_resumed_continues_from_its_newest_checkpoint
         text=True,
     )
     try:
-        assert wait_for(lambda: (out / "checkpoint-8" / "trainer_state.json").is_file(), timeout=400)
+        poll_until(lambda: (out / "checkpoint-8" / "trainer_state.json").is_file(), 400)
         assert gw_subprocess("stop", timeout=120).returncode == 0
         first.communicate(timeout=120)
     finally:

@@ -13,7 +13,7 @@ import pytest
 from gpuwizard.trainers.lerobot import install
 from gpuwizard.trainers.lerobot.install import detect
 from gpuwizard.trainers.logparse import parse_lerobot
-from support.cli import gw_subprocess, wait_for
+from support.cli import gw_subprocess, poll_until
 from support.runs import newest_run
 from support.trainers import FINISHED_STEPS, SHARES_061_RUN, fake_env, real_preset
 
@@ -151,7 +151,7 @@ def test_real_lerobot_stopped_then_resumed_ends_at_the_planned_step(gw, tmp_path
         stderr=subprocess.STDOUT,
         text=True,
     )
-    wait_for(lambda: config.is_file() or first.poll() is not None, timeout=400)
+    poll_until(lambda: config.is_file() or first.poll() is not None, 400, "a first checkpoint or the run's end")
     assert config.is_file(), "a first checkpoint was written"
     stop = gw("stop")  # in process: the stop's own code, without a second interpreter's start-up in the margin
     assert stop.code == 0, stop.out + stop.err

@@ -21,7 +21,8 @@ import pytest
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import build_command, make_plan
 from gpuwizard.trainers.registry import get_trainer
-from support.trainers import flag, trainer_env
+from support.cli import flag
+from support.trainers import trainer_env
 
 
 def plan_context(trainer: str, policy: str, steps: int, **extra):

@@ -16,10 +16,10 @@ import pytest
 
 from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.logparse import parse_openpi
-from support.cli import gw_subprocess
+from support.cli import flag, gw_subprocess
 from support.data import REPO
 from support.runs import newest_run
-from support.trainers import flag, trainer_env
+from support.trainers import openpi_root
 
 PRESET = """\
 version: 1
@@ -235,10 +235,6 @@ def openpi_launch(root: Path) -> str:
         f"launch:\n  python: {root / 'venv' / 'bin' / 'python'}\n  workdir: {root / 'openpi'}\n"
         f'  env: {{PYTHONPATH: "src:packages/openpi-client/src:{stubs}", WANDB_MODE: disabled}}\n'
     )
-
-
-def openpi_root() -> Path:
-    return Path(trainer_env("GPUWIZARD_OPENPI_DIR", "an openpi environment (shared/scripts/openpi-env.sh)"))
 
 
 def shipped_with_env(name: str, root: Path, tmp_path: Path) -> Path:

@@ -24,7 +24,7 @@ from gpuwizard.runs.rundir import alive_processes, list_runs
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.screens.probe import ProbeScreen
 from gpuwizard.tui.wizard.screen import STEPS
-from support.cli import wait_for
+from support.cli import poll_until
 from support.presets import demo_preset
 from support.tui import goto, key_bar_fits, settle, text_of, wait_until
 
@@ -157,12 +157,12 @@ def test_a_dropped_ssh_session_mid_probe_stops_it_with_nothing_left():
 
     running = lambda: any(e.status and e.status.state == "running" for e in list_runs("tui-hangup"))  # noqa: E731
     try:
-        assert wait_for(lambda: screen_shows(b"Next"), 120), "the wizard's first frame"
+        poll_until(lambda: screen_shows(b"Next"), 120, "the wizard's first frame")
         for _ in range(SCALING):
             os.write(terminal, b"\x0e")  # ctrl+n
-        assert wait_for(lambda: screen_shows(b"linear_lr"), 60), "the Scaling step"
+        poll_until(lambda: screen_shows(b"linear_lr"), 60, "the Scaling step")
         os.write(terminal, b"\x1b[15~")  # F5
-        assert wait_for(running, 300), "the first configuration started"
+        poll_until(running, 300, "the first configuration started")
         os.close(terminal)  # the connection drops
         app.wait(timeout=180)
         (folder,) = probes_dir().iterdir()

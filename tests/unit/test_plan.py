@@ -10,8 +10,8 @@ import pytest
 
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.model.sweep import expand, parse_sets
+from support.cli import flag
 from support.data import DATA
-from support.trainers import flag
 
 LEROBOT_MAIN_ACCUM = """\
 version: 1

@@ -1,8 +1,10 @@
-"""Issue 28 items 1 and 4, against the real openpi (Physical-Intelligence/openpi at 15a9616, GPUWIZARD_OPENPI_DIR):
-each planned command goes through openpi's own tyro CLI (check/scripts/check_openpi.py, as scripts/train.py and
-scripts/train_pytorch.py call `_config.cli()`), and the schedule it parses through openpi's own builders:
-CosineDecaySchedule.create() (src/openpi/training/optimizer.py:24-31, optax 0.2.4's warmup_cosine_decay_schedule) for
-JAX, and train_pytorch.py's own `lr_schedule` and its log-line mean (scripts/train_pytorch.py:472-480, 560-583).
+"""The lr schedule openpi builds from a plan: a short JAX run's cosine, and the PyTorch trainer's lr lines as means over
+its own log interval (issue 28 items 1 and 4), against the real openpi (Physical-Intelligence/openpi at 15a9616,
+GPUWIZARD_OPENPI_DIR): each planned command goes through openpi's own tyro CLI (check/scripts/check_openpi.py, as
+scripts/train.py and scripts/train_pytorch.py call `_config.cli()`), and the schedule it parses through openpi's own
+builders: CosineDecaySchedule.create() (src/openpi/training/optimizer.py:24-31, optax 0.2.4's
+warmup_cosine_decay_schedule) for JAX, and train_pytorch.py's own `lr_schedule` and its log-line mean
+(scripts/train_pytorch.py:472-480, 560-583).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from gpuwizard.runner.launch.prepare import smoke_variant
 from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.registry import get_trainer
 from support.data import REPO
-from support.trainers import trainer_env
+from support.trainers import openpi_root
 
 pytestmark = pytest.mark.openpi
 
@@ -51,10 +53,6 @@ print("ANSWER " + json.dumps(found, default=str))
 """
 
 
-def openpi_root() -> Path:
-    return Path(trainer_env("GPUWIZARD_OPENPI_DIR", "an openpi environment (shared/scripts/openpi-env.sh)"))
-
-
 def launch(root: Path) -> dict:
     """openpi's checkout, its venv, and its src/, client package and LeRobot stand-in on the path."""
     return {
@@ -69,7 +67,7 @@ def context(root: Path, config: str, steps: int, **changes):
     backend = changes.pop("backend", "jax")
     data = {
         "version": 1,
-        "name": "round3",
+        "name": "openpi-schedule",
         "trainer": "openpi",
         "policy": "pi05",
         "dataset": {"repo_id": "me/droid"},

@@ -1,7 +1,9 @@
-"""Issue 28 items 3 and 5 and issue 25's CPU precision warning, against the real LeRobot: 0.6.1
-(GPUWIZARD_LEROBOT_PYTHON) and main at 7427f31 (GPUWIZARD_LEROBOT_MAIN_PYTHON, the wheel in shared/vendor). Each
-planned command goes through lerobot-train's own parser and make_optimizer_and_scheduler (check/scripts/
-check_lerobot.py, in one interpreter per environment), and the schedule through LeRobot's own scheduler configs.
+"""The optimizer and schedule lerobot-train builds from a plan: ACT's two parameter groups at the planned lrs, a
+preset's own schedule under accumulation counted in updates, and no precision flag on CPU (issue 28 items 3 and 5, issue
+25), against the real LeRobot: 0.6.1 (GPUWIZARD_LEROBOT_PYTHON) and main at 7427f31 (GPUWIZARD_LEROBOT_MAIN_PYTHON, the
+wheel in shared/vendor). Each planned command goes through lerobot-train's own parser and make_optimizer_and_scheduler
+(check/scripts/check_lerobot.py, in one interpreter per environment), and the schedule through LeRobot's own scheduler
+configs.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import pytest
 
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import build_command, make_plan
-from gpuwizard.trainers.check import SCRIPTS_DIR
 from gpuwizard.trainers.registry import get_trainer
-from support.trainers import flag, probe_batch_driver, trainer_env
+from support.cli import flag
+from support.trainers import parse_many, trainer_env
 
 pytestmark = pytest.mark.lerobot
 
 LEROBOT = get_trainer("lerobot")
-DRIVER = probe_batch_driver("check_lerobot")
 ENVS = [pytest.param("GPUWIZARD_LEROBOT_PYTHON", id="0.6.1"), pytest.param("GPUWIZARD_LEROBOT_MAIN_PYTHON", id="main")]
 
 
@@ -30,7 +31,7 @@ def context(python: str, policy: str, **changes):
     """A plan of `policy` on 2 CPU processes in the real LeRobot environment `python`."""
     data = {
         "version": 1,
-        "name": "round3",
+        "name": "lerobot-optimizer",
         "trainer": "lerobot",
         "policy": policy,
         "dataset": {"repo_id": "me/pick"},
@@ -49,16 +50,7 @@ def answers(python: str, contexts: list, extra_path: str | None = None) -> list[
     queries = [LEROBOT.trainer_query(ctx, build_command(ctx)) for ctx in contexts]
     assert not any(isinstance(q, str) for q in queries), queries
     env = {**os.environ, "WORLD_SIZE": "2", "HF_HUB_OFFLINE": "1"} | ({"PYTHONPATH": extra_path} if extra_path else {})
-    out = subprocess.run(
-        [python, "-c", DRIVER, str(SCRIPTS_DIR)],
-        input=json.dumps([q.argv[2:] for q in queries]),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith('{"status"')]
-    assert len(found) == len(queries), out.stdout[-2000:] + out.stderr[-2000:]
+    found = parse_many(python, "check_lerobot", [q.argv[2:] for q in queries], env=env)
     return [(answer, query.expected) for answer, query in zip(found, queries, strict=True)]
 
 
