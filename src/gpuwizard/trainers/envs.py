@@ -2,13 +2,18 @@
 conda environment, named conda/mamba environments, virtual environments beside a GR00T or openpi checkout, ~/.venvs)
 and the trainers each one has, with versions, so the user picks one instead of typing a path into `launch.python`.
 
-Each interpreter is asked by a short script that reads package metadata without importing any trainer, and its
-answer is remembered (EnvCache) until its packages change."""
+Nothing found is executed: an environment's Python version and distributions are read from its files (pyvenv.cfg,
+the METADATA of each installed distribution), since a `.venv` in the current folder, in a cloned repository under
+$HOME or in a preset's launch.workdir is someone else's program. Only an interpreter the user chose for their own
+account (on PATH, the active environment, conda's and ~/.venvs's) whose files say nothing is asked, by a short
+script that reads package metadata without importing any trainer, its answer remembered (EnvCache) until its
+packages change."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -101,11 +106,11 @@ def children(folder: Path) -> list[Path]:
 
 
 def candidates(home: Path, workdirs: Iterable[str] = ()) -> list[tuple[Path, str]]:
-    """Interpreters worth asking, each with where it was found; the first place that finds an environment names it."""
+    """Interpreters worth reading, each with where it was found; the first place that finds an environment names it."""
     found: list[tuple[Path, str]] = []
     for name in ("python3", "python"):
         on_path = shutil.which(name)
-        if on_path:
+        if on_path and os.path.isabs(on_path) and not Path(on_path).absolute().is_relative_to(Path.cwd()):
             found.append((Path(on_path), "on PATH"))
     for var, label in (("VIRTUAL_ENV", "the active virtual environment"), ("CONDA_PREFIX", "the active conda env")):
         if os.environ.get(var) and (python := venv_python(Path(os.environ[var]))):
@@ -142,6 +147,91 @@ def candidates(home: Path, workdirs: Iterable[str] = ()) -> list[tuple[Path, str
 def prefix_of(python: Path) -> str:
     """The environment an interpreter belongs to (venvs share the base's binary, so not its real path)."""
     return str(python.absolute().parent.parent)
+
+
+OWN_PLACES = ("on PATH", "the active", "conda env ", ".venvs/", "venvs/", ".virtualenvs/")
+"""Where an interpreter is one the user put there for their own account (not one a folder or repository brought):
+only these may be run, and only where their files say nothing."""
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as PyPI compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def site_folders(prefix: Path) -> list[Path]:
+    """Where an environment's distributions lie: lib/pythonX.Y/site-packages (and Debian's dist-packages)."""
+    found: list[Path] = []
+    for lib in (prefix / "lib", prefix / "lib64", prefix / "local" / "lib"):
+        for version in children(lib):
+            if version.name.startswith("python3"):
+                found += [p for p in (version / "site-packages", version / "dist-packages") if p.is_dir()]
+    return found
+
+
+def metadata_field(path: Path, key: str) -> str | None:
+    """One header of a METADATA or PKG-INFO file (read bounded; the headers come first)."""
+    try:
+        text = read_regular(path, 1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        name, _, value = line.partition(":")
+        if name.strip().lower() == key:
+            return value.strip()
+    return None
+
+
+def read_env(python: Path, where: str) -> TrainingEnv | None:
+    """What an environment has, from its files alone (None: no distributions folder beside this interpreter)."""
+    prefix = Path(prefix_of(python))
+    sites = site_folders(prefix)
+    if not sites:
+        return None
+    env = TrainingEnv(str(python), where)
+    wanted = distributions()
+    asked = {normalized(d) for d in (*wanted.values(), "torch")}
+    versions: dict[str, str] = {}
+    for site in sites:
+        try:
+            entries = sorted(os.scandir(site), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            stem, dot, kind = entry.name.rpartition(".")
+            if not dot or kind not in ("dist-info", "egg-info") or normalized(stem.split("-")[0]) not in asked:
+                continue
+            meta = Path(entry.path) / ("METADATA" if kind == "dist-info" else "PKG-INFO")
+            name, version = metadata_field(meta, "name"), metadata_field(meta, "version")
+            if name and version and normalized(name) in asked:
+                versions.setdefault(normalized(name), version)
+    env.python_version = config_version(prefix) or sites[0].parent.name.removeprefix("python")
+    env.torch = versions.get("torch")
+    env.trainers = {name: versions[normalized(d)] for name, d in wanted.items() if normalized(d) in versions}
+    return env
+
+
+def config_version(prefix: Path) -> str | None:
+    """The Python version a virtual environment's pyvenv.cfg records."""
+    try:
+        text = read_regular(prefix / "pyvenv.cfg", 1 << 16).decode("utf-8", "replace")
+    except OSError:
+        return None
+    values = dict(line.partition("=")[::2] for line in text.splitlines())
+    found = {k.strip(): v.strip() for k, v in values.items()}
+    return found.get("version_info") or found.get("version") or None
+
+
+def look(python: Path, where: str) -> TrainingEnv:
+    """An environment read from its files; one whose files say nothing is asked only where the user put it."""
+    env = read_env(python, where)
+    if env is not None:
+        return env
+    if where.startswith(OWN_PLACES):
+        return ask(python, where)
+    return TrainingEnv(str(python), where, error="no installed packages found beside it (nothing of it was run)")
 
 
 def covers(answer: dict[str, Any] | None, asked: list[str]) -> TypeGuard[dict[str, Any]]:
@@ -198,12 +288,12 @@ def with_checkout(env: TrainingEnv) -> TrainingEnv:
 
 
 def find_envs(home: Path | None = None, workdirs: Iterable[str] = ()) -> list[TrainingEnv]:
-    """Every distinct environment found, asked in parallel; those with a trainer first."""
+    """Every distinct environment found, read from their files (or asked, see look) in parallel; those with a trainer first."""
     seen: dict[str, tuple[Path, str]] = {}
     for python, where in candidates(home or Path.home(), workdirs):
         seen.setdefault(prefix_of(python), (python, where))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        envs = [with_checkout(e) for e in pool.map(lambda pair: ask(*pair), seen.values())]
+        envs = [with_checkout(e) for e in pool.map(lambda pair: look(*pair), seen.values())]
     return sorted(envs, key=lambda e: (not e.trainers, e.error is not None, e.where))
 
 
