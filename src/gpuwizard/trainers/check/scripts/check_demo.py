@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import gwcheck
 
 
-def parse(argv: list[str]) -> dict:
+def parse(argv: list[str]) -> dict[str, Any]:
     try:
         import gpuwizard.demo.train as train
     except ImportError as exc:

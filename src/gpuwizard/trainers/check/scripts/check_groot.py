@@ -12,7 +12,7 @@ import io
 import os
 import sys
 from dataclasses import fields
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import gwcheck
 
@@ -27,7 +27,8 @@ def parse_finetune_config(config_class: type[ConfigT], argv: list[str]) -> Confi
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return tyro.cli(config_class, args=argv)
+            config: ConfigT = tyro.cli(config_class, args=argv)
+            return config
     except SystemExit:
         text = captured.getvalue()
         sys.stderr.write(text)
@@ -52,10 +53,11 @@ def last_checkpoint(output_dir: str) -> str | None:
 
     if not os.path.isdir(output_dir):
         return None
-    return get_last_checkpoint(output_dir)
+    found: str | None = get_last_checkpoint(output_dir)
+    return found
 
 
-def parse(argv: list[str]) -> dict:
+def parse(argv: list[str]) -> dict[str, Any]:
     sys.path.insert(0, os.getcwd())  # launch_finetune.py runs from the checkout, which is not installed
     try:
         import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gwcheck
 
@@ -32,7 +32,7 @@ class Collected(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def fsdp_settings(args: TrainingArguments) -> dict | str:
+def fsdp_settings(args: TrainingArguments) -> dict[str, Any] | str:
     """What TrainingArguments._process_fsdp_args resolved for accelerate's FSDP plugin (its fsdp_plugin_args)."""
     plugin = getattr(args, "fsdp_plugin_args", None)
     if not args.fsdp or not plugin:
@@ -45,7 +45,7 @@ def fsdp_settings(args: TrainingArguments) -> dict | str:
     return found
 
 
-def parse(argv: list[str]) -> dict:
+def parse(argv: list[str]) -> dict[str, Any]:
     try:
         import torch
         import transformers

@@ -11,6 +11,8 @@ import importlib.util
 import inspect
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import gwcheck
 
@@ -51,11 +53,11 @@ def hub_unreachable(exc: BaseException) -> BaseException | None:
     return None
 
 
-def read_config(lerobot_train, config_class):
+def read_config(lerobot_train: ModuleType, config_class: type) -> Any:
     """The TrainPipelineConfig lerobot-train's train() receives: its own @parser.wrap() around a function that only
     returns it (lerobot/configs/parser.py reads sys.argv itself)."""
 
-    def capture(cfg):
+    def capture(cfg: Any) -> Any:
         return cfg
 
     capture.__annotations__ = {"cfg": config_class}
@@ -69,7 +71,7 @@ def read_config(lerobot_train, config_class):
         raise
 
 
-def require_policy_packages(lerobot_train, cfg) -> None:
+def require_policy_packages(lerobot_train: ModuleType, cfg: Any) -> None:
     """Raise LeRobot's own ImportError ("'diffusers' is required ... pip install 'lerobot[diffusion]'") for a
     package the run needs and lacks: train()'s own require_package calls, and every literal require_package call in
     the policy's folder (lerobot/policies/<type>/), which its constructor and processors make once the dataset is
@@ -94,7 +96,7 @@ def require_policy_packages(lerobot_train, cfg) -> None:
             require(*args, **kwargs)
 
 
-def resolve_parallelism(cfg) -> dict:
+def resolve_parallelism(cfg: Any) -> dict[str, Any]:
     """main's make_accelerator (lerobot/distributed/factory.py) up to building the Accelerator, which would start the
     process group: the env-var guard, ParallelismConfig.resolve against WORLD_SIZE, the checkpoint-format check; then
     ParallelDims.from_config as train() calls it."""
@@ -117,7 +119,7 @@ def resolve_parallelism(cfg) -> dict:
     }
 
 
-def stand_in_policy(cfg):
+def stand_in_policy(cfg: Any) -> Any:
     """An instance of the policy's own class, never constructed, holding one small parameter per group
     (STAND_IN_PARAMS): its real get_optim_params runs on it without the dataset or the weights."""
     import torch
@@ -138,7 +140,7 @@ def stand_in_policy(cfg):
     return policy
 
 
-def schedule_numbers(scheduler) -> dict:
+def schedule_numbers(scheduler: Any) -> dict[str, int]:
     """The numbers the schedule's own lr function closes over: LeRobot's cosine_decay_with_warmup keeps the warmup
     and decay it shrank to the run (actual_warmup_steps, actual_decay_steps in optim/schedulers.py), diffusers'
     cosine its num_warmup_steps, constant_with_warmup its warmup_steps."""
@@ -147,7 +149,7 @@ def schedule_numbers(scheduler) -> dict:
     return {name: cell.cell_contents for name, cell in cells if isinstance(cell.cell_contents, int)}
 
 
-def optimizer_values(cfg, notes: list[str]) -> dict:
+def optimizer_values(cfg: Any, notes: list[str]) -> dict[str, Any]:
     """lerobot/optim/factory.py make_optimizer_and_scheduler on the stand-in: each group's peak lr (group 0 is the one
     lerobot-train logs) and the schedule."""
     from lerobot.optim.factory import make_optimizer_and_scheduler
@@ -184,7 +186,7 @@ def optimizer_values(cfg, notes: list[str]) -> dict:
     return values
 
 
-def epoch_samples(cfg, notes: list[str]) -> int | None:
+def epoch_samples(cfg: Any, notes: list[str]) -> int | None:
     """The samples of one epoch as lerobot-train's EpisodeAwareSampler draws them from a local dataset (its
     make-dataloader code, 0.6.1 and main at 7427f31: the policy's drop_n_last_frames cut from each episode's end,
     cfg.dataset.episodes kept); None for a streamed dataset or one that is not on this disk."""
@@ -213,19 +215,19 @@ def epoch_samples(cfg, notes: list[str]) -> int | None:
     return len(sampler)
 
 
-def resumed_step(lerobot_train, cfg) -> int:
+def resumed_step(lerobot_train: ModuleType, cfg: Any) -> int:
     """The checkpoint's step, read as lerobot-train reads it (main: resume_before_prepare, with its topology guard;
     0.6.1: load_training_step)."""
     from lerobot.common import train_utils
 
     if hasattr(train_utils, "resume_before_prepare"):
-        return train_utils.resume_before_prepare(cfg)
+        return int(train_utils.resume_before_prepare(cfg))
     from lerobot.utils.constants import TRAINING_STATE_DIR
 
-    return train_utils.load_training_step(cfg.checkpoint_path / TRAINING_STATE_DIR)
+    return int(train_utils.load_training_step(cfg.checkpoint_path / TRAINING_STATE_DIR))
 
 
-def parse(argv: list[str]) -> dict:
+def parse(argv: list[str]) -> dict[str, Any]:
     if importlib.util.find_spec("lerobot") is None:
         raise gwcheck.NoEnvironment("lerobot is not installed in this interpreter")
     import lerobot.scripts.lerobot_train as lerobot_train

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gwcheck
 
@@ -30,7 +30,7 @@ def openpi_version(config_file: str) -> str:
         import tomllib
 
         pyproject = Path(config_file).resolve().parents[3] / "pyproject.toml"
-        return tomllib.loads(pyproject.read_text())["project"]["version"]
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
     except (OSError, ValueError, KeyError, IndexError):
         return "(version unknown)"
 
@@ -40,7 +40,7 @@ def text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def values(cfg: TrainConfig, world: int | None, entry: str) -> tuple[dict, list[str]]:
+def values(cfg: TrainConfig, world: int | None, entry: str) -> tuple[dict[str, Any], list[str]]:
     """The TrainConfig fields the plan depends on (src/openpi/training/config.py TrainConfig)."""
     schedule, notes = cfg.lr_schedule, []
     found = {
@@ -78,7 +78,7 @@ def values(cfg: TrainConfig, world: int | None, entry: str) -> tuple[dict, list[
     return found, notes
 
 
-def parse(argv: list[str]) -> dict:
+def parse(argv: list[str]) -> dict[str, Any]:
     try:
         import openpi.training.config as config
     except ImportError as exc:
