@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from gpuwizard.runner.control.stopping import (
     stop_run,
     unrecorded,
 )
+from gpuwizard.runner.detect.overfit import lowest, nearest
 from gpuwizard.runner.host.procs import marker_value
 from gpuwizard.runs.listing import listed_runs
 from gpuwizard.runs.records import RecordError, Status
@@ -122,8 +124,54 @@ def final_summary(run: RunDir, s: Status) -> str:
             f"GPU {i} {mb:.0f} MB" for i, mb in s.gpu_memory_held_mb.items()
         )
     summary = f"run {run.run_id} {text}; exit code {s.exit_code}{extra}. Folder: {run.path}"
+    if best := best_checkpoint(run):
+        summary += f"\n{best_text(best)}"
     scaling = scaling_text(s.preset) if s.state == RunState.FINISHED else None
     return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
+
+
+SAVED = re.compile(r"^(?:\d{6}|checkpoint-\d+)$")
+"""A saved checkpoint's folder: checkpoints/014000 (the demo; LeRobot's lerobot_train.py) or checkpoint-14000 (HF)."""
+
+
+def best_checkpoint(run: RunDir) -> tuple[Path, int, float, int] | None:
+    """The saved checkpoint nearest the lowest held-out loss: its folder, its step, the lowest loss and its step;
+    None where the run logged no held-out loss or saved no checkpoint (its job names no output folder)."""
+    held = [(m.step, m.loss) for m in run.metrics() if m.kind == "held_out" and m.step is not None]
+    best = lowest(held)
+    try:
+        output = run.job().output_dir
+    except RecordError:
+        return None
+    if best is None or output is None:
+        return None
+    folders = [p for root in (Path(output), Path(output) / "checkpoints") if root.is_dir() for p in root.iterdir()]
+    saved = {int(p.name.rpartition("-")[2]): p for p in folders if SAVED.match(p.name) and p.is_dir()}
+    step = nearest(list(saved), best[0])
+    return (saved[step], step, best[1], best[0]) if step is not None else None
+
+
+def best_text(found: tuple[Path, int, float, int]) -> str:
+    path, step, loss, at = found
+    away = "at the lowest held-out loss" if step == at else f"{abs(step - at):,} steps from the lowest held-out loss"
+    return f"best checkpoint: step {step:,} ({path}), {away} ({loss:.4g} at step {at:,})"
+
+
+def best_command(run_id: str) -> int:
+    """`runs --best RUN`: the path alone, for a script; one paragraph where there is none."""
+    run = chosen_run(run_id)
+    found = best_checkpoint(run)
+    if found is None:
+        raise UserError(
+            problem(
+                "RUN_ID",
+                f"run {run.run_id} has no saved checkpoint with a held-out loss",
+                "set dataset.eval_split in the preset (and checkpoints saved during the run) to have one",
+                value=run.run_id,
+            )
+        )
+    print(found[0])
+    return ExitCode.OK
 
 
 def tidy_interrupted_launches(ended: frozenset[str] = frozenset()) -> bool:
@@ -152,6 +200,8 @@ def step_text(row: dict[str, Any]) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    if getattr(args, "best", None) is not None:  # runs --best RUN (cli/parser.py's flag)
+        return best_command(args.best)
     entries = listed_runs()
     ended = frozenset(e.run.run_id for e in entries if e.status is not None and e.status.final)
     if tidy_interrupted_launches(ended):  # a run it recorded as failed is listed as such

@@ -19,6 +19,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel
 
 from gpuwizard.demo.dataset import CAMERA, ensure_dataset, load_arrays
+from gpuwizard.demo.heldout import eval_loss, held_out_frames
 from gpuwizard.demo.model import CHUNK, DemoPolicy
 from gpuwizard.demo.noise import NoiseRegression, closed_form
 
@@ -51,6 +52,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument(
+        "--eval-split", type=float, default=0.0, help="the fraction of episodes held out (LeRobot main's form)"
+    )
+    parser.add_argument("--eval-every", type=int, default=0, help="steps between held-out losses (0: none)")
+    parser.add_argument(
+        "--label-noise",
+        type=float,
+        default=0.0,
+        help="noise of this deviation, drawn once per frame, in every action label: a long run on few episodes then "
+        "learns the noise of its own episodes, and its held-out loss rises (the demo made to overfit)",
+    )
     parser.add_argument("--save-every", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0, help="the initial weights and each rank's sampling stream")
     parser.add_argument(
@@ -219,12 +231,12 @@ def resume_state(
     return int(state["step"])
 
 
-def policy_data(root: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The dataset's images, states and each frame's action chunk."""
+def policy_data(root: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, np.ndarray]:
+    """The dataset's images, states, each frame's action chunk and episode."""
     data = load_arrays(root)
     images = torch.from_numpy(data["image"]).permute(0, 3, 1, 2).contiguous()
     targets = torch.from_numpy(action_chunks(data["action"], data["episode_index"]))
-    return images, torch.from_numpy(data["state"]), targets
+    return images, torch.from_numpy(data["state"]), targets, data["episode_index"]
 
 
 def hold_activations(batch_size: int, device: torch.device) -> torch.Tensor:
@@ -294,8 +306,12 @@ def main(argv: list[str] | None = None) -> int:
         dist.barrier()
     frames = 0
     if noise is None:
-        images, states, targets = policy_data(root)
-        frames = len(states)
+        images, states, targets, episode_index = policy_data(root)
+        if args.label_noise:
+            noisy = torch.Generator().manual_seed(7)
+            targets = targets + args.label_noise * torch.randn(targets.shape, generator=noisy)
+        train_frames, eval_frames = (torch.from_numpy(f) for f in held_out_frames(episode_index, args.eval_split))
+        frames = len(train_frames)
 
     torch.manual_seed(1000 + args.seed)
     model: torch.nn.Module = noise.to(device) if noise is not None else DemoPolicy(dof=states.shape[1]).to(device)
@@ -324,7 +340,10 @@ def main(argv: list[str] | None = None) -> int:
             f"B_simple = {closed_form(args.noise_dim, args.noise_sigma, args.noise_offset):.4g} in closed form"
         )
     elif rank == 0:
-        log(f"dataset {root}: {frames} frames, camera {CAMERA}")
+        log(f"dataset {root}: {len(states)} frames, camera {CAMERA}")
+        if len(eval_frames):
+            held, total = len(np.unique(episode_index[eval_frames])), len(np.unique(episode_index))
+            log(f"Train/eval split: {total - held} train, {held} eval episodes (eval_split={args.eval_split})")
         log(
             f"policy: {params} parameters on {device} "
             f"({'DDP ' + dist.get_backend() if distributed else 'single process'})"
@@ -347,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                 x, y = noise.batch(args.batch_size, args.noise_sigma, generator)
                 loss = 0.5 * (forward(x.to(device)) - y.to(device)).square().mean() / args.grad_accum
             else:
-                idx = torch.randint(0, frames, (args.batch_size,), generator=generator)
+                idx = train_frames[torch.randint(0, frames, (args.batch_size,), generator=generator)]
                 image = images[idx].to(device, non_blocking=True).float().div_(255.0)
                 state = states[idx].to(device)
                 target = targets[idx].to(device)
@@ -385,6 +404,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             window_start, window_steps = time.monotonic(), 0
             loss_sum.zero_()
+        if noise is None and len(eval_frames) and args.eval_every and step % args.eval_every == 0:
+            held_loss = eval_loss(model, eval_frames, (images, states, targets), device, rank, world)
+            if rank == 0:
+                log(f"step {step}: eval_loss={held_loss:.4f}")
         if (args.save_every and step % args.save_every == 0) or step == args.steps:
             save_sampler_state(generator, rank, step, out)
             if distributed:

@@ -66,6 +66,13 @@ class DatasetSpec(Strict):
         description="Local dataset folder; when set, its metadata is read and shown, and it is the dataset path of "
         "trainers that take a path (GR00T --dataset-path). At least one of repo_id and root.",
     )
+    eval_split: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Fraction of episodes held out for a held-out loss (the last ceil(n x fraction) of each task, "
+        "as LeRobot main's --dataset.eval_split); 0 holds none out.",
+    )
 
     @model_validator(mode="after")
     def _named(self) -> DatasetSpec:

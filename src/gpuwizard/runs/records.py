@@ -263,6 +263,11 @@ class Progress(Record):
     samples_per_s_mean: float | None = None
     samples: int | None = None
     """Samples trained on so far, where the trainer's log says it exactly."""
+    held_out_loss: float | None = None
+    """The latest loss on held-out episodes (dataset.eval_split), where the trainer logs one."""
+    best_held_out_loss: float | None = None
+    """The lowest held-out loss so far, logged at best_held_out_step."""
+    best_held_out_step: int | None = None
     eta_s: Seconds | None = None
     steps_per_s: float | None = Field(None, ge=0, allow_inf_nan=False)
     last_progress_t: Seconds | None = None
@@ -301,6 +306,9 @@ class Metric(Record):
     loss: float
     lr: float | None = None
     samples_per_s: float | None = None
+    kind: Literal["train", "held_out"] = "train"
+    """held_out: the trainer's loss on episodes it does not train on (dataset.eval_split); readers of the training
+    loss (curves, compare, the probe) keep to kind train."""
 
 
 class GpuSample(Record):

@@ -24,6 +24,8 @@ class LineInfo:
     """A progress bar's own total where the bar counts from the step a run resumed at (LeRobot's bar is
     tqdm(total=cfg.steps - step)): `step` is then relative, and total - bar_total is the offset."""
     loss: float | None = None
+    eval_loss: float | None = None
+    """The loss on held-out episodes (LeRobot main's `step N: eval_loss=X`, the demo's in the same form)."""
     lr: float | None = None
     samples_per_s: float | None = None
     data_s: float | None = None
@@ -96,6 +98,8 @@ KEY_VALUE = re.compile(r"(?P<k>[A-Za-z0-9_/]+):(?P<v>" + NUMBER + r")(?=\s|$)")
 LEROBOT_STEP = re.compile(
     r"\bstep:(?P<step>[\d.]+[KMBTQ]?) smpl:(?P<samples>[\d.]+[KMBTQ]?) ep:\S+ epch:[\d.]+ (?P<rest>.*)$"
 )
+EVAL_LOSS = re.compile(r"\bstep (?P<step>\d+): eval_loss=(?P<loss>\S+)$")
+"""LeRobot main's held-out loss (lerobot_train.py at 7427f31, line ~800: `step {step}: eval_loss={eval_loss:.4f}`)."""
 LEROBOT_BANNER = re.compile(r"Effective batch size: .*?= (?P<eff>\d+)")
 LEROBOT_TOTAL = re.compile(r"cfg\.steps=(?P<steps>\d+)")
 
@@ -116,6 +120,8 @@ def parse_lerobot(line: str) -> LineInfo | None:
             data_s=values.get("data_s"),
             step_s=values.get("step_s") or (values.get("updt_s", 0.0) + values.get("data_s", 0.0) or None),
         )
+    if held_out := EVAL_LOSS.search(line):
+        return LineInfo(step=int(held_out["step"]), eval_loss=to_float(held_out["loss"]))
     if (banner := LEROBOT_BANNER.search(line)) and "smpl:" not in line:
         return LineInfo(effective_batch=int(banner["eff"]))
     if total := LEROBOT_TOTAL.search(line):
@@ -130,7 +136,7 @@ def parse_lerobot(line: str) -> LineInfo | None:
     return LineInfo(step=bar.step, bar_total=bar.total)  # counts from the resume; its step lines log smp/s
 
 
-HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime)'.*\}\s*$")
+HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime|eval_loss)'.*\}\s*$")
 HF_BARE_NUMBER = re.compile(r"(?<=: )(-?nan|-?inf)(?=[,}])")
 """transformers v4 prints float('nan') in a dict as a bare nan, which is no Python literal."""
 HF_BANNER = re.compile(r"Total train batch size \(w\. parallel, distributed & accumulation\) = (?P<eff>[\d,]+)")
@@ -148,6 +154,8 @@ def parse_hf(line: str) -> LineInfo | None:
             return None
         if not isinstance(values, dict):
             return None
+        if "eval_loss" in values:  # Trainer.evaluate's dict under eval_strategy: the step is the run's latest
+            return LineInfo(eval_loss=_maybe_float(values.get("eval_loss")))
         if "train_runtime" in values:
             return LineInfo(finished=True, samples_per_s=_maybe_float(values.get("train_samples_per_second")))
         return LineInfo(loss=_maybe_float(values.get("loss")), lr=_maybe_float(values.get("learning_rate")))

@@ -144,6 +144,10 @@ def progress_parts(progress: Progress | None, status: Status | None) -> list[str
     parts = []
     if p.loss is not None:
         parts.append(f"loss {p.loss:.4g}")
+    if p.held_out_loss is not None:
+        low = p.best_held_out_loss
+        best = f" (best {low:.4g} at step {p.best_held_out_step})" if low is not None else ""
+        parts.append(f"held-out {p.held_out_loss:.4g}{best}")
     if p.lr is not None:
         parts.append(f"lr {p.lr:.2e}")
     if p.samples_per_s is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.runner.detect.failures import MAX_PARSED_CHARS, FailureReader, lines_containing
+from gpuwizard.runner.detect.overfit import HeldOutWatch
 from gpuwizard.runner.detect.stalls import InputBoundWatch, classify_ranks, ranks_working
 from gpuwizard.runs.events import Hang, RankVerdict
 from gpuwizard.runs.records import Event, Expectations, GpuSample, LrSchedule, Metric, Progress, RankState
@@ -77,6 +78,7 @@ class JobMonitor:
         self.last_alive_t: float | None = None
         self.metrics: list[Metric] = []
         self.input_bound = InputBoundWatch()
+        self.held_out = HeldOutWatch()
         self.rate_sum, self.rate_count = 0.0, 0  # a running mean: week-long runs keep no per-line state
         self.own_rate = False
         """The trainer logs its own samples/s on its step lines: no rate is derived from its steps then."""
@@ -164,6 +166,7 @@ class JobMonitor:
             )
             if info.step is not None or p.finished:
                 self.metrics.append(metric)
+                self.held_out.add_train(info.loss)
             else:
                 self.waiting_after = self.waiting_after if self.waiting else p.step or 0
                 self.waiting.append((metric, info.lr))
@@ -183,6 +186,8 @@ class JobMonitor:
                         )
                     )
                 )
+        if info.eval_loss is not None:
+            new += self._held_out(info.eval_loss, info.step if info.step is not None else p.step)
         if info.samples is not None:
             p.samples = info.samples
         if info.data_s is not None and info.step_s:
@@ -196,11 +201,24 @@ class JobMonitor:
             new += self._check_batch(info.effective_batch)
         if info.checkpoint:
             p.checkpoints += 1
+            if p.step is not None:
+                self.held_out.add_checkpoint(p.step)
             self.checkpoint_started = now
         if info.finished:
             p.finished = True
             new += self._place_waiting(p.step or 0)  # nothing will name their step now
         return new
+
+    def _held_out(self, loss: float, step: int | None) -> list[Event]:
+        """A held-out loss: its own kind of metric, and the overfitting rule (runner/detect/overfit.py)."""
+        self.metrics.append(Metric(t=time.time(), step=step, loss=loss, kind="held_out"))
+        self.progress.held_out_loss = loss
+        if step is None:
+            return []
+        events = [self._event(event) for event in self.held_out.add_held_out(step, loss)]
+        if best := self.held_out.best():
+            self.progress.best_held_out_step, self.progress.best_held_out_loss = best
+        return events
 
     def _foreign_bar(self, info: LineInfo) -> bool:
         """A bar that counts something other than this run's steps (a datasets 'Map' bar, an eval bar): its total

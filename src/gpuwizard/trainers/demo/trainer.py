@@ -24,7 +24,7 @@ from gpuwizard.trainers.base import (
     trainer_args,
 )
 from gpuwizard.trainers.check import check_script
-from gpuwizard.trainers.logparse import LineInfo, parse_tqdm, to_float
+from gpuwizard.trainers.logparse import EVAL_LOSS, LineInfo, parse_tqdm, to_float
 
 if TYPE_CHECKING:
     from gpuwizard.model.preset import Preset
@@ -74,6 +74,8 @@ class DemoTrainer(Trainer):
             "--dataset-root",
             "--device",
             "--resume",
+            "--eval-split",
+            "--eval-every",
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
@@ -114,6 +116,8 @@ class DemoTrainer(Trainer):
         ]
         if opts.save_every:
             args.append(f"--save-every={opts.save_every}")
+        if preset.dataset.eval_split:  # a held-out loss at every log line, as LeRobot main's --eval_steps
+            args += [f"--eval-split={preset.dataset.eval_split!r}", f"--eval-every={opts.log_every}"]
         if opts.seed:
             args.append(f"--seed={opts.seed}")
         if ctx.resume:
@@ -174,6 +178,8 @@ class DemoTrainer(Trainer):
                 lr=to_float(match["lr"]),
                 samples_per_s=to_float(match["sps"]),
             )
+        if match := EVAL_LOSS.search(line):  # gpuwizard/demo/heldout.py: LeRobot main's form
+            return LineInfo(step=int(match["step"]), eval_loss=to_float(match["loss"]))
         if match := DEMO_BANNER.search(line):
             return LineInfo(effective_batch=int(match["eff"]))
         if "[demo] Saving checkpoint" in line:

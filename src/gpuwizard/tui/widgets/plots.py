@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from gpuwizard.runs.records import Metric
 
 METRICS = ("loss", "lr", "samples/s")
+HELD_OUT_STYLE = "bold yellow"
+"""The held-out loss, drawn with the training loss on the loss curve where the run logs one (dataset.eval_split)."""
 MAX_POINTS = 400
 """Curves are thinned to this many points: a redraw stays a few milliseconds on a week-long run."""
 REDRAW_EVERY_S = 0.5
@@ -43,12 +45,14 @@ def drawable(value: float) -> bool:
 
 
 def series(
-    metrics: list[Metric], metric: str, x_time: bool, log: bool, started: float
+    metrics: list[Metric], metric: str, x_time: bool, log: bool, started: float, kind: str = "train"
 ) -> tuple[list[tuple[float, float]], int]:
-    """(x, y) for one metric, x the step or the minutes since start, and how many values were left out: NaN,
-    infinities and values past DRAWABLE, and on a log scale a loss of 0 or less."""
+    """(x, y) for one metric of one kind of loss line, x the step or the minutes since start, and how many values
+    were left out: NaN, infinities and values past DRAWABLE, and on a log scale a loss of 0 or less."""
     out, left_out = [], 0
     for m in metrics:
+        if m.kind != kind:
+            continue
         y = {"loss": m.loss, "lr": m.lr, "samples/s": m.samples_per_s}[metric]
         x = (m.t - started) / 60 if x_time else m.step
         if x is None or y is None:
@@ -167,19 +171,26 @@ class MetricsPlot(Vertical):
             return
         name = METRICS[self.metric]
         drawn, left_out = series(self.metrics, name, self.x_time, self.log_loss, self.started)
-        points = thinned(drawn)
+        held: list[tuple[float, float]] = []
+        if name == "loss":
+            held, held_left_out = series(self.metrics, name, self.x_time, self.log_loss, self.started, "held_out")
+            left_out += held_left_out
+        points, held = thinned(drawn), thinned(held)
         axis = "minutes" if self.x_time else "step"
         shown = f"log10 {name}" if self.log_loss and name == "loss" else name
         missing = f", {left_out} left out" if left_out else ""
-        self.title_text = f"{shown} against {axis} · {len(points)} points{missing}"
+        both = f" (white: train, yellow: held-out, {len(held)} points)" if held else ""
+        self.title_text = f"{shown} against {axis} · {len(points)} points{missing}{both}"
         self.show_title()
         self.plot.clear()
         if len(points) >= 2:
             xs, ys = [p[0] for p in points], [p[1] for p in points]
-            fixed = (flat_limits(xs), flat_limits(ys))
+            fixed = (flat_limits(xs + [p[0] for p in held]), flat_limits(ys + [p[1] for p in held]))
             if fixed != self.fixed:  # only then: setting limits resets a mouse zoom
                 self.fixed = fixed
                 self.plot.set_xlimits(*(fixed[0] or (None, None)))
                 self.plot.set_ylimits(*(fixed[1] or (None, None)))
             self.plot.plot(xs, ys)
+            if len(held) >= 2:
+                self.plot.plot([p[0] for p in held], [p[1] for p in held], line_style=HELD_OUT_STYLE)
         self.plot.set_xlabel(axis)
