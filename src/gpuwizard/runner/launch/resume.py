@@ -12,6 +12,7 @@ from typing import Any
 from gpuwizard.core.codes import RunState
 from gpuwizard.core.errors import Problem, UserError, problem, warning
 from gpuwizard.core.kinds import ProblemLevel
+from gpuwizard.core.schema import to_data
 from gpuwizard.core.units import counted
 from gpuwizard.model.job import BuildContext
 from gpuwizard.model.preset import Preset, with_field
@@ -57,7 +58,7 @@ def fixed_folder(preset: Preset) -> Path:
 
 def find_target(preset: Preset, run_id: str | None) -> tuple[ResumeTarget, list[Problem]]:
     """The run `--resume [RUN_ID]` continues: the one named; else the run that marked the preset's fixed folder, or
-    the newest run of this preset (on that folder)."""
+    the newest run of this preset (on that folder, else of this preset file: own_run)."""
     if run_id is not None:
         run = find_run(run_id)
         if run is None:
@@ -73,18 +74,66 @@ def find_target(preset: Preset, run_id: str | None) -> tuple[ResumeTarget, list[
         if run is None:
             return ResumeTarget(), []  # checkpoints of no recorded run: taken as they are, if complete
     else:
-        newest = newest_full_run(preset.name)
-        if newest is None:
-            return ResumeTarget(), [
-                problem(
-                    "--resume",
-                    f"there is no run of {preset.name} to continue (output_dir is null: each run writes to a folder "
-                    "of its own)",
-                    "run without --resume to start fresh, or name the run to continue with --resume RUN_ID",
-                )
-            ]
-        run = newest[0]
+        own = own_run(preset)
+        if isinstance(own, Problem):
+            return ResumeTarget(), [own]
+        run = own
     return read_target(preset, run, run_id)
+
+
+LAUNCH_VARIES = ("description", "hardware", "output_dir")
+"""What a launch may change in the preset copy its run keeps (--gpus, --node-rank, the sweep's label) and what
+--resume may itself raise (optim.steps), left out when a run is matched to the preset given."""
+
+
+def same_preset(preset: Preset, run: RunDir, job: Job) -> bool:
+    """Is this run one of this preset: run in the folder this preset runs in, from the same preset (its kept copy,
+    less what a launch or a longer resume changes; --env's variables and secrets are not compared)?"""
+    if job.workdir != workdir_for(preset)[0]:
+        return False
+    try:
+        kept = load_preset_file(run.path / "preset.yaml")
+    except UserError:
+        return False
+    ours, theirs = to_data(preset), to_data(kept)
+    for data in (ours, theirs):
+        for key in LAUNCH_VARIES:
+            data.pop(key, None)
+        data.get("optim", {}).pop("steps", None)
+        data.get("launch", {}).pop("env", None)
+    return bool(ours == theirs)
+
+
+def own_run(preset: Preset) -> RunDir | Problem:
+    """The newest full run of this preset (same_preset), or the refusal listing the runs of its name that are not."""
+    others: list[str] = []
+    for entry in list_runs(preset.name):
+        status = entry.status
+        if status is None or status.smoke or status.probe:
+            continue
+        try:
+            job = entry.run.job()
+        except RecordError:
+            continue
+        if not job.output_dir:
+            continue
+        if same_preset(preset, entry.run, job):
+            return entry.run
+        others.append(f"{entry.run.run_id} (in {job.workdir})")
+    if not others:
+        return problem(
+            "--resume",
+            f"there is no run of {preset.name} to continue (output_dir is null: each run writes to a folder of its "
+            "own)",
+            "run without --resume to start fresh, or name the run to continue with --resume RUN_ID",
+        )
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    return problem(
+        "--resume",
+        f"no run of this preset file to continue: the runs named {preset.name} ({shown}) ran from another folder or "
+        "another preset of that name, and a resume would write into their output folders",
+        "name the run to continue with --resume RUN_ID if it is this preset's, or run without --resume",
+    )
 
 
 def read_target(preset: Preset, run: RunDir, run_id: str | None) -> tuple[ResumeTarget, list[Problem]]:
