@@ -105,3 +105,15 @@ def test_each_trainers_held_out_line():
     assert hf is not None and (hf.eval_loss, hf.loss) == (0.25, None)
     v5 = parse_hf("{'eval_loss': '0.25', 'eval_runtime': '1.5', 'epoch': '1'}")
     assert v5 is not None and v5.eval_loss == 0.25
+
+
+def test_the_plan_says_how_many_episodes_are_held_out():
+    """The demo holds out the last ceil(20 x 0.25) = 5 of its 20 episodes; a trainer given no split is told so."""
+    from gpuwizard.model.preset import with_field
+    from gpuwizard.model.preset_files import load_preset
+    from gpuwizard.planning.plan import held_out_note
+
+    demo = with_field(load_preset("demo-cpu"), "dataset.eval_split", 0.25)
+    assert held_out_note(demo, "demo", None).startswith("held-out split: 15 episodes train, 5 held out")
+    assert "7 episodes train, 3 held out" in held_out_note(demo, "demo", {"episodes": 10})
+    assert "nothing is held out" in held_out_note(demo, "openpi", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -234,6 +235,8 @@ def make_plan(
 
     probe = newest_probe(preset.name)  # read once: the note, the advice and the estimates use it
     found.append(note(critical_batch_note(preset.name, layout.effective, probe)))
+    if preset.dataset.eval_split:
+        found.append(note(held_out_note(preset, trainer.name, dataset_meta)))
 
     table = batch_table(trainer, preset)
     plan = Plan(
@@ -297,6 +300,26 @@ def build_command(ctx: BuildContext) -> LaunchSpec:
     from gpuwizard.trainers.rendezvous import with_loopback_plugin
 
     return with_loopback_plugin(get_trainer(ctx.preset.trainer).build(ctx))
+
+
+def held_out_note(preset: Preset, trainer: str, dataset: dict[str, Any] | None) -> str:
+    """How many episodes train and how many are held out, or that this trainer is given no split: only the demo
+    takes one yet (LeRobot main's --dataset.eval_split and --eval_steps are not passed by its adapter, and LeRobot
+    0.6.1, GR00T's launcher and openpi have none)."""
+    split = preset.dataset.eval_split
+    if trainer != "demo":
+        return (
+            f"dataset.eval_split {split:g}: the {trainer} trainer is given no held-out split by gpuwizard, so nothing "
+            "is held out and no held-out loss, overfitting signal or best checkpoint will be shown"
+        )
+    from gpuwizard.model.trainer_options import DemoOptions
+
+    episodes = dataset["episodes"] if dataset else DemoOptions.of(preset).episodes
+    held = math.ceil(episodes * split)  # the demo's dataset has one task
+    return (
+        f"held-out split: {episodes - held} episodes train, {held} held out (the last ceil({episodes} x {split:g}) "
+        "of each task, as LeRobot main's --dataset.eval_split); their loss is logged at every log line"
+    )
 
 
 def epochs_of(samples_seen: int | None, dataset: dict[str, Any] | None) -> float | None:
