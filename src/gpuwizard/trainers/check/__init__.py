@@ -163,12 +163,12 @@ def show(value: Any) -> str:
 
 def same(planned: Any, trainer: Any) -> bool:
     if isinstance(planned, bool) or isinstance(trainer, bool):
-        return planned == trainer
+        return bool(planned == trainer)
     if isinstance(planned, int | float) and isinstance(trainer, int | float):
         if isinstance(planned, int) and isinstance(trainer, int):
             return planned == trainer
         return math.isclose(planned, trainer, rel_tol=REL_TOLERANCE, abs_tol=1e-12)
-    return planned == trainer
+    return bool(planned == trainer)
 
 
 def describe(values: dict[str, Any], labels: dict[str, str]) -> str:

@@ -60,12 +60,12 @@ class EnvCache:
     def get(self, key: str, exe: str) -> dict[str, Any] | None:
         """The answer stored under `key`, if the interpreter and every path it watched are unchanged."""
         entry = self._read().get(key)
-        if not isinstance(entry, dict) or not isinstance(entry.get("answer"), dict):
+        if not isinstance(entry, dict) or not isinstance(answer := entry.get("answer"), dict):
             return None
         watch = entry.get("watch")
         if not isinstance(watch, list) or entry.get("stamp") != stamps([exe, *map(str, watch)]):
             return None
-        return entry["answer"]
+        return answer
 
     def put(self, key: str, exe: str, answer: dict[str, Any], watch: list[str]) -> None:
         """Remember an answer; nothing is kept for a wrapper script, which may run another interpreter next time."""

@@ -8,6 +8,7 @@ import os
 from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, note, problem, warning
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.model.trainer_options import LeRobotOptions
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
                 None,
                 "the policy is not pushed to the Hub (--policy.push_to_hub=false)",
                 "set trainer_options.repo_id to push",
-                level="note",
+                level=ProblemLevel.NOTE,
             )
         )
     if ctx.output_path.exists() and not ctx.resume:
