@@ -183,8 +183,7 @@ the user's own edits in the wizard to a trusted preset), and the file each loade
 
 def source_of(preset: Preset) -> Path | None:
     """The file this preset object was read from (None: built in memory, by an edit or a copy)."""
-    with _lock:
-        held = _sources.get(id(preset))
+    held = _sources.get(id(preset))
     if held is None or held[0]() is not preset:
         return None
     return held[1]
@@ -249,10 +248,9 @@ def in_own_folder(path: Path) -> bool:
 def note_source(preset: Preset, path: Path) -> Preset:
     """Record where a preset was read (its trust is bound to that file): one from the user's or the shipped folder is
     trusted for this process."""
-    with _lock:
-        for key in [k for k, (ref, _) in _sources.items() if ref() is None]:
-            del _sources[key]
-        _sources[id(preset)] = (weakref.ref(preset), path)
+    key = id(preset)
+    # the entry goes when the preset does (dict.pop holds the GIL; no lock, since a collection may run under it)
+    _sources[key] = (weakref.ref(preset, lambda _: _sources.pop(key, None)), path)
     if in_own_folder(path):
         grant_for_session(preset)
     return preset
