@@ -12,10 +12,10 @@ WINDOW = 5
 """Held-out losses in each mean compared: one noisy point moves a mean of five by a fifth of its noise."""
 MARGIN = 0.10
 """The least rise of the held-out mean over its best (and fall of the training loss since), as a fraction."""
-NOISE_SIGMAS = 4.0
+NOISE_SIGMAS = 5.0
 """The rise must also pass this many standard errors of a difference of two means of WINDOW points, the points'
-noise measured from successive differences (a trend barely moves them): the best mean is the lowest of many, so it
-sits below the level by chance (about 2.5 standard errors over a hundred windows)."""
+noise measured from successive differences (a slow trend barely moves them): the best mean is the lowest of many,
+so it sits below the level by chance (about 2.5 standard errors over a hundred windows)."""
 
 
 def mean(values: list[float]) -> float:
@@ -23,9 +23,10 @@ def mean(values: list[float]) -> float:
 
 
 def noise(values: list[float]) -> float:
-    """The standard deviation of one point about its curve, from the differences of successive points."""
-    steps = [b - a for a, b in zip(values, values[1:], strict=False)]
-    return math.sqrt(mean([d * d for d in steps]) / 2) if steps else 0.0
+    """The standard deviation of one point about its curve, from the median difference of successive points (a
+    difference of two points of deviation s has median size 0.954 s): the first steep fall is a few outliers."""
+    steps = sorted(abs(b - a) for a, b in zip(values, values[1:], strict=False))
+    return steps[len(steps) // 2] / 0.954 if steps else 0.0
 
 
 def lowest(held: list[tuple[int, float]]) -> tuple[int, float] | None:
@@ -42,9 +43,9 @@ def nearest(saved: list[int], step: int) -> int | None:
 @dataclass
 class HeldOutWatch:
     """Fed each held-out and training loss with its step; keeps the best held-out loss and raises OVERFITTING once,
-    when each of the last WINDOW means of WINDOW held-out losses is above the lowest such mean by MARGIN and by
-    NOISE_SIGMAS standard errors (the rise is sustained: a single high point lifts five means by a fifth each), and
-    the mean training loss fell by MARGIN since."""
+    when the means of the last WINDOW held-out losses and of the WINDOW before them are both above the lowest mean of
+    WINDOW by MARGIN and by NOISE_SIGMAS standard errors (the rise is sustained: one high point lifts one of the two),
+    and the mean training loss fell by MARGIN since."""
 
     held: list[tuple[int, float]] = field(default_factory=list)
     train: list[float | None] = field(default_factory=list)
@@ -67,13 +68,13 @@ class HeldOutWatch:
         self.held.append((step, loss))
         self.train.append(mean(self.pending) if self.pending else None)
         self.pending = []
-        if self.fired or len(self.held) < 2 * WINDOW:
+        if self.fired or len(self.held) < 3 * WINDOW:
             return []
         means = [mean([loss for _, loss in self.held[i - WINDOW : i]]) for i in range(WINDOW, len(self.held) + 1)]
         lowest = min(range(len(means)), key=means.__getitem__)
         now, best = means[-1], means[lowest]
         margin = max(best * MARGIN, NOISE_SIGMAS * noise([loss for _, loss in self.held]) * math.sqrt(2 / WINDOW))
-        if not best > 0 or min(means[-WINDOW:]) - best < margin:
+        if not best > 0 or min(now, means[-1 - WINDOW]) - best < margin:
             return []
         since = self.held[lowest + WINDOW - 1][0]  # the last step of the best window
         train_then = [loss for loss in self.train[lowest : lowest + WINDOW] if loss is not None]
@@ -97,10 +98,10 @@ class HeldOutWatch:
             severity=Severity.WARNING,
             title=f"held-out loss has risen {rose:.0%} since step {since:,} while training loss fell {fell:.0%}: "
             f"the policy is memorising; {kept}",
-            detail=f"The rule: each of the last {WINDOW} means of {WINDOW} held-out losses is above the lowest such "
-            f"mean by more than {MARGIN:.0%} and more than {NOISE_SIGMAS:g} standard errors of their noise, and the "
-            f"training loss fell by more than {MARGIN:.0%} since. The lowest held-out loss was {best[1]:.4g} at step "
-            f"{best[0]:,}.",
+            detail=f"The rule: the mean of the last {WINDOW} held-out losses and that of the {WINDOW} before are both "
+            f"above the lowest mean of {WINDOW} by more than {MARGIN:.0%} and more than {NOISE_SIGMAS:g} standard "
+            f"errors of their noise, and the training loss fell by more than {MARGIN:.0%} since. The lowest held-out "
+            f"loss was {best[1]:.4g} at step {best[0]:,}.",
             suggestion="Keep the best checkpoint (gpuwizard runs --best RUN prints its path); stop the run, or train "
             "the next one for fewer steps, on more episodes, or with a smaller batch.",
             data={"since": since, "best_step": best[0], "best_loss": best[1], "checkpoint_step": saved},
