@@ -160,7 +160,7 @@ async def test_run_the_demo_to_completion_in_the_monitor(tmp_path):
         await pilot.press(*list("step 30/60"), "enter")
         assert await wait_until(pilot, lambda: log.highlight is not None, 30)
         assert (
-            "step 30/60" in log.line(log.highlight) and not log.following and monitor.search_from == log.highlight + 1
+            "step 30/60" in log.line(log.highlight) and not log.following and monitor.search.start == log.highlight + 1
         )
     assert list_runs()[0].status.exit_code == 0
 

@@ -13,6 +13,7 @@ from typing import Any
 from textual.content import Content
 
 from gpuwizard.core.codes import RunState
+from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runner.control.follow import clock
 from gpuwizard.runs.records import Event, Progress, Status
@@ -32,7 +33,7 @@ class Banner:
 def important(events: list[Event], status: Status | None) -> Event | None:
     """The newest warning or error; once the run has ended only an error (the cause) outranks how it ended."""
     for event in reversed(events):
-        if event.severity == "error" or (event.severity == "warning" and not (status and status.final)):
+        if event.severity == Severity.ERROR or (event.severity == Severity.WARNING and not (status and status.final)):
             return event
     return None
 
@@ -41,7 +42,7 @@ def open_hang(events: list[Event], progress: Progress | None, status: Status | N
     """The hang being suffered now: reported, with no step since, on a run still going."""
     if status is None or status.final:
         return None
-    hang = next((e for e in reversed(events) if e.kind == "hang_suspected"), None)
+    hang = next((e for e in reversed(events) if e.kind == EventKind.HANG_SUSPECTED), None)
     if hang is None or (progress and progress.last_progress_t and progress.last_progress_t > hang.t):
         return None
     return hang
@@ -53,7 +54,7 @@ def stalled_for(hang: Event, end: float) -> float:
 
 def live_title(event: Event, progress: Progress | None, status: Status | None, now: float) -> str:
     """The event's title, its clock kept running: how long without progress, how long a stop has waited."""
-    if event.kind == "hang_suspected":
+    if event.kind == EventKind.HANG_SUSPECTED:
         last = progress.last_progress_t if progress else None
         resumed = bool(last and last > event.t)
         if last is not None and resumed:
@@ -63,7 +64,7 @@ def live_title(event: Event, progress: Progress | None, status: Status | None, n
         return f"hang suspected: no progress for {clock(stalled_for(event, end))}" + (
             " (progress resumed)" if resumed else ""
         )
-    if event.kind == "stop_waits_for_checkpoint" and status is not None and not status.final:
+    if event.kind == EventKind.STOP_WAITS_FOR_CHECKPOINT and status is not None and not status.final:
         started = float(event.data.get("started_t", event.t))
         return f"{event.title}: {clock(now - started)} of at most {clock(event.data.get('limit_s'))}"
     return event.title
@@ -117,19 +118,19 @@ def banner(
         paragraphs = [p for p in (detail, "next: " + suggestion if suggestion else "") if p]
         shown, cut = fit(paragraphs, width, budget - rows(title, width))
         parts: list[Any] = [
-            (f" {title} ", "bold reverse $error" if event.severity == "error" else "bold reverse $warning")
+            (f" {title} ", "bold reverse $error" if event.severity == Severity.ERROR else "bold reverse $warning")
         ]
         for text in shown:
             parts += ["\n", (text, "bold") if text.startswith("next: ") else text]
         if cut:
             parts.append((MORE, "$text-muted"))
-        if event.kind == "stop_waits_for_checkpoint":
+        if event.kind == EventKind.STOP_WAITS_FOR_CHECKPOINT:
             keys = "s stop at once · e details"
         elif status is not None and status.final:
             keys = "r resume · m smoke repro · e details"
         else:
             keys = f"{hang_keys} · e details"
-        return Banner(Content.assemble(*parts), event.severity == "error", keys)
+        return Banner(Content.assemble(*parts), event.severity == Severity.ERROR, keys)
     if status is None and problem:
         return Banner(Content.styled(safe_line(f"This run folder cannot be read: {problem}"), "bold"), True, "")
     if status is not None and status.final:

@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from gpuwizard.core.kinds import EventKind
 from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runs.records import Event
 
@@ -20,7 +21,7 @@ FRAMES_SHOWN = 20
 
 def stacks_of(event: Event) -> dict[str, Any] | None:
     """The stack report an event carries: a dump asked for with `d`, or the one taken on a suspected hang."""
-    if event.kind == "stack_dump":
+    if event.kind == EventKind.STACK_DUMP:
         return event.data
     stacks = event.data.get("stacks")
     return stacks if isinstance(stacks, dict) else None
@@ -35,7 +36,7 @@ def details_text(event: Event, title: str) -> Content:
     report = stacks_of(event)
     if report is not None:
         per_rank = report.get("per_rank") or {}
-        if report.get("note") and event.kind != "stack_dump":
+        if report.get("note") and event.kind != EventKind.STACK_DUMP:
             parts += ["\n\n", ("stacks: ", "bold"), str(report["note"])]
         for rank in sorted(per_rank, key=int):
             frames = per_rank[rank]

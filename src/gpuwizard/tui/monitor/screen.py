@@ -17,16 +17,18 @@ from textual.widgets import Input, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from gpuwizard.core.codes import RunState
+from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.core.safetext import safe_line
 from gpuwizard.runner.control.follow import RunFollower, RunUpdate, clock, progress_parts
 from gpuwizard.runner.control.stopping import request_stack_dump
 from gpuwizard.runs.logindex import LogIndex
 from gpuwizard.runs.records import Event, Progress, Status
 from gpuwizard.runs.rundir import RunDir
-from gpuwizard.tui.base.messages import NoiseRead, RunPolled, SearchDone
+from gpuwizard.tui.base.messages import NoiseRead, RunPolled, RunStarted, SearchDone
 from gpuwizard.tui.monitor.banner import banner, important, live_title, open_hang, stalled_for
 from gpuwizard.tui.monitor.header import fitted_stats, run_title
 from gpuwizard.tui.monitor.lifecycle import RunLifecycle
+from gpuwizard.tui.monitor.search import LogSearch
 from gpuwizard.tui.monitor.telemetry import LOCAL_ONLY_NOTE, Telemetry
 from gpuwizard.tui.widgets.fields import KeyBar
 from gpuwizard.tui.widgets.logview import LogView
@@ -48,7 +50,9 @@ NOISE_EVERY_S = 10.0
 """How often a gauged run's noise scale is estimated again (from the gauge lines appended since the last time)."""
 
 
-class MonitorScreen(RunLifecycle, Screen[None]):
+class MonitorScreen(Screen[None]):
+    """The run, followed from its folder; stopping and restarting it are a part it holds (`lifecycle`)."""
+
     if TYPE_CHECKING:
         app = getters.app(AppHost)  # gpuwizard's app, beyond Textual's (tui/base/apphost.py)
 
@@ -81,8 +85,6 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         self.progress: Progress | None = None
         self.events: list[Event] = []
         self.ack = threading.Event()
-        self.search_text = ""
-        self.search_from = 0
         self.shown_stats = ""
         self.noise = ""
         """A gauged run's noise scale (NoiseRead), shown on the progress line."""
@@ -91,6 +93,8 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         self.opened_t = time.time()
         self.dump_wanted = False
         self.notify_settings: NotifySettings | None = None
+        self.lifecycle = RunLifecycle(self)
+        self.search = LogSearch(self)
 
     @property
     def final(self) -> bool:
@@ -207,17 +211,17 @@ class MonitorScreen(RunLifecycle, Screen[None]):
 
     def announce(self, event: Event) -> None:
         """A toast per event; the stacks asked for with `d` open at once; a fresh hang rings."""
-        if event.kind == "stack_dump" and self.dump_wanted:
+        if event.kind == EventKind.STACK_DUMP and self.dump_wanted:
             self.dump_wanted = False
             self.show_details(event)
             return
         self.notify(
             safe_line(event.title),
-            severity="error" if event.severity == "error" else "information",
+            severity="error" if event.severity == Severity.ERROR else "information",
             timeout=6,
             markup=False,
         )
-        if event.kind == "hang_suspected" and event.t >= self.opened_t - FRESH_EVENT_S:
+        if event.kind == EventKind.HANG_SUSPECTED and event.t >= self.opened_t - FRESH_EVENT_S:
             from gpuwizard.runner.supervise.notify import hang_notice
 
             self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
@@ -294,7 +298,7 @@ class MonitorScreen(RunLifecycle, Screen[None]):
             width,
             max(3, min(6, self.size.height // 6)),
             keys,
-            can_continue=self.can_continue(),
+            can_continue=self.lifecycle.can_continue(),
         )
         if shown is None:
             return
@@ -321,6 +325,22 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         if action == "sweep":
             return self.app.sweep_under(self)
         return True
+
+    def action_stop(self) -> None:
+        self.lifecycle.stop()
+
+    def action_resume(self) -> None:
+        self.lifecycle.resume()
+
+    def action_smoke(self) -> None:
+        self.lifecycle.smoke()
+
+    def action_retry_p2p(self) -> None:
+        self.lifecycle.retry_p2p()
+
+    @on(RunStarted)
+    def _run_started(self, message: RunStarted) -> None:
+        self.lifecycle.run_started(message)
 
     def action_dump(self) -> None:
         if request_stack_dump(self.run):
@@ -371,49 +391,21 @@ class MonitorScreen(RunLifecycle, Screen[None]):
         log.follow(not log.following)  # the pane's border says which
 
     def action_search(self) -> None:
-        box = self.query_one("#search", Input)
-        box.display = True
-        box.focus()
+        self.search.open()
 
     def action_close_search(self) -> None:
-        box = self.query_one("#search", Input)
-        if box.display:
-            box.display = False
-            self.query_one("#log", LogView).focus()
+        self.search.close()
 
     @on(Input.Submitted, "#search")
     def _search(self, event: Input.Submitted) -> None:
-        log = self.query_one("#log", LogView)
-        self.search_text = event.value
-        self.search_from = log.highlight + 1 if log.highlight is not None else log.scroll_offset.y
-        log.focus()
-        self.action_next_match()
+        self.search.submitted(event.value)
 
     def action_next_match(self) -> None:
-        if self.search_text:
-            self.notify(f"Searching the whole log for {self.search_text!r}...", timeout=2)
-            self.search(self.search_text, self.search_from)
-
-    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def search(self, needle: str, start: int) -> None:
-        """Scan the log file (every line of it) off the UI thread; the result comes back as a message."""
-        self.post_message(SearchDone(needle, self.index.search(needle, start)))
+        self.search.next()
 
     @on(SearchDone)
     def _found(self, message: SearchDone) -> None:
-        if message.needle != self.search_text:
-            return
-        if message.line is None:
-            self.notify(f"No match for {message.needle!r}", severity="warning")
-            return
-        log = self.query_one("#log", LogView)
-        log.show_line(message.line)
-        self.search_from = message.line + 1
-        self.notify(
-            f"line {message.line + 1}: {log.line(message.line)[:120]}",
-            title=f"match for {message.needle!r}",
-            markup=False,
-        )
+        self.search.found(message)
 
     def action_wizard(self) -> None:
         from gpuwizard.model.preset_files import load_preset_file

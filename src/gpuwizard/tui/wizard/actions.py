@@ -1,14 +1,13 @@
-"""What the wizard's keys do with its preset: run, smoke run, probe, save, copy and export. Each refuses while a
-field holds text the preset does not take (the preset still has the field's last valid value), listing every such
-field, with the plan's errors where they stop the action too, in one ProblemsScreen."""
+"""What the wizard's keys do with its preset: run, smoke run, probe, sweep, open, save, copy and export. Each refuses
+while a field holds text the preset does not take (the preset still has the field's last valid value), listing every
+such field, with the plan's errors where they stop the action too, in one ProblemsScreen."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from textual import work
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuwizard.tui.base.messages import LaunchPhase, OpenSweep, RunStarted, SweepStarted
 
@@ -18,6 +17,8 @@ LAUNCHES: list[str] = []
 
 if TYPE_CHECKING:
     from textual.message import Message
+    from textual.notifications import SeverityLevel
+    from textual.worker import Worker
 
     from gpuwizard.core.errors import Problem
     from gpuwizard.gpus.inventory import Inventory
@@ -26,63 +27,86 @@ if TYPE_CHECKING:
     from gpuwizard.tui.base.apphost import AppHost
 
 
-class WizardActions:
-    """Mixed into the wizard screen, whose preset, plan and invalid fields it reads."""
+class ActionsHost(Protocol):
+    """The wizard screen, as its actions see it: the preset and its plan, the fields it does not take, and the
+    screen's own means (notices, dialogs, messages, workers)."""
 
-    preset: Preset | None
-    planned: Preset | None
-    plan: Plan | None
-    spec: LaunchSpec | None
-    blockers: list[Problem] | None
-    inventory: Inventory | None
-    app: AppHost
-    notify: Callable[..., None]
-    post_message: Callable[[Message], bool]
-    invalid_fields: Callable[[], dict[str, list[Problem]]]
-    replan: Callable[[], object]
-    draw_crumbs: Callable[[], None]
-    launch_ended: Callable[[], None]
-    saved: Preset | None
-    source_file: str | None
+    @property
+    def preset(self) -> Preset | None: ...
+    @property
+    def planned(self) -> Preset | None: ...
+    @property
+    def plan(self) -> Plan | None: ...
+    @property
+    def spec(self) -> LaunchSpec | None: ...
+    @property
+    def blockers(self) -> list[Problem] | None: ...
+    @property
+    def inventory(self) -> Inventory | None: ...
+    @property
+    def source_file(self) -> str | None: ...
+    @property
+    def app(self) -> AppHost: ...
+
+    def invalid_fields(self) -> dict[str, list[Problem]]: ...
+    def replan(self) -> None: ...
+    def was_saved(self, preset: Preset, path: Path) -> None: ...
+    def unsaved(self) -> bool: ...
+    async def reopen(self, preset: Preset) -> None: ...
+    def notify(
+        self, message: str, *, severity: SeverityLevel = ..., timeout: float | None = ..., markup: bool = ...
+    ) -> None: ...
+    def post_message(self, message: Message) -> bool: ...
+    def run_worker(
+        self, work: Callable[[], None], *, group: str, exit_on_error: bool, exclusive: bool, thread: bool
+    ) -> Worker[None]: ...
+
+
+class WizardActions:
+    """What the wizard's keys do, for the screen that holds it: each action reads the screen's state through
+    ActionsHost, and changes it only through the screen's own methods."""
+
+    def __init__(self, host: ActionsHost):
+        self.host = host
 
     def ask_trust(self, doing: str, then: Callable[[], None]) -> None:
         """Go on with `then` at once for a trusted preset; for any other, show what it would run and go on only after
         the user's yes, remembered by its hash (model/trust.py); a no runs nothing of it."""
         from gpuwizard.model import trust
 
-        preset = self.preset
+        preset = self.host.preset
         if preset is None or trust.is_trusted(preset):
             then()
             return
         from gpuwizard.tui.dialogs.trust import TrustQuestion
 
-        source = self.source_file or preset.name
+        source = self.host.source_file or preset.name
 
         def answered(yes: bool | None) -> None:
-            if not yes or self.preset is None:
-                self.notify("Not trusted: nothing of this preset runs; the plan uses what gpuwizard remembers.")
+            if not yes or self.host.preset is None:
+                self.host.notify("Not trusted: nothing of this preset runs; the plan uses what gpuwizard remembers.")
                 return
-            trust.trust(self.preset, source)
-            self.replan()  # the installed trainer may now be asked what the plan assumed
+            trust.trust(self.host.preset, source)
+            self.host.replan()  # the installed trainer may now be asked what the plan assumed
             then()
 
-        self.app.push_screen(TrustQuestion(preset, source, doing), answered)
+        self.host.app.push_screen(TrustQuestion(preset, source, doing), answered)
 
     def plan_is_current(self) -> bool:
         """The plan on screen was made from the preset as it is now (an edit re-plans 120 ms later)."""
-        return self.plan is not None and self.planned is self.preset
+        return self.host.plan is not None and self.host.planned is self.host.preset
 
     def refused(self, not_done: str, plan_errors: bool = False, blockers: bool = False) -> bool:
         """Show why an action cannot go ahead: every invalid field, and where asked the plan's errors and what stops it
         on this machine; False when nothing stands in its way."""
-        invalid = self.invalid_fields()
+        invalid = self.host.invalid_fields()
         problems = [found for problems in invalid.values() for found in problems]
         why = [f"{len(invalid)} field{'s' if len(invalid) > 1 else ''} invalid"] if invalid else []
-        plan = self.plan if self.plan_is_current() else None
+        plan = self.host.plan if self.plan_is_current() else None
         if plan_errors and plan is not None and plan.errors:
             problems += plan.errors
             why.append(f"the plan has {len(plan.errors)} error(s)")
-        more = [found for found in self.blockers or [] if found not in problems]  # a CPU plan's errors hold them
+        more = [found for found in self.host.blockers or [] if found not in problems]  # a CPU plan's errors hold them
         if blockers and plan is not None and more:
             problems += more
             why.append("it cannot start on this machine")
@@ -90,33 +114,33 @@ class WizardActions:
             return False
         from gpuwizard.tui.wizard.problems import ProblemsScreen
 
-        self.app.push_screen(ProblemsScreen(f"{not_done}: {', '.join(why)}", problems))
+        self.host.app.push_screen(ProblemsScreen(f"{not_done}: {', '.join(why)}", problems))
         return True
 
     def command_refused(self, not_done: str) -> bool:
         """Copy and export take the command on screen: none while the plan has errors or is being remade."""
         if self.refused(not_done):
             return True
-        if self.spec is None:
-            self.notify(f"{not_done}: the plan has errors.", severity="error")
+        if self.host.spec is None:
+            self.host.notify(f"{not_done}: the plan has errors.", severity="error")
             return True
         if not self.plan_is_current():
-            self.notify(f"{not_done}: the command is being updated after your edit; press the key again.")
+            self.host.notify(f"{not_done}: the command is being updated after your edit; press the key again.")
             return True
         return False
 
-    def action_copy(self) -> None:
-        if self.command_refused("Nothing copied") or self.spec is None:
+    def copy(self) -> None:
+        if self.command_refused("Nothing copied") or self.host.spec is None:
             return
-        self.app.copy_to_clipboard(self.spec.shell())
-        self.notify("Command copied to the clipboard (OSC 52: works over SSH in most terminals).")
+        self.host.app.copy_to_clipboard(self.host.spec.shell())
+        self.host.notify("Command copied to the clipboard (OSC 52: works over SSH in most terminals).")
 
-    def action_export(self) -> None:
-        if self.command_refused("Nothing exported") or self.spec is None or self.preset is None:
+    def export(self) -> None:
+        if self.command_refused("Nothing exported") or self.host.spec is None or self.host.preset is None:
             return
         from gpuwizard.tui.dialogs.modals import AskText
 
-        spec = self.spec
+        spec = self.host.spec
 
         def write(path: str | None) -> None:
             if not path:
@@ -128,13 +152,33 @@ class WizardActions:
                 atomic_write(target, spec.script())
                 target.chmod(0o755)
             except OSError as exc:
-                self.notify(f"Could not write {target}: {exc}", severity="error")
+                self.host.notify(f"Could not write {target}: {exc}", severity="error")
                 return
-            self.notify(f"Wrote {target}")
+            self.host.notify(f"Wrote {target}")
 
-        self.app.push_screen(AskText("Export as a shell script", "file", f"./{self.preset.name}.sh"), write)
+        self.host.app.push_screen(AskText("Export as a shell script", "file", f"./{self.host.preset.name}.sh"), write)
 
-    def action_save(self) -> None:
+    def open(self) -> None:
+        """Open another preset; unsaved edits to this one are asked about first."""
+        from gpuwizard.tui.dialogs.modals import Confirm, PresetPicker
+
+        async def opened(preset: Preset | None) -> None:
+            if preset:
+                await self.host.reopen(preset)
+
+        def pick(yes: bool | None = True) -> None:
+            if yes:
+                current = self.host.preset
+                self.host.app.push_screen(PresetPicker(current.name if current else None), opened)
+
+        preset = self.host.preset
+        if self.host.unsaved() and preset is not None:
+            question = f"Open another preset and lose your unsaved edits to {preset.name}?"
+            self.host.app.push_screen(Confirm(question), pick)
+        else:
+            pick()
+
+    def save(self) -> None:
         """Save as a user preset with its name and description; a copy under a new name gets no fixed output_dir of
         the original's (each of its runs writes a folder of its own), so it never writes where the original does."""
         from gpuwizard.core.errors import UserError
@@ -142,11 +186,11 @@ class WizardActions:
         from gpuwizard.model.preset_files import save_user_preset
         from gpuwizard.tui.dialogs.modals import Confirm, SaveAs
 
-        if self.preset is None or self.refused("Not saved"):
+        if self.host.preset is None or self.refused("Not saved"):
             return
 
         def save(answer: tuple[str, str] | None, overwrite: bool = False) -> None:
-            current = self.preset
+            current = self.host.preset
             if not answer or current is None:
                 return
             name, description = answer
@@ -155,56 +199,51 @@ class WizardActions:
                 path = save_user_preset(preset, overwrite=overwrite)
             except UserError as exc:
                 if "already exists" in exc.paragraph() and not overwrite:
-                    self.app.push_screen(
+                    self.host.app.push_screen(
                         Confirm(f"Replace your preset '{name}'?"), lambda yes: save(answer, True) if yes else None
                     )
                     return
-                self.notify(exc.paragraph(), severity="error", timeout=8)
+                self.host.notify(exc.paragraph(), severity="error", timeout=8)
                 return
             moved = " (its runs write folders of their own)" if preset.output_dir != current.output_dir else ""
-            self.preset = self.saved = preset
-            self.source_file = str(path)
-            self.draw_crumbs()
-            self.replan()  # the name is in the default output folder
-            self.notify(f"Saved preset {name} to {path}{moved}")
+            self.host.was_saved(preset, path)
+            self.host.notify(f"Saved preset {name} to {path}{moved}")
 
-        self.app.push_screen(SaveAs(self.preset.name, self.preset.description), save)
+        self.host.app.push_screen(SaveAs(self.host.preset.name, self.host.preset.description), save)
 
-    def action_run(self, smoke: bool = False) -> None:
+    def run(self, smoke: bool = False) -> None:
         """Refusals known here (invalid fields, the plan's errors, this machine) are listed at once; the checks that
         need the trainer and the disks run in the launch."""
-        if self.preset is None or self.refused("Not started", plan_errors=True, blockers=True):
+        if self.host.preset is None or self.refused("Not started", plan_errors=True, blockers=True):
             return
 
         def go() -> None:
-            if self.preset is not None:
-                self.launch(self.preset, smoke)  # the summary line says what it is doing, with its elapsed time
+            if self.host.preset is not None:
+                # the summary line says what the launch is doing, and since when
+                self.in_worker(self.launch, self.host.preset, smoke, self.host.inventory)
 
         self.ask_trust("Running it", go)
 
-    def action_smoke(self) -> None:
-        self.action_run(smoke=True)
-
-    def action_probe(self) -> None:
+    def probe(self) -> None:
         """Short real runs per GPU count and batch (`gpuwizard probe`); a kept result re-plans the estimates."""
-        if self.preset is None or self.refused("Nothing probed", plan_errors=True):
+        if self.host.preset is None or self.refused("Nothing probed", plan_errors=True):
             return
         from gpuwizard.tui.screens.probe import ProbeScreen
 
         def probed(kept: bool | None) -> None:
             if kept:
-                self.replan()
+                self.host.replan()
 
         def go() -> None:
-            if self.preset is not None:
-                self.app.push_screen(ProbeScreen(self.preset), probed)
+            if self.host.preset is not None:
+                self.host.app.push_screen(ProbeScreen(self.host.preset), probed)
 
         self.ask_trust("Probing it", go)
 
-    def action_sweep(self) -> None:
+    def sweep(self) -> None:
         """Several runs of this preset over a grid asked in one dialog (`gpuwizard sweep`'s --set and --seeds), after
         the trust question; a bad grid is refused in one paragraph per mistake before anything starts."""
-        if self.preset is None or self.refused("No sweep started", plan_errors=True):
+        if self.host.preset is None or self.refused("No sweep started", plan_errors=True):
             return
         from gpuwizard.tui.dialogs.modals import AskGrid
 
@@ -213,10 +252,10 @@ class WizardActions:
                 self.start_sweep(*answer)
 
         def ask() -> None:
-            if self.preset is not None:
-                lr = self.preset.optim.lr or (self.plan.base_lr if self.plan is not None else None)
+            if self.host.preset is not None:
+                lr = self.host.preset.optim.lr or (self.host.plan.base_lr if self.host.plan is not None else None)
                 grid = f"optim.lr={lr:g},{2 * lr:g}" if lr else ""  # the lr the preset (or its policy) trains at
-                self.app.push_screen(AskGrid(self.preset.name, grid), asked)
+                self.host.app.push_screen(AskGrid(self.host.preset.name, grid), asked)
 
         self.ask_trust("Sweeping it", ask)
 
@@ -240,12 +279,16 @@ class WizardActions:
             fix = "give a whole number such as 2, or leave it empty"
             problems.append(problem("--seeds", "expects a whole number of 1 or more", fix, value=seeds_text))
         if problems:
-            self.post_message(SweepStarted(None, problems))
-        elif self.preset is not None:
-            self.sweep(self.preset, grid, seeds)
+            self.host.post_message(SweepStarted(None, problems))
+        elif self.host.preset is not None:
+            source = self.host.source_file or self.host.preset.name
+            self.in_worker(self.create_sweep, self.host.preset, source, grid, seeds)
 
-    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
-    def sweep(self, preset: Preset, grid: dict[str, list[object]], seeds: int | None) -> None:
+    def in_worker(self, work: Callable[..., None], *args: Any) -> None:
+        """A launch or a sweep off the event loop, one at a time; what it finds comes back as messages."""
+        self.host.run_worker(partial(work, *args), group="launch", exit_on_error=False, exclusive=True, thread=True)
+
+    def create_sweep(self, preset: Preset, source: str, grid: dict[str, list[object]], seeds: int | None) -> None:
         """runner/sweep.create_sweep off the event loop: it plans every run and detaches the scheduler."""
         import os
 
@@ -253,27 +296,25 @@ class WizardActions:
         from gpuwizard.runner.sweep.manage import create_sweep
         from gpuwizard.runs.sweeps import sweeps_dir
 
-        self.post_message(LaunchPhase("planning every run of the sweep and starting its scheduler"))
+        self.host.post_message(LaunchPhase("planning every run of the sweep and starting its scheduler"))
         try:
-            made = create_sweep(preset, self.source_file or preset.name, grid, seeds, "final_loss", os.getcwd())
+            made = create_sweep(preset, source, grid, seeds, "final_loss", os.getcwd())
         except UserError as exc:
-            self.post_message(SweepStarted(None, exc.problems))
+            self.host.post_message(SweepStarted(None, exc.problems))
             return
-        self.post_message(SweepStarted(sweeps_dir() / made.sweep_id))
+        self.host.post_message(SweepStarted(sweeps_dir() / made.sweep_id))
 
-    def on_sweep_started(self, message: SweepStarted) -> None:
-        self.launch_ended()
+    def sweep_started(self, message: SweepStarted) -> None:
         if message.folder is None:
             from gpuwizard.tui.wizard.problems import ProblemsScreen
 
             found = len(message.problems)
             title = f"No sweep started: its grid has {found} problem{'s' if found > 1 else ''}"
-            self.app.push_screen(ProblemsScreen(title, message.problems))
+            self.host.app.push_screen(ProblemsScreen(title, message.problems))
         else:
-            self.post_message(OpenSweep(message.folder))  # the app opens it (tui/app.py)
+            self.host.post_message(OpenSweep(message.folder))  # the app opens it (tui/app.py)
 
-    @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
-    def launch(self, preset: Preset, smoke: bool) -> None:
+    def launch(self, preset: Preset, smoke: bool, inventory: Inventory | None) -> None:
         """Check and start the run off the event loop. Quitting the app meanwhile cancels the worker: the start is
         then undone wherever it is (nothing left running, the run recorded as stopped, or no run folder at all), and
         the command line says so once the app is gone (LAUNCHES)."""
@@ -285,16 +326,17 @@ class WizardActions:
         from gpuwizard.runner.launch.start import start_run
 
         cancelled = get_current_worker().cancelled_event.is_set
+        checking = "checking the plan, the disks and the command with the trainer's own parser"
         try:
-            self.post_message(LaunchPhase("checking the plan, the disks and the command with the trainer's own parser"))
-            prepared = prepare_run(preset, smoke=smoke, inventory=self.inventory)
+            self.host.post_message(LaunchPhase(checking))
+            prepared = prepare_run(preset, smoke=smoke, inventory=inventory)
             if cancelled():
                 LAUNCHES.append(f"the launch of {preset.name} was cancelled before anything was started")
                 return
-            self.post_message(LaunchPhase("starting the job under its supervisor"))
+            self.host.post_message(LaunchPhase("starting the job under its supervisor"))
             run = start_run(prepared, on_hang="report", cancelled=cancelled)
         except UserError as exc:
-            self.post_message(RunStarted(None, exc.paragraph(), [], exc.problems))
+            self.host.post_message(RunStarted(None, exc.paragraph(), [], exc.problems))
             return
         except StartCancelled as exc:
             done = f"run {exc.recorded.run_id} is recorded as stopped" if exc.recorded else "nothing was started"
@@ -305,19 +347,18 @@ class WizardActions:
                 f"run {run.run_id} started as the app closed and keeps running; `gpuwizard attach {run.run_id}` to "
                 "watch it, `gpuwizard stop` to stop it"
             )
-        self.post_message(RunStarted(run.path, None, [w.paragraph() for w in prepared.warnings]))
+        self.host.post_message(RunStarted(run.path, None, [w.paragraph() for w in prepared.warnings]))
 
-    def on_run_started(self, message: RunStarted) -> None:
-        self.launch_ended()
+    def run_started(self, message: RunStarted) -> None:
         if message.run_path is None:
             from gpuwizard.tui.wizard.problems import ProblemsScreen
 
             found = len(message.problems)
             title = f"Not started: the checks before launch found {found} problem{'s' if found > 1 else ''}"
-            self.app.push_screen(ProblemsScreen(title, message.problems))
+            self.host.app.push_screen(ProblemsScreen(title, message.problems))
             return
         for warning in message.warnings:
-            self.notify(warning, severity="warning", timeout=8, markup=False)
+            self.host.notify(warning, severity="warning", timeout=8, markup=False)
         from gpuwizard.runs.rundir import RunDir
 
-        self.app.open_monitor(RunDir(message.run_path))
+        self.host.app.open_monitor(RunDir(message.run_path))

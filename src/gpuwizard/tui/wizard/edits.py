@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from gpuwizard.model.preset import Preset
 
 
@@ -18,7 +20,7 @@ class Toast:
     """What the wizard tells the user about an edit."""
 
     text: str
-    severity: str = "information"
+    severity: SeverityLevel = "information"
 
 
 @dataclass

@@ -17,13 +17,16 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
-from gpuwizard.tui.base.messages import InventoryReady, LaunchPhase, PlanReady, PresetLoaded
-from gpuwizard.tui.widgets.fields import Edit, FieldReset, InvalidInput, KeyBar, Step, field_id
+from gpuwizard.tui.base.messages import InventoryReady, LaunchPhase, PlanReady, PresetLoaded, RunStarted, SweepStarted
+from gpuwizard.tui.widgets.fields import Edit, FieldReset, InvalidInput, KeyBar, Step
 from gpuwizard.tui.wizard.actions import WizardActions
 from gpuwizard.tui.wizard.edits import PresetEditor
+from gpuwizard.tui.wizard.invalid import InvalidFields
 from gpuwizard.tui.wizard.lines import STEPS, WizardLines, known_refusals
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from textual import getters
     from textual.widget import AwaitMount
 
@@ -37,8 +40,9 @@ StepT = TypeVar("StepT", bound=Step)
 REPLAN_DELAY_S = 0.12
 
 
-class WizardScreen(WizardLines, WizardActions, Screen[None]):
-    """Steps, a live plan summary, the main keys in the footer (`?` lists them all)."""
+class WizardScreen(Screen[None]):
+    """Steps, a live plan summary, the main keys in the footer (`?` lists them all); its status lines and what its
+    keys do are parts it holds (`lines`, `actions`)."""
 
     if TYPE_CHECKING:
         app = getters.app(AppHost)  # gpuwizard's app, beyond Textual's (tui/base/apphost.py)
@@ -78,9 +82,6 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         self.blockers: list[Problem] | None = None
         """What stops the plan from starting on this machine (None until the machine is known)."""
         self.plan_seq = 0
-        self.invalid: dict[str, list[Problem]] = {}
-        """Fields whose text on screen the preset does not take (it did not convert, or the preset refused it), by
-        path, the latest last: the preset keeps their last valid value, so nothing runs or saves while one is left."""
         self.replan_timer: Timer | None = None
         self.editor = PresetEditor()
         self.saved: Preset | None = None
@@ -89,9 +90,9 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         """A preset read from a file: whether it may run its code is asked once its first step is built."""
         self.source_file: str | None = None
         """The file the preset was read from, for the trust question."""
-        self.launching: tuple[str, float] | None = None
-        """What the launch after ctrl+r is doing and since when (monotonic), until the monitor or a refusal shows."""
-        self.launch_timer: Timer | None = None
+        self.lines = WizardLines(self)
+        self.invalid = InvalidFields(self, self.lines.refresh_summary)
+        self.actions = WizardActions(self)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="steps")
@@ -102,7 +103,7 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.draw_crumbs()
+        self.lines.draw_crumbs()
         self.call_after_refresh(self.load_preset)  # a loading thread would compete with the first frame for the GIL
 
     # -- loading: off the event loop, so the first frame reaches the terminal at once -----------
@@ -134,7 +135,7 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         self.preset = self.saved = message.preset
         self.source_file = message.source
         self.show_step(self.step)
-        self.draw_crumbs()
+        self.lines.draw_crumbs()
         self.detect_gpus()
         self.replan()
         self.trust_pending = message.preset is not None and message.source is not None
@@ -187,7 +188,7 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
             widget.focus_first()
         if self.trust_pending:  # asked over a step whose widgets all exist: a modal first leaves them half-built
             self.trust_pending = False
-            self.call_after_refresh(self.ask_trust, "Planning and checking it", lambda: None)
+            self.call_after_refresh(self.actions.ask_trust, "Planning and checking it", lambda: None)
 
     # -- background work: workers post messages, handlers own the state ------------------------
     @work(thread=True, group="inventory", exit_on_error=False)
@@ -196,15 +197,20 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
 
         self.post_message(InventoryReady(read_inventory()))
 
-    @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
     def replan(self) -> None:
+        """A plan of the preset as it is now: numbered here, on the event loop, and made off it (an older plan that
+        comes back later is dropped by its number)."""
+        if self.preset is None:
+            return  # planned once the preset is loaded
+        self.plan_seq += 1
+        self.make_plan(self.plan_seq, self.preset, self.inventory)
+
+    @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
+    def make_plan(self, seq: int, preset: Preset, inventory: Inventory | None) -> None:
+        """The plan, the command and what stops it on this machine, from its inputs alone; posted, never stored."""
         from gpuwizard.planning.machine import machine_problems
         from gpuwizard.planning.plan import build_command, plan_here
 
-        self.plan_seq += 1
-        seq, preset, inventory = self.plan_seq, self.preset, self.inventory
-        if preset is None:
-            return  # planned once the preset is loaded
         plan, ctx = plan_here(preset, inventory)
         blockers = None if inventory is None else machine_problems(preset, plan, inventory) + known_refusals(ctx)
         self.post_message(PlanReady(seq, preset, plan, ctx, None if plan.errors else build_command(ctx), blockers))
@@ -233,7 +239,7 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         self.planned, self.plan, self.ctx = message.preset, message.plan, message.ctx
         self.spec, self.blockers = message.spec, message.blockers
         self.render_step()
-        self.refresh_summary()
+        self.lines.refresh_summary()
         if had_command != (self.spec is not None):
             self.refresh_bindings()  # the footer is rebuilt only when Copy and Export turn on or off
 
@@ -261,18 +267,18 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         try:
             new, toast = self.editor.apply(old, message.path, message.value)
         except UserError as exc:
-            self.mark_invalid(message.path, exc.problems)
+            self.invalid.mark(message.path, exc.problems)
             return
         if toast is not None:
             self.notify(toast.text, severity=toast.severity, markup=False)
-        self.forget_invalid(message.path)
+        self.invalid.forget(message.path)
         from gpuwizard.model import trust
 
         if trust.is_trusted(old):  # the user's own edit to a trusted preset is theirs: no question for it
             trust.grant_for_session(new)
         self.preset = new
         if (new == self.saved) != (old == self.saved):
-            self.draw_crumbs()
+            self.lines.draw_crumbs()
         for name in ("gpus", "policy", "trainer", "scaling", "preview"):
             widget = self.built(name)
             if widget is not None:
@@ -284,7 +290,7 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
         trainer_step = self.built_as("trainer", TrainerStep)
         if trainer_step is not None and (new.trainer != old.trainer or new.policy != old.policy):
             await trainer_step.rebuild_options(new)
-            self.forget_invalid(*[path for path in self.invalid if path.startswith("trainer_options.")])
+            self.invalid.forget_options()
         gpus_step = self.built_as("gpus", GpusStep)
         if gpus_step is not None and new.hardware != old.hardware and self.inventory:
             gpus_step.show(new, self.inventory)
@@ -292,56 +298,51 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
 
     @on(InvalidInput)
     def _invalid(self, message: InvalidInput) -> None:
-        self.mark_invalid(message.path, [message.problem])
+        self.invalid.mark(message.path, [message.problem])
 
     @on(FieldReset)
     def _reset(self, message: FieldReset) -> None:
-        self.forget_invalid(message.path)
-
-    def mark_invalid(self, path: str, problems: list[Problem]) -> None:
-        self.invalid.pop(path, None)
-        self.invalid[path] = problems
-        for widget in self.query("#" + field_id(path)):
-            widget.add_class("-invalid")
-        self.refresh_summary()
-
-    def forget_invalid(self, *paths: str) -> None:
-        """The fields show values the preset holds again (typed valid, reset, or rebuilt)."""
-        forgotten = [path for path in paths if self.invalid.pop(path, None) is not None]
-        for path in forgotten:
-            for widget in self.query("#" + field_id(path)):
-                widget.remove_class("-invalid")
-        if forgotten:
-            self.refresh_summary()
+        self.invalid.forget(message.path)
 
     def invalid_fields(self) -> dict[str, list[Problem]]:
-        """The invalid fields that count: one on a row hidden for this preset (the run does not use it) waits there."""
-        return {
-            path: problems
-            for path, problems in self.invalid.items()
-            if all(Step.shows(widget) for widget in self.query("#" + field_id(path)))
-        }
+        """The invalid fields that count (invalid.InvalidFields.counting)."""
+        return self.invalid.counting()
 
     @on(LaunchPhase)
     def _launch_phase(self, message: LaunchPhase) -> None:
-        import time
+        self.lines.launch_phase(message.what)
 
-        since = self.launching[1] if self.launching else time.monotonic()
-        self.launching = (message.what, since)
-        if self.launch_timer is None:
-            self.launch_timer = self.set_interval(1.0, self.refresh_summary)
-        self.refresh_summary()
+    @on(RunStarted)
+    def _run_started(self, message: RunStarted) -> None:
+        self.lines.launch_ended()
+        self.actions.run_started(message)
+
+    @on(SweepStarted)
+    def _sweep_started(self, message: SweepStarted) -> None:
+        self.lines.launch_ended()
+        self.actions.sweep_started(message)
+
+    def unsaved(self) -> bool:
+        """The wizard's preset differs from the file it was opened from or last saved to."""
+        return self.preset is not None and self.preset != self.saved
+
+    def was_saved(self, preset: Preset, path: Path) -> None:
+        """Saved (ctrl+s) as `preset` in `path`: the preset the wizard now edits, and compares its edits with."""
+        self.preset = self.saved = preset
+        self.source_file = str(path)
+        self.lines.draw_crumbs()
+        self.replan()  # the name is in the default output folder
 
     # -- steps ---------------------------------------------------------------------------------
     def on_resize(self) -> None:
-        self.draw_crumbs()
-        self.call_after_refresh(self.refresh_summary)  # the summary is cut to its new width
+        self.lines.draw_crumbs()
+        self.call_after_refresh(self.lines.refresh_summary)  # the summary is cut to its new width
 
     def watch_step(self, step: int) -> None:
         if not self.is_mounted:
             return
         self.query_one("#switcher", ContentSwitcher).current = f"step-{STEPS[step][0]}"
-        self.draw_crumbs()
+        self.lines.draw_crumbs()
         if self.preset is not None:
             self.show_step(step)
 
@@ -367,21 +368,30 @@ class WizardScreen(WizardLines, WizardActions, Screen[None]):
     def action_goto(self, step: int) -> None:
         self.step = step
 
+    def action_run(self) -> None:
+        self.actions.run()
+
+    def action_smoke(self) -> None:
+        self.actions.run(smoke=True)
+
+    def action_probe(self) -> None:
+        self.actions.probe()
+
+    def action_sweep(self) -> None:
+        self.actions.sweep()
+
+    def action_save(self) -> None:
+        self.actions.save()
+
+    def action_copy(self) -> None:
+        self.actions.copy()
+
+    def action_export(self) -> None:
+        self.actions.export()
+
     def action_open(self) -> None:
-        """Open another preset; unsaved edits to this one are asked about first."""
-        from gpuwizard.tui.dialogs.modals import Confirm, PresetPicker
+        self.actions.open()
 
-        async def opened(preset: Preset | None) -> None:
-            if preset:
-                await self.app.switch_screen(WizardScreen(preset))
-
-        def pick(yes: bool | None = True) -> None:
-            if yes:
-                self.app.push_screen(PresetPicker(self.preset.name if self.preset else None), opened)
-
-        if self.unsaved() and self.preset is not None:
-            self.app.push_screen(
-                Confirm(f"Open another preset and lose your unsaved edits to {self.preset.name}?"), pick
-            )
-        else:
-            pick()
+    async def reopen(self, preset: Preset) -> None:
+        """Another preset opened: a wizard of its own in this one's place."""
+        await self.app.switch_screen(WizardScreen(preset))

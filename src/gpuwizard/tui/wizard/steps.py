@@ -9,6 +9,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Label, SelectionList, Static
 
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.gpus.inventory import Inventory
 from gpuwizard.model import datasets
 from gpuwizard.model.catalog import load_catalog
@@ -273,7 +274,8 @@ class DatasetBox(Vertical):
     def show(self, preset: Preset, plan: Plan) -> None:
         """From the plan, which read the metadata off the UI thread."""
         info = self.query_one("#dataset-info", Static)
-        unreadable = next((p for p in plan.problems if p.field == "dataset.root" and p.level != "note"), None)
+        found = (p for p in plan.problems if p.field == "dataset.root" and p.level != ProblemLevel.NOTE)
+        unreadable = next(found, None)
         if not preset.dataset.root:
             info.update("No local folder: the trainer loads the dataset by id (cache or Hub).")
         elif plan.dataset is not None:
