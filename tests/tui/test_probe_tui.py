@@ -81,7 +81,8 @@ async def test_f5_on_the_scaling_step_probes_and_the_estimates_use_it():
         assert all(r[-2].endswith("x") for r in rows), "each row's time to the same loss"
         assert probe.query_one("#probe-progress", ProgressBar).percentage == 1
         verdict = text_of(probe.query_one("#probe-verdict"))
-        assert verdict.startswith("Recommended: ") and "2 processes:" in verdict, "the decision first, then why"
+        said = verdict.startswith(("Recommended: ", "Cannot tell here whether 2 processes pay"))
+        assert said and "2 processes:" in verdict, "the decision first, then why"
         assert "Time to the same loss (B_noise ~" in verdict and "throughput model: step time" in verdict, verdict
         assert "B_noise (gradient noise scale" in verdict and "memory model: mem(b) = " in verdict, verdict
         assert probe.query_one("#probe-verdict-box").has_focus, "the verdict scrolls with the keys once it is there"
