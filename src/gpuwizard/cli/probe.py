@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -99,13 +100,13 @@ def probe_command(args: argparse.Namespace) -> int:
             if request.batches is None
             else ",".join(map(str, request.batches))
         )
-        say(
+        header = (
             f"probe {request.preset.name}: GPUs {','.join(map(str, request.gpus))} x batch per device {shown}"
             + f", then {request.repeat} alternating round(s) of the compared configurations: {probe.planned_runs()} "
             f"runs, about {clock(probe.result.expected_s or 0)} (a guess until the first run ends)"
-            + (f", budget {request.budget_s:.0f} s" if request.budget_s else ""),
-            sys.stderr if args.json else sys.stdout,
+            + (f", budget {request.budget_s:.0f} s" if request.budget_s else "")
         )
+        say("\n".join(textwrap.wrap(header, 80)), sys.stderr if args.json else sys.stdout)
         try:
             result = probe.run()
         except KeyboardInterrupt:
