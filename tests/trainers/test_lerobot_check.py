@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.core import yamlio
 from gpuwizard.model.preset_files import load_preset
 from gpuwizard.planning.plan import make_plan
 from gpuwizard.runner.detect.detectors import JobMonitor
@@ -21,7 +20,8 @@ from gpuwizard.runs.records import Expectations
 from gpuwizard.runs.tail import LogTail
 from gpuwizard.trainers.registry import get_trainer
 from support.cli import gw_subprocess
-from support.data import DATA, REPO
+from support.data import DATA
+from support.presets import shipped_preset
 from support.trainers import fake_env, trainer_env
 
 ENVS = [
@@ -42,17 +42,7 @@ def extras() -> str:
 def shipped(tmp_path: Path, preset: str, python: str, env: dict | None = None, **changes) -> Path:
     """A shipped preset as the user has it, pointed at a LeRobot interpreter, with some fields changed (`a__b` for
     a.b)."""
-    data = yamlio.load_file(REPO / "presets" / f"{preset}.yaml")
-    data["launch"] = {**data.get("launch", {}), "python": python, "env": {**OFFLINE, **(env or {})}}
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split("__")
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    path = tmp_path / f"{data['name']}.yaml"
-    path.write_text(yamlio.dumps(data))
-    return path
+    return shipped_preset(tmp_path, preset, launch__python=python, launch__env={**OFFLINE, **(env or {})}, **changes)
 
 
 @pytest.fixture
