@@ -67,7 +67,7 @@ def test_probe_measures_one_and_two_processes_at_two_batches_and_plan_uses_it(gw
         else:
             assert row["noise"]["b_simple"] > 0 and row["noise"]["b_big"] == 2 * row["noise"]["b_small"], row
     if probe["noise"] is not None:  # the 2-process runs' figures pooled, or where they share no value, said so
-        assert probe["noise"]["source"].startswith("pooled from 3 runs (2 processes at batch "), probe["noise"]
+        assert probe["noise"]["source"].startswith("3 runs pooled (2 processes at batch "), probe["noise"]
     else:
         assert probe["noise_detail"].startswith("the configurations' noise scales disagree"), probe["noise_detail"]
     # as test_probe_goodput.py: twice the largest batch where the fit tells a sample's cost, 4 processes where the

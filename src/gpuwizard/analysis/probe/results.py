@@ -14,12 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypedDict
 
+from pydantic import Field
+
 from gpuwizard.analysis.probe.answer import Decision
 from gpuwizard.analysis.probe.memory_model import MemoryFit
 from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, Disagreement, NoiseFigure, combine, gauge_figure
 from gpuwizard.analysis.probe.throughput_model import ThroughputFit
 from gpuwizard.analysis.probe.time_to_loss import LossTime
 from gpuwizard.core import paths
+from gpuwizard.core.codes import RunState
+from gpuwizard.core.kinds import ProbeState, Severity
 from gpuwizard.runs.records import GpuSample, Metric, RanksSample, Record, RecordError, parse_lines, read_small_file
 from gpuwizard.runs.rundir import RunDir
 
@@ -102,7 +106,7 @@ class ProbeResult(Record):
     hardware: str
     created: float
     ended: float | None = None
-    state: Literal["running", "finished", "stopped", "failed"] = "running"
+    state: ProbeState = Field(ProbeState.RUNNING, strict=False)  # as read back from JSON, a plain string
     steps: int
     """The most optimizer steps one configuration runs (a steady rate ends it sooner)."""
     job_steps: int | None = None
@@ -240,10 +244,10 @@ def measure(
     oom = next((e for e in events if e.kind in OOM_KINDS), None)
     if oom is not None:
         return ProbeRow(outcome="does not fit", detail=oom.title, device_memory_mb=device_memory_mb, **base)
-    if str(status.state) == "stopped" and not stopped_measured:
+    if status.state == RunState.STOPPED and not stopped_measured:
         return ProbeRow(outcome="stopped", detail=status.stop_reason or "stopped", **base)
-    if str(status.state) not in ("finished", "stopped"):
-        failure = next((e for e in reversed(events) if e.severity == "error"), None)
+    if status.state not in (RunState.FINISHED, RunState.STOPPED):
+        failure = next((e for e in reversed(events) if e.severity == Severity.ERROR), None)
         reason = failure.title if failure else status.error or f"ended {status.state}"
         return ProbeRow(outcome="failed", detail=reason, **base)
     metrics = [m for m in run.metrics() if m.step is not None and m.samples_per_s is not None]
@@ -321,7 +325,7 @@ def probe_noise(rows: list[ProbeRow], named: Callable[[int], str]) -> tuple[Nois
         return None, found.text()
     if found is None or len(figures) == 1:
         return figures[0], ""
-    return found.figure.model_copy(update={"source": f"pooled from {len(figures)} runs ({found.figure.source})"}), ""
+    return found.figure.model_copy(update={"source": f"{len(figures)} runs pooled ({found.figure.source})"}), ""
 
 
 def with_headroom(row: ProbeRow, headroom: float) -> ProbeRow:
@@ -367,7 +371,7 @@ def newest_probe(preset_name: str) -> ProbeResult | None:
             result = read_record(path / "probe.json", ProbeResult)
         except RecordError:
             continue
-        if result.preset == preset_name and result.state == "finished" and any(r.fits for r in result.rows):
+        if result.preset == preset_name and result.state == ProbeState.FINISHED and any(r.fits for r in result.rows):
             found.append(result)
     return max(found, key=lambda r: r.created) if found else None
 
