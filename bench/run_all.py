@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import badinput
 import biglog
+import doctor
 import flood
 import hang
 import history
@@ -40,6 +41,7 @@ SECTIONS = {
     "slurm": slurm.run,
     "probe": probe.run,
     "runstart": runstart.run,
+    "doctor": doctor.run,
     "badinput": badinput.run,
 }
 

@@ -68,6 +68,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "plan": cmd_plan,
         "preview": cmd_preview,
         "check": cmd_check,
+        "doctor": cmd_doctor,
         "probe": cmd_probe,
         "run": cmd_run,
         "attach": cmd_attach,
@@ -79,6 +80,12 @@ def dispatch(args: argparse.Namespace) -> int:
         "sweep": cmd_sweep,
     }[args.command]
     return handler(args)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from gpuwizard.cli.doctor import cmd_doctor as doctor
+
+    return doctor(args)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

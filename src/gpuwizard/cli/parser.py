@@ -119,6 +119,18 @@ def build_parser() -> Parser:
     check.add_argument("--json", action="store_true", help="the trainer's values, the plan's and every difference")
     check.add_argument("--fresh", action="store_true", help="ask the trainer again instead of the remembered answer")
 
+    doctor = sub.add_parser(
+        "doctor",
+        help="the environment the job will run in: torch against the GPUs and driver, the video decoder timed, the "
+        "dataset, /dev/shm, memory, disk, open files, logins, the pairs of GPUs",
+    )
+    doctor.add_argument("preset", metavar="PRESET", nargs="?", help="the job to check (none: this machine alone)")
+    doctor.add_argument("--gpus", type=positive_int, metavar="N", help="check the job on N GPUs")
+    doctor.add_argument("--json", action="store_true", help="every fact and finding as one JSON document")
+    doctor.add_argument(
+        "--fresh", action="store_true", help="ask the training interpreter again, not its remembered answer"
+    )
+
     probe = sub.add_parser(
         "probe", help="short real runs per GPU count and batch: does a second GPU pay, what batch fits?"
     )
@@ -174,7 +186,8 @@ def build_parser() -> Parser:
     run.add_argument(
         "--no-check",
         action="store_true",
-        help="skip asking the trainer's own parser before the launch (`gpuwizard check`)",
+        help="skip asking the trainer's own parser and the environment before the launch (`gpuwizard check`, "
+        "`gpuwizard doctor`)",
     )
     run.add_argument(
         "--env",
@@ -239,7 +252,7 @@ def build_parser() -> Parser:
         "--save-best", metavar="NAME", help="with status: save the best run's preset as your preset NAME"
     )
 
-    for trusting in (check, probe, run, sweep):
+    for trusting in (check, doctor, probe, run, sweep):
         trusting.add_argument(
             "--trust",
             action="store_true",

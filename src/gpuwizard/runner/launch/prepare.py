@@ -28,6 +28,7 @@ from gpuwizard.runner.host.locks import nesting_problems, output_holder
 from gpuwizard.runner.launch.resume import ResumeTarget, find_target, resume_problems, with_run_steps
 from gpuwizard.runs.rundir import RunDir, baseline_green
 from gpuwizard.trainers.check import TrainerCheck
+from gpuwizard.trainers.check.doctor import DoctorReport, doctor
 from gpuwizard.trainers.registry import check_command, get_trainer
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class PreparedRun:
     """The NVIDIA driver and CUDA versions seen here."""
     trainer_check: TrainerCheck | None = None
     """The installed trainer's own reading of the command (None: skipped with --no-check)."""
+    doctor: DoctorReport | None = None
+    """The preflight of the job's environment (None: skipped with --no-check, or on SLURM)."""
     probe: str | None = None
     """The `gpuwizard probe` this run measures one configuration for."""
     sweep: str | None = None
@@ -258,6 +261,7 @@ def prepare_run(
     # the cluster's file system may differ from this machine's; listed with the trainer's own preflight refusals
     missing = [] if on_slurm else missing_dataset(preset, get_trainer(preset.trainer), ctx.workdir)
     trainer_check = None
+    doctor_report = None
     if resume and not errors:
         resume_found += resume_problems(preset, ctx, target, resume_run)
         errors += [p for p in resume_found if p.level == ProblemLevel.ERROR]
@@ -270,6 +274,9 @@ def prepare_run(
         if check and not errors and not missing:
             trainer_check = check_command(ctx, spec)
             errors += [p for p in trainer_check.problems() if p.level == ProblemLevel.ERROR]
+        if check and not errors and not missing and not on_slurm:  # SLURM's nodes are not this machine
+            doctor_report = doctor(ctx, spec, trainer.trainer_query(ctx, spec), inventory, ctx.python)
+            errors += [p for p in doctor_report.problems() if p.level == ProblemLevel.ERROR]
         if on_slurm:
             from gpuwizard.runner.host.slurm import cluster_problems, secret_problems
 
@@ -288,6 +295,8 @@ def prepare_run(
     warnings = list(plan.warnings) + resume_warnings
     if trainer_check is not None and trainer_check.status == "not checked":
         warnings += trainer_check.problems()
+    if doctor_report is not None:
+        warnings += doctor_report.problems()  # what slows the run (what fails it refused above)
     green = baseline_green(preset.name)  # reads the whole run history: once per launch
     if plan.world_size > 1 and not green:
         warnings.append(
@@ -313,5 +322,6 @@ def prepare_run(
         checkpoint,
         driver,
         trainer_check,
+        doctor=doctor_report,
         resume_chain=target.chain,
     )
