@@ -179,8 +179,9 @@ class WizardActions:
             pick()
 
     def save(self) -> None:
-        """Save as a user preset with its name and description; a copy under a new name gets no fixed output_dir of
-        the original's (each of its runs writes a folder of its own), so it never writes where the original does."""
+        """Save as a user preset with its name and description, after the trust question for a preset the user did not
+        write; a copy under a new name gets no fixed output_dir of the original's (each of its runs writes a folder of
+        its own), so it never writes where the original does."""
         from gpuwizard.core.errors import UserError
         from gpuwizard.model.preset import saved_as
         from gpuwizard.model.preset_files import save_user_preset
@@ -209,7 +210,12 @@ class WizardActions:
             self.host.was_saved(preset, path)
             self.host.notify(f"Saved preset {name} to {path}{moved}")
 
-        self.host.app.push_screen(SaveAs(self.host.preset.name, self.host.preset.description), save)
+        def ask_name() -> None:
+            if self.host.preset is not None:
+                self.host.app.push_screen(SaveAs(self.host.preset.name, self.host.preset.description), save)
+
+        # a preset in the user's folder runs its code without a question: only one the user trusted goes there
+        self.ask_trust("Saved among your presets, it", ask_name)
 
     def run(self, smoke: bool = False) -> None:
         """Refusals known here (invalid fields, the plan's errors, this machine) are listed at once; the checks that
