@@ -288,7 +288,8 @@ def with_checkout(env: TrainingEnv) -> TrainingEnv:
 
 
 def find_envs(home: Path | None = None, workdirs: Iterable[str] = ()) -> list[TrainingEnv]:
-    """Every distinct environment found, read from their files (or asked, see look) in parallel; those with a trainer first."""
+    """Every distinct environment found, read from their files (or asked, see look) in parallel; those with a
+    trainer first."""
     seen: dict[str, tuple[Path, str]] = {}
     for python, where in candidates(home or Path.home(), workdirs):
         seen.setdefault(prefix_of(python), (python, where))

@@ -103,7 +103,7 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> tuple[RunFacts, dict[str, 
     per_step = (plan.effective_batch or 0) / max(1, plan.trainer_steps_per_update)
     curve = [
         CurvePoint(m.step * per_step, max(0.0, m.t - started), loss)
-        for m, loss in smoothed(run.metrics())
+        for m, loss in smoothed([m for m in run.metrics() if m.kind == "train"])
         if m.step is not None and per_step
     ]
     samples_seen = progress.step * per_step if progress and progress.step is not None and per_step else None

@@ -198,7 +198,7 @@ def steady_window(metrics: list[Metric]) -> list[Metric]:
 
 
 def measured_enough(run: RunDir) -> bool:
-    window = steady_window(run.metrics())
+    window = steady_window([m for m in run.metrics() if m.kind == "train"])
     return len(window) >= ENOUGH_LINES and window[-1].t - window[0].t >= ENOUGH_S
 
 
