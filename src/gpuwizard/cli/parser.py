@@ -207,6 +207,9 @@ def build_parser() -> Parser:
     runs.add_argument("--json", action="store_true", help="the history as JSON rows, newest first")
     runs.add_argument("--probes", action="store_true", help="also list the short measurement runs of gpuwizard probe")
     runs.add_argument("--sweep", metavar="SWEEP_ID", help="only the runs of this sweep, with the values each ran")
+    runs.add_argument(
+        "--best", metavar="RUN", help="print the path of the run's best saved checkpoint by held-out loss"
+    )
     envs = sub.add_parser("envs", help="the training environments on this machine and the trainers each one has")
     envs.add_argument("--trainer", choices=trainer_names(), help="only those that have it")
     envs.add_argument("--workdir", action="append", metavar="DIR", help="also look beside this checkout")
@@ -259,14 +262,16 @@ def build_parser() -> Parser:
             help="trust the interpreter, environment and files this preset names (remembered; see `presets trust`)",
         )
 
-    presets = sub.add_parser("presets", help="saved presets: list, show NAME, delete NAME, schema")
+    presets = sub.add_parser("presets", help="saved presets: list, show NAME, copy NAME NEW, delete NAME, schema")
     presets.add_argument(
         "action",
         nargs="?",
-        choices=["list", "show", "delete", "trust", "schema"],
+        choices=["list", "show", "copy", "delete", "trust", "schema"],
         default="list",
-        help="list (default) | show NAME: the file | delete NAME: one of yours | trust NAME: let it run the "
-        "interpreter, environment and files it names | schema: the JSON Schema",
+        help="list (default) | show NAME: the file | copy NAME NEW: into your presets as NEW, to edit | delete NAME: "
+        "one of yours | trust NAME: let it run the interpreter, environment and files it names | schema: the JSON "
+        "Schema",
     )
-    presets.add_argument("name", nargs="?", metavar="NAME", help="the preset to show, delete or trust")
+    presets.add_argument("name", nargs="?", metavar="NAME", help="the preset to show, copy, delete or trust")
+    presets.add_argument("new", nargs="?", metavar="NEW", help="with copy: the name of your copy")
     return parser

@@ -1,9 +1,10 @@
-"""`gpuwizard presets`: list, show, delete, trust and the schema."""
+"""`gpuwizard presets`: list, show, copy, delete, trust and the schema."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
@@ -12,7 +13,7 @@ from gpuwizard.core.errors import UserError, problem
 def cmd_presets(args: argparse.Namespace) -> int:
     from gpuwizard.model.preset_files import delete_user_preset, preset_listing, preset_text
 
-    if args.action in ("show", "delete", "trust") and not args.name:
+    if args.action in ("show", "copy", "delete", "trust") and not args.name:
         raise UserError(problem("NAME", f"`presets {args.action}` needs a preset name", "see `gpuwizard presets list`"))
     if args.action == "schema":
         from gpuwizard.model.preset import preset_schema
@@ -21,9 +22,11 @@ def cmd_presets(args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.action == "show":
         path, text = preset_text(args.name)
-        print(f"# {path}")
+        print(f"# {path}", file=sys.stderr)  # not into the file that `presets show NAME > FILE` writes
         print(text, end="")
         return ExitCode.OK
+    if args.action == "copy":
+        return copy_command(args.name, args.new)
     if args.action == "trust":
         return trust_command(args.name)
     if args.action == "delete":
@@ -54,4 +57,30 @@ def trust_command(name_or_file: str) -> int:
     for line in items:
         print(f"  {line}")
     print("a change to any of these makes it untrusted again")
+    return ExitCode.OK
+
+
+def copy_command(name_or_file: str, new: str | None) -> int:
+    """A preset saved as the user's own preset NEW, to edit and run by name; only one the user may already run."""
+    from gpuwizard.model import trust
+    from gpuwizard.model.preset import saved_as
+    from gpuwizard.model.preset_files import find_preset, load_preset_file, save_user_preset
+
+    if not new:
+        raise UserError(problem("NEW", "`presets copy NAME NEW` needs the name of the copy", "e.g. my-act"))
+    path = find_preset(name_or_file)
+    preset = load_preset_file(path)
+    if not trust.is_trusted(preset):  # a copy in the user's folder would run its code without a question
+        listed = "; ".join(trust.question_lines(preset))
+        raise UserError(
+            problem(
+                "NAME",
+                f"this preset was not written by you and would run code it chooses: {listed}; a copy in your preset "
+                "folder would run it without a question",
+                f"read it (`gpuwizard presets show {path}`), trust it (`gpuwizard presets trust {path}`), then copy it",
+                value=name_or_file,
+            )
+        )
+    target = save_user_preset(saved_as(preset, new, preset.description), overwrite=False)
+    print(f"copied {path} to {target}; edit it there, then `gpuwizard check {new}`")
     return ExitCode.OK
