@@ -79,7 +79,7 @@ def verdict(result: ProbeResult) -> list[str]:
         ratios = ", ".join(f"{r:.2f}x" for r in c.ratios)
         head = (
             f"{device_word(device, c.gpus)}: {speedup:.2f}x the samples/s of {c.base_gpus} ({c.samples_efficiency:.0%} "
-            f"per {unit}, batch {c.batch} per device {batches})"
+            f"per {unit}{over_100(c, unit)}, batch {c.batch} per device {batches})"
             + (f", the median of {c.pairs} adjacent pairs ({ratios})" if c.pairs > 1 else "")
         )
         if base_h is not None and speedup > 0:
@@ -108,6 +108,16 @@ def verdict(result: ProbeResult) -> list[str]:
     if result.goodput:
         lines.append(result.goodput)
     return lines
+
+
+def over_100(c: Compared, unit: str) -> str:
+    """The caveat a per-process rate above 100% takes: at the same batch per device no added process gives it (the
+    load changed); at a larger batch per device, that batch is part of it."""
+    if c.samples_efficiency <= 1:
+        return ""
+    if c.batch > c.base_batch:
+        return f", above 100%: part of it is the larger batch per device, not the added {unit}"
+    return f", above 100%, which no added {unit} gives: the load changed between the windows"
 
 
 def background_text(result: ProbeResult, c: Compared) -> str:
