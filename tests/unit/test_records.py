@@ -140,11 +140,17 @@ def test_a_status_from_this_version_reads_back_equal(tmp_path):
 
 def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
     """A `created: null` in an old run once made every multi-GPU `run` crash (the baseline check read every status)."""
-    from gpuwizard.model.preset_files import load_preset
+    from gpuwizard.model.preset import saved_as
+    from gpuwizard.model.preset_files import load_preset, save_user_preset
     from gpuwizard.runner.launch.prepare import prepare_run
 
-    prepared = prepare_run(load_preset("demo-cpu"), check=False)  # the baseline check, without the demo's own parser
+    shipped = load_preset("demo-cpu")
+    save_user_preset(saved_as(shipped, "my-demo", shipped.description))
+    prepared = prepare_run(load_preset("my-demo"), check=False)  # the baseline check, without the demo's own parser
     assert any("never finished green on 1 process" in w.paragraph() for w in prepared.warnings)
+    # the shipped demo is ours: the README's first step draws no "Fix:" (issue 39 item 1)
+    prepared = prepare_run(shipped, check=False)
+    assert not any("never finished green" in w.paragraph() for w in prepared.warnings)
 
 
 def test_runs_of_many_folders_reads_each_status_once(gw, monkeypatch):
