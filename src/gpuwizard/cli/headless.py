@@ -20,6 +20,7 @@ from gpuwizard.analysis.probe.noise_scale import summary as noise_summary
 from gpuwizard.cli.runs import chosen_run, final_summary, readable_status, stop_recorded
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.kinds import EventKind
 from gpuwizard.runner.control.follow import RunFollower, event_text, status_line
 from gpuwizard.runner.control.stopping import stop_all
 from gpuwizard.runs.records import Status
@@ -187,7 +188,7 @@ def follow_until_end(run: RunDir, stream_log: bool, signals: RunSignals | None, 
                     out.write(line + "\n")
             for event in update.events:
                 out.write(event_text(event) + "\n")
-                if event.kind == "hang_suspected" and event.t >= since:
+                if event.kind == EventKind.HANG_SUSPECTED and event.t >= since:
                     tell_terminal(hang_notice(run.run_id, event, str(run.path)), notify)
             for unreadable in update.unreadable:
                 out.write(f"warning: {unreadable}; following the rest of the run\n")

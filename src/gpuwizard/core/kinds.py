@@ -1,6 +1,7 @@
 """The words one process writes and another compares (stop reasons, event kinds and severities, problem levels, sweep
-states): one enum each, so a misspelt word is a type error instead of a branch that never runs. Each is a StrEnum
-whose values are the words the run and sweep folders already hold, so folders written before read the same."""
+and probe states; a run's states are core/codes.py's RunState): one enum each, so a misspelt word is a type error
+instead of a branch that never runs. Each is a StrEnum whose values are the words the run, sweep and probe folders
+already hold, so folders written before read the same."""
 
 from __future__ import annotations
 
@@ -72,3 +73,12 @@ class SweepState(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     HUNG = "hung"
+
+
+class ProbeState(StrEnum):
+    """Where a probe stands, as its probe.json says it."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    FAILED = "failed"

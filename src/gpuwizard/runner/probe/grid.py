@@ -31,6 +31,7 @@ from gpuwizard.analysis.probe.results import (
 )
 from gpuwizard.analysis.probe.verdict import fill_models, verdict
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.kinds import ProbeState
 from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
 from gpuwizard.runner.probe.background import BackgroundMeter
@@ -354,10 +355,10 @@ class Probe:
             self.alternate()
             if self.result.memory is None:
                 self.result.memory = grid_memory_line(self, self.machine_mb())
-            self.result.state = "stopped" if self.cancelled.is_set() else "finished"
+            self.result.state = ProbeState.STOPPED if self.cancelled.is_set() else ProbeState.FINISHED
         except BaseException as exc:
             self.cancelled.set()
-            self.result.state = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self.result.state = ProbeState.STOPPED if isinstance(exc, KeyboardInterrupt) else ProbeState.FAILED
             self.result.error = None if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
             raise
         finally:

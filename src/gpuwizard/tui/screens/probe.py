@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, ProgressBar, Static
 
+from gpuwizard.core.kinds import ProbeState
 from gpuwizard.core.safetext import safe_text
 from gpuwizard.tui.widgets.fields import KeyBar
 
@@ -208,12 +209,12 @@ class ProbeScreen(Screen[bool]):
             status.update(safe_text(message.error or "the probe could not start"))
             return
         result = message.result
-        self.kept = result.state == "finished" and any(r.fits for r in result.rows)
+        self.kept = result.state == ProbeState.FINISHED and any(r.fits for r in result.rows)
         self.fill(result)
         where = f"kept in {self.probe.path}" if self.probe else ""
         if message.error:
             said = f"{message.error}; {where}"
-        elif result.state == "stopped":
+        elif result.state == ProbeState.STOPPED:
             said = f"stopped; nothing of it is left running; the partial result is {where}"
         elif not self.kept:
             said = f"{result.state}; nothing was measured, so the estimates do not use it; {where}"
