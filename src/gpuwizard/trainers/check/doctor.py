@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationError
 
 from gpuwizard.core.errors import Problem, problem, warning
+from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.model.job import BuildContext, LaunchSpec, TrainerQuery
 from gpuwizard.model.trainer_options import GrootOptions
 from gpuwizard.model.trust import is_trusted
@@ -206,11 +207,11 @@ def dataset_root(ctx: BuildContext) -> str | None:
 
 def report(answer: DoctorAnswer, problems: list[Problem], cached: bool, seconds: float) -> DoctorReport:
     findings = [
-        Finding(level="block" if p.level == "error" else "warn", field=p.field, text=p.paragraph())
+        Finding(level="block" if p.level == ProblemLevel.ERROR else "warn", field=p.field, text=p.paragraph())
         for p in problems
-        if p.level in ("error", "warning")
+        if p.level in (ProblemLevel.ERROR, ProblemLevel.WARNING)
     ]
-    notes = [p.message for p in problems if p.level == "note"]
+    notes = [p.message for p in problems if p.level == ProblemLevel.NOTE]
     blocked = sum(f.level == "block" for f in findings)
     if blocked:
         status: Literal["ready", "warnings", "blocked"] = "blocked"
