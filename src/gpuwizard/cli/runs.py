@@ -200,7 +200,7 @@ def step_text(row: dict[str, Any]) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    if getattr(args, "best", None) is not None:  # runs --best RUN (cli/parser.py's flag)
+    if args.best is not None:
         return best_command(args.best)
     entries = listed_runs()
     ended = frozenset(e.run.run_id for e in entries if e.status is not None and e.status.final)
