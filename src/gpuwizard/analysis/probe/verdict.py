@@ -156,7 +156,7 @@ def fill_models(result: ProbeResult) -> None:
     result.predicted = predictions(result, measured)
     result.time_to_loss, result.goodput = loss_verdict(result, measured)
     if result.noise is not None and not result.noise_stage.startswith(LATER_STAGE):
-        result.noise_stage = f"{INITIAL_STAGE}, the first steps of the probe's runs ({result.noise.steps} in all)"
+        result.noise_stage = f"{INITIAL_STAGE}, the first steps of the probe's runs, {result.noise.steps} in all"
     result.decision = decide(result)
 
 
