@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gpuwizard.runner.sweep.view import SweepRow
     from gpuwizard.runs.sweeps import Sweep
     from gpuwizard.trainers.check import TrainerCheck
+    from gpuwizard.trainers.check.doctor import DoctorReport
 
 
 class NewState(Message):
@@ -71,6 +72,15 @@ class TrainerChecked(NewState):
 
     key: str
     check: TrainerCheck | None
+    error: str | None = None
+
+
+@dataclass
+class DoctorChecked(NewState):
+    """The preflight of one previewed command (`key` says which), or why it could not be asked."""
+
+    key: str
+    report: DoctorReport | None
     error: str | None = None
 
 

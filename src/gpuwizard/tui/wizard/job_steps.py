@@ -24,6 +24,7 @@ from gpuwizard.planning.scaling import scale
 from gpuwizard.trainers.registry import get_trainer
 from gpuwizard.tui.base.messages import TrainerChecked
 from gpuwizard.tui.widgets.fields import Edit, FieldInput, FieldSelect, Step, options_form, row
+from gpuwizard.tui.wizard.doctor_line import DoctorLine
 
 RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
 RULES_HELP = (
@@ -273,6 +274,7 @@ class PreviewStep(Step):
     def compose(self) -> ComposeResult:
         yield Static("", id="command")
         yield Static("", id="trainer-check")
+        yield DoctorLine("", id="doctor")
         yield Static("", id="environment")
         yield Static("", id="problems")
 
@@ -285,6 +287,7 @@ class PreviewStep(Step):
             return
         self.shown = (plan, spec, ctx)
         self.ask_trainer(spec, ctx)
+        self.query_one(DoctorLine).ask(spec, ctx)
         command = self.query_one("#command", Static)
         if spec is None:
             command.update(Content.styled("No command: fix the errors below first.", "bold $error"))
