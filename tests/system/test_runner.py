@@ -501,12 +501,16 @@ def test_ctrl_c_during_start_up_leaves_nothing_running(demo_preset, delay):
 def test_a_user_stop_is_not_overridden_by_a_hang_found_while_stopping(tmp_path, monkeypatch):
     from gpuwizard.runner.detect.detectors import JobMonitor
     from gpuwizard.runner.supervise import supervisor as supervisor_module
-    from gpuwizard.runner.supervise.stacks import StackReport
+    from gpuwizard.runs.events import Stacks
     from gpuwizard.trainers.registry import get_trainer
 
     run = hand_made_run(tmp_path / "20261129-000000-stop-vs-hang", ["true"], world_size=2, hang_timeout_s=3.0)
     expect = run.job().expect
-    monkeypatch.setattr(supervisor_module, "dump_stacks", lambda ranks, out: StackReport(False, "no ranks", {}, [], []))
+    monkeypatch.setattr(
+        supervisor_module,
+        "dump_stacks",
+        lambda ranks, out: Stacks(ok=False, note="no ranks", per_rank={}, outside_collective=[], files=[]),
+    )
     sup = supervisor_module.Supervisor(run)
     sup.request_stop(signal.SIGTERM, None)
     sup.handle_hang(

@@ -8,6 +8,7 @@ import glob
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
@@ -132,7 +133,7 @@ class RunDir:
     def append_line(self, path: Path, record: Record) -> None:
         self.append_lines(path, [record])
 
-    def append_lines(self, path: Path, records: list[Record]) -> None:
+    def append_lines(self, path: Path, records: Sequence[Record]) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write("".join(record.to_json_text() + "\n" for record in records))
 

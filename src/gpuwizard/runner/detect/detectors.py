@@ -6,7 +6,6 @@ import math
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any
 
 from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.runner.detect.failures import MAX_PARSED_CHARS, FailureReader, lines_containing
@@ -405,12 +404,12 @@ class JobMonitor:
             severity=Severity.ERROR,
             title=f"hang suspected: no progress for {stale:.0f} s",
             detail=detail,
-            suggestion=self.suggestion(verdict.differing_rank, hang.data()),
+            suggestion=self.suggestion(verdict.differing_rank, verdict),
             rank=verdict.differing_rank,
             data=hang.data(),
         )
 
-    def suggestion(self, differing: int | None, verdict: dict[str, Any]) -> str:
+    def suggestion(self, differing: int | None, verdict: RankVerdict | None) -> str:
         e, steps = self.expect, []
         if differing is not None:
             steps.append(
@@ -422,7 +421,7 @@ class JobMonitor:
                 "it never reached the first step: rerun with NCCL_DEBUG=INFO; on a PCIe machine retry with "
                 "NCCL_P2P_DISABLE=1"
             )
-        elif verdict.get("spinning"):
+        elif verdict is not None and verdict.spinning:
             steps.append(
                 "GPUs spin at full utilization on low power (NCCL waiting): retry with NCCL_P2P_DISABLE=1 to rule out "
                 "broken peer-to-peer"

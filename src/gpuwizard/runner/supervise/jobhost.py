@@ -5,13 +5,15 @@ must never kill it, and the final record."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import ParamSpec, Protocol, Unpack
 
 from gpuwizard.runner.detect.detectors import JobMonitor
 from gpuwizard.runner.supervise.stopstate import StopState
-from gpuwizard.runs.records import Event, Job
+from gpuwizard.runs.records import Event, Job, StatusUpdate
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.tail import Chunk
+
+P = ParamSpec("P")
 
 
 class SupervisedJob(Protocol):
@@ -33,8 +35,8 @@ class JobHost(Protocol):
     @property
     def stop(self) -> StopState: ...
 
-    def persist(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> None: ...
-    def set_status(self, **fields: Any) -> None: ...
+    def persist(self, write: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None: ...
+    def set_status(self, **fields: Unpack[StatusUpdate]) -> None: ...
     def ingest(self, monitor: JobMonitor, chunk: Chunk) -> None: ...
     def record(self, events: list[Event]) -> None: ...
     def fail(self, why: str | None) -> bool: ...

@@ -234,7 +234,7 @@ class LocalJob:
                     severity=Severity.INFO,
                     title="stack dump of every rank",
                     detail=report.note,
-                    data=report.to_json(),
+                    data=report.data(),
                 )
             ]
         )

@@ -7,10 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuwizard.runs.events import Stacks
 from gpuwizard.runs.records import RankState
 
 SYNC_POINTS = frozenset(
@@ -42,27 +42,6 @@ SYNC_POINTS = frozenset(
         "_engine_run_backward",
     }
 )
-
-
-@dataclass
-class StackReport:
-    ok: bool
-    note: str
-    per_rank: dict[int, list[str]]
-    outside_collective: list[int]
-    files: list[str]
-    unreadable: list[int] = field(default_factory=list)
-    """Ranks whose stack could not be read (a stopped or wedged process) while others' could."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "note": self.note,
-            "per_rank": {str(k): v for k, v in self.per_rank.items()},
-            "outside_collective": self.outside_collective,
-            "files": self.files,
-            "unreadable": self.unreadable,
-        }
 
 
 def ptrace_note() -> str | None:
@@ -99,17 +78,17 @@ def in_collective(frames: list[str]) -> bool:
     return any(frame.split(" ")[0].split(".")[-1] in SYNC_POINTS for frame in frames[:12])
 
 
-def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0, healthy: bool = False) -> StackReport:
+def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0, healthy: bool = False) -> Stacks:
     """Dump every live rank's Python stack and name the ranks outside a collective; `healthy`: the run is making
     progress (a dump the user asked for), so where the ranks are is a snapshot of work, not a stall's place."""
     py_spy = find_py_spy()
     if py_spy is None:
-        return StackReport(
-            False,
-            "py-spy is not installed: `pip install py-spy` (or gpuwizard[hang]) enables stack dumps of every rank",
-            {},
-            [],
-            [],
+        return Stacks(
+            ok=False,
+            note="py-spy is not installed: `pip install py-spy` (or gpuwizard[hang]) enables stack dumps of every rank",
+            per_rank={},
+            outside_collective=[],
+            files=[],
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     per_rank: dict[int, list[str]] = {}
@@ -148,7 +127,9 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0, 
     if not per_rank:
         note = "; ".join(failures) or "no live ranks to dump"
         hint = ptrace_note()
-        return StackReport(False, note + (f" ({hint})" if hint else ""), {}, [], files)
+        return Stacks(
+            ok=False, note=note + (f" ({hint})" if hint else ""), per_rank={}, outside_collective=[], files=files
+        )
     if healthy and not unreadable:
         note = healthy_note(inside, outside)
     elif unreadable:
@@ -165,7 +146,8 @@ def dump_stacks(ranks: list[RankState], out_dir: Path, timeout_s: float = 20.0, 
         note = "no rank is inside a collective: a host-side stall (data loading, I/O, a Python deadlock)"
     if failures:
         note += "; " + "; ".join(failures)
-    return StackReport(True, note, per_rank, outside if inside and not unreadable else [], files, unreadable)
+    outside = outside if inside and not unreadable else []
+    return Stacks(ok=True, note=note, per_rank=per_rank, outside_collective=outside, files=files, unreadable=unreadable)
 
 
 def healthy_note(inside: list[int], outside: list[int]) -> str:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import ParamSpec, Unpack
 
 from gpuwizard.core.codes import ExitCode, RunState
 from gpuwizard.core.kinds import EventKind, Severity, StopReason
@@ -29,11 +29,13 @@ from gpuwizard.runner.supervise.localjob import hold_output_dir, mark_output_dir
 from gpuwizard.runner.supervise.notify import Notice, final_notice, hang_notice, start_command, wanted
 from gpuwizard.runner.supervise.stacks import dump_stacks
 from gpuwizard.runner.supervise.stopstate import StopState
-from gpuwizard.runs.records import Event, ProcessRef, RecordError, Status
+from gpuwizard.runs.events import CheckpointWait, Hang
+from gpuwizard.runs.records import Event, ProcessRef, RecordError, Status, StatusUpdate
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.runs.tail import Chunk
 from gpuwizard.trainers.registry import get_trainer
 
+P = ParamSpec("P")
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 """Blocked by whoever spawns a supervisor, unblocked once its handlers are in: a stop sent while it still imports is
 kept pending, not fatal (a supervisor killed there would leave a 'starting' run that later reads 'lost')."""
@@ -85,7 +87,7 @@ class Supervisor:
         self.failure = why
         return True
 
-    def persist(self, write: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+    def persist(self, write: Callable[P, object], *args: P.args, **kwargs: P.kwargs) -> None:
         """A write to the run folder that must not kill the supervisor (a full disk): the job stays watched, and the
         first failure is kept as the reason shown when the run ends."""
         try:
@@ -93,7 +95,7 @@ class Supervisor:
         except OSError as exc:
             self.write_error = self.write_error or write_problem(exc)
 
-    def set_status(self, **fields: Any) -> None:
+    def set_status(self, **fields: Unpack[StatusUpdate]) -> None:
         """A status change while the job runs: a full disk or a vanished folder never kills the supervisor."""
         try:
             self.persist(self.run.update_status, **fields)
@@ -192,7 +194,7 @@ class Supervisor:
                         detail="Stopped mid-write, the run would have no checkpoint to resume from.",
                         suggestion="Stop again to stop at once (s in the monitor, Ctrl-C in a headless run, `gpuwizard "
                         "stop`); this checkpoint is then lost.",
-                        data={"started_t": time.time() - (now - started), "limit_s": limit},  # wall time, for readers
+                        data=CheckpointWait(started_t=time.time() - (now - started), limit_s=limit).data(),  # wall time
                     )
                 ]
             )
@@ -202,7 +204,9 @@ class Supervisor:
         if self.folder_gone():
             return  # dumping stacks would make the folder again; the loop stops the job
         report = dump_stacks(monitor.last_ranks, self.run.stacks_dir)
-        event.data["stacks"] = report.to_json()
+        hang = Hang.of(event)
+        if hang is not None:
+            event.data = hang.model_copy(update={"stacks": report}).data()
         stopped = [r.rank for r in monitor.last_ranks if r.alive and r.status in STOPPED_STATUSES]
         suspect: int | None
         if stopped:
@@ -215,7 +219,7 @@ class Supervisor:
             suspect = event.rank
         if suspect != event.rank:
             event.rank = suspect
-            event.suggestion = monitor.suggestion(event.rank, event.data)
+            event.suggestion = monitor.suggestion(event.rank, hang)
         event.detail += f" Stacks: {report.note}."
         self.record([event])
         self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
@@ -304,15 +308,17 @@ class Supervisor:
             self.tell(final_notice(final, str(self.run.path)))
         return int(code)
 
-    def write_final(self, **fields: Any) -> Status | None:
+    def write_final(self, **fields: Unpack[StatusUpdate]) -> Status | None:
         """The final status, whatever the disk: the reserved room is free by now; failing that, status.json is
         rewritten in the blocks it already has. The first write failure is the reason shown."""
         self.release_space()
         for in_place in (False, True):
             reason = self.failure or self.write_error
-            extra: dict[str, Any] = {"error": reason} if reason and "error" not in fields else {}
+            update = StatusUpdate(**fields)
+            if reason and "error" not in fields:
+                update["error"] = reason
             try:
-                return self.run.update_status(in_place=in_place, **fields, **extra)
+                return self.run.update_status(in_place=in_place, **update)
             except OSError as exc:
                 self.write_error = self.write_error or write_problem(exc)
             except RecordError as exc:

@@ -16,6 +16,7 @@ from gpuwizard.core.codes import RunState
 from gpuwizard.core.kinds import EventKind, Severity
 from gpuwizard.core.safetext import safe_line, safe_text
 from gpuwizard.runner.control.follow import clock
+from gpuwizard.runs.events import CheckpointWait, Hang
 from gpuwizard.runs.records import Event, Progress, Status
 
 CLAUSE_END = re.compile(r"(?<=[.;!?])\s+(?=\S)")
@@ -49,7 +50,8 @@ def open_hang(events: list[Event], progress: Progress | None, status: Status | N
 
 
 def stalled_for(hang: Event, end: float) -> float:
-    return end - (hang.t - float(hang.data.get("stale_s", 0.0)))
+    data = Hang.of(hang)
+    return end - (hang.t - (data.stale_s if data else 0.0))
 
 
 def live_title(event: Event, progress: Progress | None, status: Status | None, now: float) -> str:
@@ -65,8 +67,9 @@ def live_title(event: Event, progress: Progress | None, status: Status | None, n
             " (progress resumed)" if resumed else ""
         )
     if event.kind == EventKind.STOP_WAITS_FOR_CHECKPOINT and status is not None and not status.final:
-        started = float(event.data.get("started_t", event.t))
-        return f"{event.title}: {clock(now - started)} of at most {clock(event.data.get('limit_s'))}"
+        wait = CheckpointWait.of(event)
+        started = wait.started_t if wait else event.t
+        return f"{event.title}: {clock(now - started)} of at most {clock(wait.limit_s if wait else None)}"
     return event.title
 
 

@@ -13,18 +13,19 @@ from textual.widgets import Label, Static
 
 from gpuwizard.core.kinds import EventKind
 from gpuwizard.core.safetext import safe_line, safe_text
+from gpuwizard.runs.events import Hang, Stacks
 from gpuwizard.runs.records import Event
 
 FRAMES_SHOWN = 20
 """Innermost frames per rank; the files hold every frame of every thread."""
 
 
-def stacks_of(event: Event) -> dict[str, Any] | None:
+def stacks_of(event: Event) -> Stacks | None:
     """The stack report an event carries: a dump asked for with `d`, or the one taken on a suspected hang."""
     if event.kind == EventKind.STACK_DUMP:
-        return event.data
-    stacks = event.data.get("stacks")
-    return stacks if isinstance(stacks, dict) else None
+        return Stacks.of(event)
+    hang = Hang.of(event)
+    return hang.stacks if hang is not None else None
 
 
 def details_text(event: Event, title: str) -> Content:
@@ -35,24 +36,21 @@ def details_text(event: Event, title: str) -> Content:
         parts += ["\n\n", ("next: " + safe_text(event.suggestion), "bold")]
     report = stacks_of(event)
     if report is not None:
-        per_rank = report.get("per_rank") or {}
-        if report.get("note") and event.kind != EventKind.STACK_DUMP:
-            parts += ["\n\n", ("stacks: ", "bold"), str(report["note"])]
-        for rank in sorted(per_rank, key=int):
-            frames = per_rank[rank]
-            outside = int(rank) in (report.get("outside_collective") or [])
+        if report.note and event.kind != EventKind.STACK_DUMP:
+            parts += ["\n\n", ("stacks: ", "bold"), report.note]
+        for rank, frames in sorted(report.per_rank.items()):
+            outside = rank in report.outside_collective
             head = f"rank {rank} main thread, innermost first" + (" (not in a collective)" if outside else "")
             parts += ["\n\n", (head, "bold $accent")]
             for frame in frames[:FRAMES_SHOWN]:
                 parts += ["\n  ", safe_line(str(frame))]
             if len(frames) > FRAMES_SHOWN:
                 parts += ["\n  ", (f"... {len(frames) - FRAMES_SHOWN} more frames in the file", "$text-muted")]
-        for rank in report.get("unreadable") or []:
+        for rank in report.unreadable:
             parts += ["\n\n", (f"rank {rank}: its stack could not be read", "bold $error")]
-        files = report.get("files") or []
-        if files:
+        if report.files:
             parts += ["\n\n", ("every frame of every thread (py-spy --json):", "$text-muted")]
-            for path in files:
+            for path in report.files:
                 parts += ["\n  ", path]
     return Content.assemble(*parts)
 
