@@ -3,6 +3,7 @@ rule and one confidence, said in one paragraph that the evidence under it never 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -219,3 +220,25 @@ def test_the_evidence_gives_a_rate_above_100_percent_per_process_only_with_its_c
     assert "(110% per process, above 100%: part of it is the larger batch per device, not the added process" in evidence
     same = probe(alternating([500] * 3, [1100] * 3))
     assert "(110% per process, above 100%, which no added process gives: the load changed" in same.verdict[1]
+
+
+NOW = 1_796_000_000.0
+
+
+def test_other_processes_on_the_gpus_are_read_from_the_runs_nvml_samples(tmp_path):
+    """A window's GPU background: the utilization NVML saw less this run's share, inside the window only."""
+    from gpuwizard.analysis.probe.results import gpu_others
+    from gpuwizard.runs.rundir import RunDir
+
+    run = RunDir(tmp_path)
+    lines = [
+        {"format": 1, "t": NOW + t, "index": 0, "utilization": util, "run_utilization": mine}
+        for t, util, mine in ((1.0, 100, 20), (5.0, 90, 60), (6.0, 80, 60), (9.0, 50, 50))
+    ]
+    run.gpu_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert gpu_others(run, NOW + 4, NOW + 8) == 25.0
+    assert gpu_others(run, NOW + 10, NOW + 12) is None
+    pair = window(1, 1000, 0).model_copy(update={"gpu_background": 5.0})
+    assert moved(pair, window(2, 500, 20).model_copy(update={"gpu_background": 40.0}), 2) == (
+        "other processes kept the GPUs 5% against 40% busy"
+    )

@@ -170,6 +170,18 @@ def probes_dir() -> Path:
     return paths.data_dir() / "probes"
 
 
+def gpu_others(run: RunDir, start: float | None, end: float | None) -> float | None:
+    """Mean utilization (%) of the run's GPUs by other processes over a window, from NVML's samples (gpu.jsonl)."""
+    samples, _ = parse_lines(_text(run.gpu_file), GpuSample)
+    busy = [
+        max(0.0, s.utilization - s.run_utilization)
+        for s in samples
+        if start is not None and end is not None and start <= s.t <= end
+        if s.utilization is not None and s.run_utilization is not None
+    ]
+    return statistics.fmean(busy) if busy else None
+
+
 def peak_memory(run: RunDir, device: str) -> tuple[float | None, str]:
     """The busiest device's peak: NVML per-process memory on GPUs, a rank's resident memory on CPU runs."""
     if device == "cuda":
@@ -281,6 +293,7 @@ def measure(
         data_share=sum(shares) / len(shares) if shares else None,
         first_step_s=round(first, 1) if first is not None else None,
         detail="" if rate else "the log gave no samples/s",
+        gpu_background=gpu_others(run, window[0].t, window[-1].t) if window and status.device == "cuda" else None,
         window_start=window[0].t if window else None,
         window_end=window[-1].t if window else None,
         **base,
