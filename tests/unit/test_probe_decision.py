@@ -227,7 +227,7 @@ NOW = 1_796_000_000.0
 
 def test_other_processes_on_the_gpus_are_read_from_the_runs_nvml_samples(tmp_path):
     """A window's GPU background: the utilization NVML saw less this run's share, inside the window only."""
-    from gpuwizard.analysis.probe.results import gpu_others
+    from gpuwizard.analysis.probe.readings import gpu_others
     from gpuwizard.runs.rundir import RunDir
 
     run = RunDir(tmp_path)

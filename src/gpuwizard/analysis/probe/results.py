@@ -19,12 +19,13 @@ from pydantic import Field
 from gpuwizard.analysis.probe.answer import Decision
 from gpuwizard.analysis.probe.memory_model import MemoryFit
 from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, Disagreement, NoiseFigure, combine, gauge_figure
+from gpuwizard.analysis.probe.readings import gpu_others, peak_memory, text_of
 from gpuwizard.analysis.probe.throughput_model import ThroughputFit
 from gpuwizard.analysis.probe.time_to_loss import LossTime
 from gpuwizard.core import paths
 from gpuwizard.core.codes import RunState
 from gpuwizard.core.kinds import ProbeState, Severity
-from gpuwizard.runs.records import GpuSample, Metric, RanksSample, Record, RecordError, parse_lines, read_small_file
+from gpuwizard.runs.records import Metric, Record, RecordError
 from gpuwizard.runs.rundir import RunDir
 
 WARMUP_SHARE = 0.25
@@ -170,36 +171,6 @@ def probes_dir() -> Path:
     return paths.data_dir() / "probes"
 
 
-def gpu_others(run: RunDir, start: float | None, end: float | None) -> float | None:
-    """Mean utilization (%) of the run's GPUs by other processes over a window, from NVML's samples (gpu.jsonl)."""
-    samples, _ = parse_lines(_text(run.gpu_file), GpuSample)
-    busy = [
-        max(0.0, s.utilization - s.run_utilization)
-        for s in samples
-        if start is not None and end is not None and start <= s.t <= end
-        if s.utilization is not None and s.run_utilization is not None
-    ]
-    return statistics.fmean(busy) if busy else None
-
-
-def peak_memory(run: RunDir, device: str) -> tuple[float | None, str]:
-    """The busiest device's peak: NVML per-process memory on GPUs, a rank's resident memory on CPU runs."""
-    if device == "cuda":
-        samples, _ = parse_lines(_text(run.gpu_file), GpuSample)
-        used = [s.run_memory_mb for s in samples if s.run_memory_mb is not None]
-        return (max(used) if used else None), "NVML, this run's processes per device"
-    samples_r, _ = parse_lines(_text(run.ranks_file), RanksSample)
-    rss = [r.rss_mb for s in samples_r for r in s.ranks if r.rss_mb is not None]
-    return (max(rss) if rss else None), "resident memory of the largest rank"
-
-
-def _text(path: Path) -> str:
-    try:
-        return read_small_file(path).decode("utf-8", errors="replace")
-    except RecordError:
-        return ""
-
-
 def steady_window(metrics: list[Metric]) -> list[Metric]:
     """The log lines after the warm-up: past the first quarter of the steps logged, never the first line."""
     timed = [m for m in metrics if m.step is not None and m.samples_per_s is not None]
@@ -276,7 +247,7 @@ def measure(
     first = (metrics[0].t - started) if metrics else None
     trainer = get_trainer(status.trainer)
     shares = []
-    for line in _text(run.log).splitlines():
+    for line in text_of(run.log).splitlines():
         info = trainer.parse_line(line) if any(m in line for m in trainer.progress_markers) else None
         if info and info.data_s is not None and info.step_s:
             shares.append(info.data_s / info.step_s)
