@@ -41,24 +41,24 @@ def copy_run(name: str) -> RunDir:
     return RunDir(target)
 
 
+def damaged_run(kind: str) -> RunDir:
+    """A copy of the good run whose status.json has this kind of damage."""
+    run = copy_run(f"20261129-1300{list(DAMAGE).index(kind):02d}-damaged")
+    path = run.path / "status.json"
+    path.write_bytes(DAMAGE[kind](path.read_text()).encode("utf-8", errors="surrogateescape"))
+    return run
+
+
 @pytest.fixture
 def runs_with_damage():
     """One healthy run and one run per kind of damage to status.json."""
-    healthy = copy_run("20261129-120000-healthy")
-    damaged = {}
-    for index, (kind, damage) in enumerate(DAMAGE.items()):
-        run = copy_run(f"20261129-1300{index:02d}-damaged")
-        path = run.path / "status.json"
-        path.write_bytes(damage(path.read_text()).encode("utf-8", errors="surrogateescape"))
-        damaged[kind] = run
-    return healthy, damaged
+    return copy_run("20261129-120000-healthy"), {kind: damaged_run(kind) for kind in DAMAGE}
 
 
 @pytest.mark.parametrize("kind", list(DAMAGE))
-def test_each_damaged_status_is_a_record_error_saying_why(runs_with_damage, kind):
-    _, damaged = runs_with_damage
+def test_each_damaged_status_is_a_record_error_saying_why(kind):
     with pytest.raises(RecordError) as info:
-        damaged[kind].status()
+        damaged_run(kind).status()
     text = str(info.value)
     assert text.startswith("status.json") and "\n" not in text
     if kind == "other version":

@@ -5,11 +5,18 @@ its own, shared helpers live in support/, no test module imports another test mo
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from support.data import TESTS
 
 FOLDERS = ("unit", "tui", "system", "trainers")
+
+
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, read once for the checks below."""
+    return ast.parse(path.read_text(), str(path))
 
 
 def python_files() -> list[Path]:
@@ -26,7 +33,7 @@ def imports_of_test_modules(path: Path) -> list[str]:
     """The test modules (test_*, conftest, also as tests.<folder>.test_*) a file imports, wherever the import stands:
     at the top, inside a function, under `if TYPE_CHECKING:`."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -44,7 +51,7 @@ def slow_parts(path: Path) -> list[str]:
     """What keeps tests/unit from being the fast loop, wherever it stands in the file: an import of torch (2-4 s) or
     of gpuwizard.demo (which imports it), and an argv list that starts torchrun (`-m torch.distributed.run`)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
