@@ -18,7 +18,7 @@ import pytest
 from gpuwizard.runner.host.procs import read_environ
 from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, poll_until
-from support.presets import DEMO
+from support.launches import demo_run_preset, gw_run
 from support.runs import hand_made_run, start_supervisor
 
 pytestmark = pytest.mark.slow
@@ -365,19 +365,7 @@ def test_the_empty_cgroup_of_a_killed_supervisor_is_removed_by_the_next_one():
 def test_a_headless_run_whose_folder_is_deleted_ends_with_nothing_left(tmp_path):
     """`run --headless` follows a real demo run; its folder is deleted: the client says so, ends every process of
     the run (its supervisor stops the job too) and exits 1."""
-    preset = tmp_path / "demo-gone.yaml"
-    preset.write_text(
-        DEMO.format(
-            name="demo-gone", gpus=2, steps=5000, root=tmp_path, options="  step_time_s: 0.05", hang=30, lr="1.0e-3"
-        )
-    )
-    client = subprocess.Popen(
-        [sys.executable, "-m", "gpuwizard", "run", "--trust", str(preset), "--headless"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    client = gw_run(demo_run_preset(tmp_path, "demo-gone"), "--headless")
     runs = tmp_path / "data" / "runs"
     folder: Path | None = None
     try:
