@@ -16,6 +16,7 @@ import pytest
 
 from gpuwizard.gpus.inventory import Inventory, read_inventory
 from gpuwizard.gpus.replay import ReplayNvml
+from gpuwizard.model.job import Estimate
 from gpuwizard.model.preset import parse_preset
 from gpuwizard.planning.plan import plan_here
 from gpuwizard.trainers.check import MARK, check_script
@@ -203,7 +204,8 @@ def test_a_video_file_that_does_not_decode_names_its_episode_and_file():
 def test_a_decoder_slower_than_the_run_warns_with_the_ffmpeg_fix():
     inventory = machine("workstation_2x4090")
     ctx = job(inventory)
-    ctx.plan.estimates = [{"gpus": 2, "samples": 2 * 3600 * 1000, "wall_h": 1.0}]  # 1,000 samples/s per process
+    one_hour = Estimate(2, 2 * 3600 * 1000, 1.0, 2.0, None, "measured: run r", "measured")
+    ctx.plan.estimates = [one_hour]  # 1,000 samples/s per process
     camera = {"key": "observation.images.front", "files": 1, "frames": 180, "seconds": 1.0}
     video = {"backend": "pyav", "torchcodec_installed": True, "torchcodec_error": "libavutil.so.56 not found"}
     trainer = lerobot_facts(video=video | {"cameras": [camera]})

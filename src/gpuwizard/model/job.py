@@ -131,6 +131,41 @@ class BuildContext:
         return Path(self.workdir, os.path.expanduser(self.output_dir))
 
 
+@dataclass(frozen=True)
+class BatchRow:
+    """One process count of the plan's batch table: what the batch flag means there."""
+
+    gpus: int
+    per_device: int | None
+    effective: int | None
+    error: str | None
+    """Why the batch does not divide among this many processes."""
+    chosen: bool
+    """The preset's own count."""
+
+
+Basis = Literal["measured", "probed", "published", "assumed", "unknown"]
+"""Where an estimate's figure comes from; assumed: scaled from another count with an assumed efficiency."""
+
+
+@dataclass
+class Estimate:
+    """Wall time, GPU-hours and cost on one process count of the batch table (planning/estimates.py)."""
+
+    gpus: int
+    samples: int | None
+    wall_h: float | None
+    gpu_hours: float | None
+    cost: float | None
+    source: str
+    basis: Basis
+    steps: int | None = None
+    per_device: int | None = None
+    """Samples per GPU (or process) per step."""
+    note: str | None = None
+    """How a published time became this row's, in words (the published row only)."""
+
+
 @dataclass
 class Fit:
     fits: bool | None
@@ -173,10 +208,10 @@ class Plan:
     fits: Fit
     batch_meaning: str
     batch_flag: str
-    batch_table: list[dict[str, Any]]
+    batch_table: list[BatchRow]
     dataset: dict[str, Any] | None
     advice: list[str]
-    estimates: list[dict[str, Any]] = field(default_factory=list)
+    estimates: list[Estimate] = field(default_factory=list)
     """Per GPU count of the batch table: wall time, GPU-hours, cost and where each figure comes from."""
     epochs: float | None = None
     """Passes over the dataset's frames (samples seen / frames) where its metadata is here to count them."""

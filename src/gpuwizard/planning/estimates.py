@@ -4,10 +4,11 @@ single-GPU time in the catalog, scaled to other GPU counts with an assumed effic
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.units import about, counted, device_unit
+from gpuwizard.model.job import Basis, Estimate
 
 if TYPE_CHECKING:
     from gpuwizard.analysis.probe.results import ProbeResult
@@ -24,26 +25,6 @@ figure made "<1 min" of 30 steps that took 10 min on 2 CPU processes)."""
 
 
 @dataclass
-class Estimate:
-    gpus: int
-    samples: int | None
-    wall_h: float | None
-    gpu_hours: float | None
-    cost: float | None
-    source: str
-    basis: str
-    """measured | published | assumed (scaled with an assumed efficiency) | unknown"""
-    steps: int | None = None
-    per_device: int | None = None
-    """Samples per GPU (or process) per step."""
-    note: str | None = None
-    """How a published time became this row's, in words (the published row only)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
 class Measured:
     """A throughput measured on this machine: a probe's configuration or a finished run of this preset."""
 
@@ -52,7 +33,7 @@ class Measured:
     samples_per_s: float
     source: str = ""
     """How the estimate names it (default: the run)."""
-    basis: str = "measured"
+    basis: Basis = "measured"
 
 
 @dataclass(frozen=True)
@@ -157,7 +138,7 @@ def estimate_rows(
     for gpus, steps, per_device in rows:
         samples = steps * per_device * gpus if steps and per_device else None
         rate, source = None, nothing
-        basis = "unknown"
+        basis: Basis = "unknown"
         wall_h, note = None, None
         if gpus in by_gpus:
             m = by_gpus[gpus]

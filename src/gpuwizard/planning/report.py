@@ -30,11 +30,11 @@ def plan_text(plan: Plan, name: str) -> str:
         f"     {'GPUs' if plan.device == 'cuda' else 'procs':>5}   per device   effective",
     ]
     for row in plan.batch_table:
-        mark = "*" if row["chosen"] else " "
-        per = row["per_device"] if row["per_device"] is not None else "-"
-        eff = row["effective"] if row["effective"] is not None else "-"
-        note = "  (does not divide)" if row["error"] else ""
-        lines.append(f"    {mark} {row['gpus']:>4}   {per!s:>10}   {eff!s:>9}{note}")
+        mark = "*" if row.chosen else " "
+        per = row.per_device if row.per_device is not None else "-"
+        eff = row.effective if row.effective is not None else "-"
+        note = "  (does not divide)" if row.error else ""
+        lines.append(f"    {mark} {row.gpus:>4}   {per!s:>10}   {eff!s:>9}{note}")
     warmup = f"{plan.warmup_steps} ({plan.warmup_source})" if plan.warmup_steps else "none"
     lines += [
         "",
@@ -90,26 +90,23 @@ def estimate_lines(plan: Plan) -> list[str]:
     count, hours_of = ("GPUs", "GPU-hours") if plan.device == "cuda" else ("procs", "proc-hours")
     lines = ["", f"  estimates    {count:>5}  {'wall time':>10}  {hours_of:>10}  {'cost':>6}   source"]
     for e in plan.estimates:
-        mark = "*" if e["gpus"] == plan.world_size else " "
-        hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
-        cost = f"{e['cost']:.2f}" if e["cost"] is not None else "-"
-        lines.append(
-            f"              {mark}{e['gpus']:>4}  {fmt_hours(e['wall_h']):>10}  {hours:>10}  {cost:>6}   {e['source']}"
-        )
+        mark = "*" if e.gpus == plan.world_size else " "
+        hours = f"{e.gpu_hours:.2f}" if e.gpu_hours is not None else "?"
+        cost = f"{e.cost:.2f}" if e.cost is not None else "-"
+        lines.append(f"              {mark}{e.gpus:>4}  {fmt_hours(e.wall_h):>10}  {hours:>10}  {cost:>6}   {e.source}")
     return lines + [wrap(note, " " * 16) for note in estimate_notes(plan)]
 
 
 def estimate_notes(plan: Plan) -> list[str]:
     """Why the estimates read as they do: how a published time was scaled to this preset, and why more GPUs finish
     no sooner where the scaling rule keeps both the steps and the batch per GPU."""
-    notes = [e["note"] for e in plan.estimates if e.get("note")]
-    rows = [e for e in plan.estimates if e.get("steps") and e.get("per_device")]
-    if len(rows) > 1 and len({e["steps"] for e in rows}) == 1 and len({e["per_device"] for e in rows}) == 1:
-        steps, per_device = rows[0]["steps"], rows[0]["per_device"]
+    notes = [e.note for e in plan.estimates if e.note]
+    rows = [e for e in plan.estimates if e.steps and e.per_device]
+    if len(rows) > 1 and len({e.steps for e in rows}) == 1 and len({e.per_device for e in rows}) == 1:
+        steps, per_device = rows[0].steps, rows[0].per_device
         one, more = device_unit(plan.device), device_unit(plan.device, 2)
         seen = ", ".join(
-            f"{e['per_device'] * e['gpus']}{' per step' if i == 0 else ''} on {e['gpus']}"
-            for i, e in enumerate(rows[1:])
+            f"{(e.per_device or 0) * e.gpus}{' per step' if i == 0 else ''} on {e.gpus}" for i, e in enumerate(rows[1:])
         )
         notes.append(
             f"{plan.rule} keeps {steps} steps at {per_device} samples per {one} on every {one} count, so each {one} "

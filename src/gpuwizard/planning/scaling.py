@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, note, problem, warning
 from gpuwizard.core.units import about
 from gpuwizard.model.catalog import PolicyEntry
-from gpuwizard.model.job import DetectedDevices, Fit
+from gpuwizard.model.job import BatchRow, DetectedDevices, Estimate, Fit
 from gpuwizard.model.preset import Preset
 from gpuwizard.trainers.base import Trainer
 
@@ -271,44 +271,35 @@ def advice_lines(
 def plan_estimates(
     preset: Preset,
     policy: PolicyEntry,
-    table: list[dict[str, Any]],
+    table: list[BatchRow],
     reference_effective: int | None,
     base_lr: float,
     probe: ProbeResult | None,
-) -> list[dict[str, Any]]:
+) -> list[Estimate]:
     """Time and cost for each GPU count of the batch table, on the steps the scaling rule gives that count."""
     from gpuwizard.planning.estimates import estimate_rows, measured_runs
 
     rows: list[tuple[int, int | None, int | None]] = []
     for row in table:
-        effective = row["effective"]
-        if not effective or row["error"]:
-            rows.append((row["gpus"], None, None))
+        effective = row.effective
+        if not effective or row.error:
+            rows.append((row.gpus, None, None))
             continue
         k = effective / reference_effective if reference_effective else 1.0
         _, steps, _, _, _ = scale(preset.scaling.rule, k, base_lr, preset.optim.steps, lambda _: None, None)
-        rows.append((row["gpus"], steps, effective // row["gpus"]))  # samples per GPU per update
+        rows.append((row.gpus, steps, effective // row.gpus))  # samples per GPU per update
     per_update = next((r[2] for r in rows if r[0] == preset.world_size and r[2]), None)
     per_device = per_update // preset.batch.grad_accum if per_update else None
     device = "cpu" if preset.hardware.device == "cpu" else "cuda"  # as resolve_device: only a cpu preset runs there
-    estimates = estimate_rows(
+    return estimate_rows(
         rows, measured_runs(preset.name, per_device, probe), policy.single_gpu_hours, preset.costs.gpu_hour, device
     )
-    return [e.to_json() for e in estimates]
 
 
-def batch_table(trainer: Trainer, preset: Preset) -> list[dict[str, Any]]:
+def batch_table(trainer: Trainer, preset: Preset) -> list[BatchRow]:
     counts = sorted(set(TABLE_COUNTS) | {preset.world_size})
     rows = []
     for gpus in counts:
         layout = trainer.batch_layout(preset.batch.size, preset.batch.grad_accum, gpus)
-        rows.append(
-            {
-                "gpus": gpus,
-                "per_device": layout.per_device,
-                "effective": layout.effective,
-                "error": layout.error,
-                "chosen": gpus == preset.world_size,
-            }
-        )
+        rows.append(BatchRow(gpus, layout.per_device, layout.effective, layout.error, gpus == preset.world_size))
     return rows

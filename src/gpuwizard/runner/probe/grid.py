@@ -160,7 +160,7 @@ class Probe:
         if runs:
             return self._elapsed() + left * sum(runs) / len(runs)
         plan = self._plan(self.request.gpus[0], None)
-        hours = next((e.get("wall_h") for e in plan.estimates if e.get("gpus") == 1 and e.get("wall_h")), None)
+        hours = next((e.wall_h for e in plan.estimates if e.gpus == 1 and e.wall_h), None)
         step_s = hours * 3600 / max(1, self.request.preset.optim.steps) if hours else None
         measure = min(self.result.steps * step_s, 3 * ENOUGH_S) if step_s else 3 * ENOUGH_S
         return self.planned_runs() * (START_GUESS_S[self.result.device] + measure)

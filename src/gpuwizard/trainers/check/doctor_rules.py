@@ -127,8 +127,8 @@ def needed_samples_per_s(ctx: BuildContext) -> float | None:
     """Samples per second one process will consume, from the plan's estimate for this GPU count."""
     plan = ctx.plan
     for row in plan.estimates:
-        if row.get("gpus") == plan.world_size and row.get("samples") and row.get("wall_h"):
-            return row["samples"] / (row["wall_h"] * 3600) / plan.world_size
+        if row.gpus == plan.world_size and row.samples and row.wall_h:
+            return row.samples / (row.wall_h * 3600) / plan.world_size
     return None
 
 

@@ -149,9 +149,9 @@ class TrainerStep(Step):
         )
         rows = [
             (
-                f"{r['gpus']}{' <' if r['chosen'] else ''}",
-                "-" if r["per_device"] is None else str(r["per_device"]),
-                "-" if r["effective"] is None else str(r["effective"]),
+                f"{r.gpus}{' <' if r.chosen else ''}",
+                "-" if r.per_device is None else str(r.per_device),
+                "-" if r.effective is None else str(r.effective),
             )
             for r in plan.batch_table
         ]
@@ -229,7 +229,7 @@ class ScalingStep(Step):
         from gpuwizard.core.safetext import safe_line
 
         line = self.query_one("#probe-recommendation", Static)
-        probe = newest_probe(preset.name) if any(e["basis"] == "probed" for e in plan.estimates) else None
+        probe = newest_probe(preset.name) if any(e.basis == "probed" for e in plan.estimates) else None
         line.display = probe is not None
         if probe is not None:
             line.update(Content(safe_line(recommendation_line(probe))))
@@ -242,15 +242,14 @@ def estimates_text(plan: Plan) -> str:
 
     hours_of, hours_unit = ("GPU-hours", "GPU-h") if plan.device == "cuda" else ("process-hours", "proc-h")
     lines = [f"time and cost (wall · {hours_of} · cost · basis; `gpuwizard plan` names each source):"]
-    width = max((len(device_unit(plan.device, e["gpus"])) for e in plan.estimates), default=0)
+    width = max((len(device_unit(plan.device, e.gpus)) for e in plan.estimates), default=0)
     for e in plan.estimates:
-        mark = ">" if e["gpus"] == plan.world_size else " "
-        hours = f"{e['gpu_hours']:.2f}" if e["gpu_hours"] is not None else "?"
-        cost = f" · {e['cost']:.2f}" if e["cost"] is not None else ""
-        unit = device_unit(plan.device, e["gpus"])
+        mark = ">" if e.gpus == plan.world_size else " "
+        hours = f"{e.gpu_hours:.2f}" if e.gpu_hours is not None else "?"
+        cost = f" · {e.cost:.2f}" if e.cost is not None else ""
+        unit = device_unit(plan.device, e.gpus)
         lines.append(
-            f"{mark}{e['gpus']:>2} {unit:<{width}} {fmt_hours(e['wall_h']):>7} · {hours} {hours_unit}{cost} · "
-            f"{e['basis']}"
+            f"{mark}{e.gpus:>2} {unit:<{width}} {fmt_hours(e.wall_h):>7} · {hours} {hours_unit}{cost} · {e.basis}"
         )
     return "\n".join(lines + estimate_notes(plan))
 
