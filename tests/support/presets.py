@@ -1,7 +1,10 @@
-"""Presets and settings written as a user would: demo jobs on CPU processes, in files or the user's config folder."""
+"""Presets and settings written as a user would: demo jobs on CPU processes, in files or the user's config folder; a
+shipped preset copied and changed, and someone else's preset whose interpreter leaves a mark."""
 
 from __future__ import annotations
 
+import stat
+import sys
 from pathlib import Path
 
 from gpuwizard.core import paths, yamlio
@@ -122,3 +125,21 @@ trainer_options: {{task: noise, noise_dim: {dim}, noise_sigma: {sigma!r}, noise_
 monitor: {{gauge: true, hang_timeout_s: 300}}
 """
 """The demo's noise task (a known noise scale) under the gauge: a preset file's text, `.format` its fields."""
+
+
+def their_preset(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A LeRobot preset from elsewhere whose interpreter is a script that leaves a mark when it runs."""
+    marker = tmp_path / "ran"
+    python = tmp_path / "theirs" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\necho ran >> {marker}\nexec {sys.executable} "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    train = python.parent / "lerobot-train"  # beside it, so the launch is not refused for a missing trainer first
+    train.write_text("#!/bin/sh\nexit 1\n")
+    train.chmod(train.stat().st_mode | stat.S_IXUSR)
+    path = tmp_path / "their-act.yaml"
+    path.write_text(
+        "name: their-act\ntrainer: lerobot\npolicy: act\ndataset: {repo_id: lerobot/pusht}\n"
+        f"hardware: {{gpus: 1, device: cpu}}\noptim: {{steps: 20}}\nlaunch: {{python: {python}}}\n"
+    )
+    return path, python, marker

@@ -3,12 +3,11 @@ a question, so saving one there asks the trust question first; "not now" saves n
 
 from __future__ import annotations
 
-from test_trust_tui import their_preset
-
 from gpuwizard.core import paths
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs.modals import SaveAs
 from gpuwizard.tui.dialogs.trust import TrustQuestion
+from support.presets import their_preset
 from support.tui import settle, wait_until
 
 

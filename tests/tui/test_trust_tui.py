@@ -6,37 +6,16 @@ The step line names the open preset and marks unsaved edits; ctrl+o and ctrl+q a
 from __future__ import annotations
 
 import json
-import stat
-import sys
-from pathlib import Path
 
 from gpuwizard.core import paths
 from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.dialogs.modals import Confirm
 from gpuwizard.tui.dialogs.trust import TrustQuestion
 from gpuwizard.tui.wizard.screen import STEPS
-from support.presets import demo_preset
+from support.presets import demo_preset, their_preset
 from support.tui import goto, settle, text_of, type_into, wait_until
 
 PREVIEW = len(STEPS) - 1
-
-
-def their_preset(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A LeRobot preset from elsewhere whose interpreter is a script that leaves a mark when it runs."""
-    marker = tmp_path / "ran"
-    python = tmp_path / "theirs" / "python"
-    python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\necho ran >> {marker}\nexec {sys.executable} "$@"\n')
-    python.chmod(python.stat().st_mode | stat.S_IXUSR)
-    train = python.parent / "lerobot-train"  # beside it, so the launch is not refused for a missing trainer first
-    train.write_text("#!/bin/sh\nexit 1\n")
-    train.chmod(train.stat().st_mode | stat.S_IXUSR)
-    path = tmp_path / "their-act.yaml"
-    path.write_text(
-        "name: their-act\ntrainer: lerobot\npolicy: act\ndataset: {repo_id: lerobot/pusht}\n"
-        f"hardware: {{gpus: 1, device: cpu}}\noptim: {{steps: 20}}\nlaunch: {{python: {python}}}\n"
-    )
-    return path, python, marker
 
 
 async def test_an_opened_preset_of_someone_else_runs_nothing_until_trusted(tmp_path):
