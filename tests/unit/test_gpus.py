@@ -13,6 +13,7 @@ from gpuwizard.gpus.inventory import read_inventory
 from gpuwizard.gpus.nvml import NO_DRIVER_LINE, import_pynvml
 from gpuwizard.gpus.replay import ReplayNvml
 from gpuwizard.gpus.sampler import GpuSampler, NvmlSampleSource, open_sample_source, run_memory_held
+from support.cli import poll_until
 from support.data import DATA, has_driver, replay
 
 
@@ -123,12 +124,7 @@ def test_memory_still_held_after_a_job_is_reported_per_device():
 def test_sampler_thread_polls_off_the_caller():
     sampler = GpuSampler(NvmlSampleSource(machine("a100_pcie_nvlink_bridge")), interval=0.02, history=50).start()
     try:
-        import time
-
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and len(sampler.history.get(0, ())) < 3:
-            time.sleep(0.02)
-        assert len(sampler.history[0]) >= 3
+        poll_until(lambda: len(sampler.history.get(0, ())) >= 3, 5, "three samples from its thread", every=0.02)
     finally:
         sampler.stop()
 
