@@ -33,4 +33,5 @@ class DemoPolicy(nn.Module):
 
     def forward(self, image: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         features = torch.cat([self.vision(image), self.state(state)], dim=-1)
-        return self.head(features).view(-1, CHUNK, self.dof)
+        chunks: torch.Tensor = self.head(features).view(-1, CHUNK, self.dof)
+        return chunks

@@ -119,7 +119,8 @@ def action_chunks(actions: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
     idx = np.minimum(idx, n - 1)
     ends = np.searchsorted(episode_index, episode_index, side="right") - 1
     idx = np.minimum(idx, ends[:, None])
-    return actions[idx]
+    chunks: np.ndarray = actions[idx]
+    return chunks
 
 
 def _injected_hang(rank: int, step: int, out: Path) -> None:

@@ -279,14 +279,15 @@ def patch_ddp(gauge: Gauge, module: ModuleType) -> None:
             attach(self)
         return original_forward(self, *args, **kwargs)
 
-    def register_comm_hook(self: Any, state: object, hook: Callable) -> None:
+    def register_comm_hook(self: Any, state: object, hook: Callable[..., object]) -> None:
         if "_gw_attached" not in self.__dict__:  # inside DDP's own __init__ (mixed precision)
-            return original_register(self, state, hook)
+            original_register(self, state, hook)
+            return
         self._gw_inner = (state, hook)
 
     def _register_builtin_comm_hook(self: Any, comm_hook_type: object) -> None:
         self._gw_builtin = True
-        return original_builtin(self, comm_hook_type)
+        original_builtin(self, comm_hook_type)
 
     ddp_class.__init__ = __init__
     ddp_class.forward = forward
@@ -316,7 +317,8 @@ class AfterLoad(importlib.abc.Loader):
         self.loader, self.action = loader, action
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
+        module: ModuleType | None = self.loader.create_module(spec)
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
         self.loader.exec_module(module)
@@ -344,7 +346,7 @@ class Watch(importlib.abc.MetaPathFinder):
             find = getattr(finder, "find_spec", None)
             if finder is self or find is None:
                 continue
-            spec = find(name, path, target)
+            spec: importlib.machinery.ModuleSpec | None = find(name, path, target)
             if spec is not None and spec.loader is not None:
                 spec.loader = AfterLoad(spec.loader, self.actions.pop(name))
                 return spec

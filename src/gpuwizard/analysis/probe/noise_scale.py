@@ -29,6 +29,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from gpuwizard.runs.records import Record
 from gpuwizard.runs.tail import LogTail
@@ -290,7 +291,7 @@ class GaugeRead:
     lines: int
 
 
-def number(line: dict, key: str) -> float | None:
+def number(line: dict[str, Any], key: str) -> float | None:
     value = line.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -483,7 +484,7 @@ def combine(figures: list[NoiseFigure]) -> Combined | Disagreement | None:
     share = [w / sum(weights) for w in weights]
 
     def pooled(field: str, power: int) -> float:
-        return sum(w**power * getattr(m, field) for w, m in zip(share, parts))
+        return sum(w**power * float(getattr(m, field)) for w, m in zip(share, parts))
 
     means = Means(
         g_sq=pooled("g_sq", 1),

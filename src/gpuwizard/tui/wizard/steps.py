@@ -164,7 +164,7 @@ class GpusStep(Step):
         self.query_one("#topology", Static).update("\n".join(lines))
 
     @on(SelectionList.SelectedChanged)
-    def _picked(self, event: SelectionList.SelectedChanged) -> None:
+    def _picked(self, event: SelectionList.SelectedChanged[int]) -> None:
         chosen = sorted(event.selection_list.selected)
         if chosen and chosen != self.implied:  # the list filled with the preset's own default is no edit
             self.post_message(Edit("hardware", {"gpus": len(chosen), "devices": chosen}))
