@@ -8,12 +8,21 @@ import asyncio
 from textual.app import App
 
 from gpuwizard.tui.base import messages
-from gpuwizard.tui.base.messages import InventoryReady, RunPolled, RunsLoaded, RunStarted, SearchDone, TrainerChecked
+from gpuwizard.tui.base.messages import (
+    DoctorChecked,
+    InventoryReady,
+    RunPolled,
+    RunsLoaded,
+    RunStarted,
+    SearchDone,
+    TrainerChecked,
+)
 
 
 def test_new_state_replaces_its_own_kind_only():
     assert RunsLoaded([{"run_id": "b"}]).can_replace(RunsLoaded([{"run_id": "a"}]))
     assert TrainerChecked("k2", None).can_replace(TrainerChecked("k1", None, "older"))
+    assert DoctorChecked("k2", None).can_replace(DoctorChecked("k1", None, "older"))
     assert not RunsLoaded([]).can_replace(SearchDone("x", 3))
     assert not RunPolled(None, 2).can_replace(RunPolled(None, 1))  # type: ignore[arg-type]  # no follower here
     assert not RunStarted(None, "refused", []).can_replace(RunStarted(None, "refused", []))
@@ -22,7 +31,7 @@ def test_new_state_replaces_its_own_kind_only():
 def test_every_message_is_a_dataclass_and_says_whether_it_coalesces():
     kinds = [v for v in vars(messages).values() if isinstance(v, type) and v.__module__ == messages.__name__]
     posted = [k for k in kinds if k is not messages.NewState]
-    assert len(posted) == 17 and all("__dataclass_fields__" in vars(k) for k in posted)
+    assert len(posted) == 18 and all("__dataclass_fields__" in vars(k) for k in posted)
     once = {k.__name__ for k in posted if not issubclass(k, messages.NewState)}
     assert once == {"RunStarted", "RunPolled", "SweepDone", "SweepStarted", "OpenSweep"}, "results and requests"
 
