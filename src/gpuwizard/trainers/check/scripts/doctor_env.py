@@ -20,6 +20,8 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import gwcheck
 from doctor_trainers import first_error_line, trainer
@@ -32,7 +34,7 @@ TRUE = ("1", "on", "yes", "true")
 # host: the standard library only, valid in any interpreter
 
 
-def space(path: str) -> dict:
+def space(path: str) -> dict[str, Any]:
     """Total and free bytes of the file system holding `path` (its nearest existing folder)."""
     folder = Path(path).expanduser().absolute()
     while not folder.exists() and folder != folder.parent:
@@ -41,9 +43,9 @@ def space(path: str) -> dict:
     return {"path": str(folder), "total": stat.f_blocks * stat.f_frsize, "free": stat.f_bavail * stat.f_frsize}
 
 
-def memory() -> dict:
+def memory() -> dict[str, Any]:
     """/proc/meminfo's total and available bytes, and the cgroup v2 limit this process lives under."""
-    found: dict = {"total": None, "available": None, "cgroup_limit": None}
+    found: dict[str, Any] = {"total": None, "available": None, "cgroup_limit": None}
     with contextlib.suppress(OSError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             name, _, rest = line.partition(":")
@@ -85,7 +87,7 @@ def port_free(port: int) -> bool:
     return True
 
 
-def host(request: dict) -> dict:
+def host(request: dict[str, Any]) -> dict[str, Any]:
     wandb_host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
     return {
         "shm": space(os.environ.get(SHM_VARIABLE, "/dev/shm")),
@@ -104,7 +106,7 @@ def host(request: dict) -> dict:
 # torch: the build and the devices it can run on
 
 
-def code_compatible(torch, device_cc: int, code_cc: int) -> bool:
+def code_compatible(torch: ModuleType, device_cc: int, code_cc: int) -> bool:
     """torch's own rule (torch/cuda/__init__.py _code_compatible_with_device, 2.8 and later), else its older
     _check_cubins rule: code runs on devices of the same major version."""
     rule = getattr(torch.cuda, "_code_compatible_with_device", None)
@@ -112,10 +114,10 @@ def code_compatible(torch, device_cc: int, code_cc: int) -> bool:
         return device_cc // 10 == code_cc // 10
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return rule(device_cc, code_cc)
+        return bool(rule(device_cc, code_cc))
 
 
-def release_codes(torch) -> dict[str, set[int]]:
+def release_codes(torch: ModuleType) -> dict[str, set[int]]:
     """torch's own table of the architectures each CUDA build of this release carries (PYTORCH_RELEASES_CODE_CC in
     torch/cuda/__init__.py; from 2.13 one set per host architecture, read as its _warn_unsupported_code reads it)."""
     table = getattr(torch.cuda, "PYTORCH_RELEASES_CODE_CC", {})
@@ -125,7 +127,7 @@ def release_codes(torch) -> dict[str, set[int]]:
     }
 
 
-def torch_facts(request: dict) -> dict:
+def torch_facts(request: dict[str, Any]) -> dict[str, Any]:
     try:
         import torch
     except ImportError as exc:
@@ -152,14 +154,15 @@ def torch_facts(request: dict) -> dict:
         facts["available"] = torch.cuda.is_available()
         facts["device_count"] = torch.cuda.device_count() if facts["available"] else 0
     with contextlib.suppress(Exception):
-        facts["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None
+        nccl: Any = torch.cuda.nccl  # its version() is untyped in torch's own annotations
+        facts["nccl"] = ".".join(map(str, nccl.version())) if torch.version.cuda else None
     return facts
 
 
 # pairs: a short all-reduce between two devices, each rank a process of its own
 
 
-def pair_rank(request: dict) -> None:
+def pair_rank(request: dict[str, Any]) -> None:
     """One rank of a pair: join through a file store, all-reduce a small tensor, say what it summed to."""
     import datetime
 
@@ -181,7 +184,7 @@ def pair_rank(request: dict) -> None:
     print(json.dumps({"sum": total}))
 
 
-def pair(devices: list[int], backend: str, timeout_s: float, env: dict, folder: Path) -> dict:
+def pair(devices: list[int], backend: str, timeout_s: float, env: dict[str, str], folder: Path) -> dict[str, Any]:
     """Both ranks of one pair, ended after `timeout_s`: a pair whose all-reduce never returns reads as hung."""
     store = folder / f"store-{devices[0]}-{devices[1]}-{env.get('NCCL_P2P_DISABLE', '')}"
     procs = [
@@ -225,7 +228,7 @@ def pair(devices: list[int], backend: str, timeout_s: float, env: dict, folder: 
     return result
 
 
-def pairs(request: dict) -> dict:
+def pairs(request: dict[str, Any]) -> dict[str, Any]:
     """Every pair of the job's devices; a pair that hangs is tried again with peer-to-peer off (NCCL_P2P_DISABLE=1)."""
     import tempfile
 
@@ -251,7 +254,7 @@ def main() -> None:
     if "pair_rank" in request:
         pair_rank(request["pair_rank"])
         return
-    answer: dict = {"status": "answered", "seconds": {}}
+    answer: dict[str, Any] = {"status": "answered", "seconds": {}}
     for section in request.get("sections", []):
         started = time.monotonic()
         try:

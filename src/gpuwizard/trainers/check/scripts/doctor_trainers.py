@@ -12,7 +12,9 @@ import random
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DECODE_SECONDS = 4.0
 """All cameras' decoding together: half checks the end of each video file, half times random frames."""
@@ -32,12 +34,12 @@ def first_error_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), text)[:300]
 
 
-def video_backend(requested: str | None) -> dict:
+def video_backend(requested: str | None) -> dict[str, Any]:
     """The backend lerobot-train will decode with: --dataset.video_backend, else LeRobot's own
     get_safe_default_video_backend (lerobot/utils/import_utils.py, 0.6.1 and main), and why torchcodec is not it."""
     from lerobot.utils.import_utils import get_safe_default_video_backend
 
-    found: dict = {"requested": requested, "torchcodec_installed": installed("torchcodec")}
+    found: dict[str, Any] = {"requested": requested, "torchcodec_installed": installed("torchcodec")}
     if found["torchcodec_installed"]:
         try:
             importlib.import_module("torchcodec")
@@ -47,14 +49,16 @@ def video_backend(requested: str | None) -> dict:
     return found
 
 
-def decode_episode(decode, meta, root: Path, episode: int, key: str, at: float, backend: str, tolerance: float):
+def decode_episode(
+    decode: Callable[..., Any], meta: Any, root: Path, episode: int, key: str, at: float, backend: str, tolerance: float
+) -> Any:
     """One frame of one episode's camera, as lerobot-train's reader asks for it (dataset_reader.py _query_videos:
     the episode's from_timestamp plus the frame's own)."""
     start = meta.episodes[episode][f"videos/{key}/from_timestamp"]
     return decode(root / meta.get_video_file_path(episode, key), [start + at], tolerance, backend)
 
 
-def lerobot_videos(meta, root: Path, backend: str, budget_s: float) -> list[dict]:
+def lerobot_videos(meta: Any, root: Path, backend: str, budget_s: float) -> list[dict[str, Any]]:
     """Per camera: the last frame of the last episode in each video file (a file cut short fails there), then frames
     at random times of random episodes, timed, as a DataLoader worker decodes them (one call per sample)."""
     import inspect
@@ -113,7 +117,7 @@ def lerobot_videos(meta, root: Path, backend: str, budget_s: float) -> list[dict
     return cameras
 
 
-def lerobot_trainer(request: dict) -> dict:
+def lerobot_trainer(request: dict[str, Any]) -> dict[str, Any]:
     """The dataset where lerobot-train will look (--dataset.root, else HF_LEROBOT_HOME/<repo_id>), read by LeRobot's
     own metadata loader, its videos decoded, and lerobot-train's own defaults (configs/train.py)."""
     import dataclasses
@@ -122,7 +126,7 @@ def lerobot_trainer(request: dict) -> dict:
     from lerobot.utils.constants import HF_LEROBOT_HOME
 
     defaults = {f.name: f.default for f in dataclasses.fields(TrainPipelineConfig)}
-    found: dict = {
+    found: dict[str, Any] = {
         "name": "lerobot",
         "version": importlib.metadata.version("lerobot"),
         "defaults": {k: defaults.get(k) for k in ("num_workers", "prefetch_factor", "save_freq", "batch_size")},
@@ -198,14 +202,14 @@ def loader_files(source: Path) -> list[str]:
     return files
 
 
-def groot_trainer(request: dict) -> dict:
+def groot_trainer(request: dict[str, Any]) -> dict[str, Any]:
     """launch_finetune.py's checks before its model loads, as its own code makes them (Isaac-GR00T 626af89): the
     embodiment tag through EmbodimentTag.resolve (gr00t/experiment/launch_finetune.py), the dataset's metadata through
     LeRobotEpisodeLoader._load_metadata (gr00t/data/dataset/lerobot_episode_loader.py)."""
     sys.path.insert(0, os.getcwd())  # launch_finetune.py runs from the checkout, which is not installed
     from gr00t.data.embodiment_tags import EmbodimentTag
 
-    found: dict = {"name": "groot"}
+    found: dict[str, Any] = {"name": "groot"}
     try:
         EmbodimentTag.resolve(request.get("embodiment_tag") or "")
     except ValueError as exc:
@@ -234,7 +238,7 @@ def groot_trainer(request: dict) -> dict:
     return found
 
 
-def openpi_trainer(request: dict) -> dict:
+def openpi_trainer(request: dict[str, Any]) -> dict[str, Any]:
     """The norm stats openpi's data loader refuses to start without (transform_dataset in
     src/openpi/training/data_loader.py, Physical-Intelligence/openpi 15a9616), found where
     DataConfigFactory.create_base_config looks: the assets folder and asset id of the TrainConfig the command runs."""
@@ -248,7 +252,10 @@ def openpi_trainer(request: dict) -> dict:
     repo_id = factory.repo_id if isinstance(factory.repo_id, str) else None
     asset_id = factory.assets.asset_id or repo_id
     where = f"{factory.assets.assets_dir or cfg.assets_dirs}/{asset_id}"
-    found: dict = {"name": "openpi", "norm_stats": {"path": where, "config": cfg.name, "fake": repo_id == "fake"}}
+    found: dict[str, Any] = {
+        "name": "openpi",
+        "norm_stats": {"path": where, "config": cfg.name, "fake": repo_id == "fake"},
+    }
     if asset_id is None or "://" in where:
         found["norm_stats"]["remote"] = True
         return found
@@ -267,7 +274,7 @@ TRAINERS = {
 }
 
 
-def trainer(request: dict) -> dict:
+def trainer(request: dict[str, Any]) -> dict[str, Any]:
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here downloads: a dataset that is not on disk is a finding
     name = request.get("trainer")
     if name not in TRAINERS:
