@@ -33,15 +33,18 @@ a severity of its own words."""
 
 
 def named(node: ast.expr) -> str | None:
-    """The contract field an expression reads: x.kind, row["state"], str(status.state), or a variable called
-    stop_reason."""
+    """The contract field an expression reads: x.kind, row["state"], str(status.state), a variable called
+    stop_reason, or a collection of them named for it (OOM_KINDS, ACTIVE_STATES)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str" and node.args:
         return named(node.args[0])
     if isinstance(node, ast.Attribute):
         return node.attr
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         return node.slice.value
-    return node.id if isinstance(node, ast.Name) else None
+    if not isinstance(node, ast.Name):
+        return None
+    plural = {"kinds": "kind", "states": "state", "reasons": "stop_reason"}  # OOM_KINDS = {...}
+    return next((field for end, field in plural.items() if node.id.lower().endswith(end)), node.id)
 
 
 def strings(node: ast.AST) -> list[ast.Constant]:
@@ -98,9 +101,11 @@ Event(kind="rank_failed", severity="error", title="t")
 run.state, run.error = "failed", "gone"
 sup.stop_reason = sup.stop_reason or "hang"
 problem("f", "m", level="warning")
+OOM_KINDS = {"out_of_memory"}
 """
     assert sorted((field, word) for _, field, word in literals(ast.parse(planted))) == [
         ("kind", "hang_suspected"),
+        ("kind", "out_of_memory"),
         ("kind", "rank_failed"),
         ("level", "warning"),
         ("severity", "error"),

@@ -24,7 +24,7 @@ from gpuwizard.analysis.probe.throughput_model import ThroughputFit
 from gpuwizard.analysis.probe.time_to_loss import LossTime
 from gpuwizard.core import paths
 from gpuwizard.core.codes import RunState
-from gpuwizard.core.kinds import ProbeState, Severity
+from gpuwizard.core.kinds import EventKind, ProbeState, Severity
 from gpuwizard.runs.records import Metric, Record, RecordError
 from gpuwizard.runs.rundir import RunDir
 
@@ -38,7 +38,7 @@ INPUT_BOUND_SHARE = 0.5
 """Waiting on data for this share of each step means more GPUs will not help."""
 GOOD_EFFICIENCY = 0.7
 """A GPU count is recommended only while it keeps this efficiency against the fewest (analysis/probe/decision.py)."""
-OOM_KINDS = {"out_of_memory"}
+OOM_KINDS = {EventKind.OUT_OF_MEMORY}
 SUB_WINDOWS = 4
 """The steady window is cut into this many runs of consecutive log lines; the spread of their rates is the
 measurement's own noise (one configuration read 592 and 198 samples/s three minutes apart on a loaded machine)."""
