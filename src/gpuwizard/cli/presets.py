@@ -8,6 +8,7 @@ import sys
 
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.table import column_width
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -34,7 +35,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
         print(f"deleted {path}")
         return ExitCode.OK
     rows = [listed.columns() for listed in preset_listing()]
-    width = max((len(r[0]) for r in rows), default=4)
+    width = column_width("name", (r[0] for r in rows))
     lines = [f"{'name':<{width}}  source   trainer  policy    gpus  description"]
     lines += [f"{r[0]:<{width}}  {r[1]:<7}  {r[2]:<7}  {r[3]:<8}  {r[4]:>4}  {r[5]}" for r in rows]
     print("\n".join(lines))  # one write: 10,000 rows

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from gpuwizard.core.kinds import SweepState
 from gpuwizard.core.safetext import safe_line, safe_text
+from gpuwizard.core.table import column_widths
 from gpuwizard.runner.control.follow import clock
 from gpuwizard.runner.sweep.view import (
     ACTIVE,
@@ -200,7 +201,7 @@ class SweepScreen(Screen[None]):
         best = state.compared[1].run_id if state.compared else None
         labels = ENDED_COLUMNS if state.compared else COLUMNS
         cells = [[safe_line(c) for c in self.cells(row, best)] for row in state.rows]
-        widths = tuple(str(max([len(label), *(len(c[i]) for c in cells)])) for i, label in enumerate(labels))
+        widths = tuple(map(str, column_widths(labels, cells)))
         if (labels + widths, len(cells)) == (self.shown[0], len(self.shown[1])):
             for index, (new, old) in enumerate(zip(cells, self.shown[1], strict=True)):
                 for label, cell, was in zip(labels, new, old, strict=True):
