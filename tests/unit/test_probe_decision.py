@@ -242,3 +242,12 @@ def test_other_processes_on_the_gpus_are_read_from_the_runs_nvml_samples(tmp_pat
     assert moved(pair, window(2, 500, 20).model_copy(update={"gpu_background": 40.0}), 2) == (
         "other processes kept the GPUs 5% against 40% busy"
     )
+
+
+def test_a_faster_batch_measured_under_a_lighter_background_does_not_replace_the_presets():
+    """Under a changing load the grid's 1x16 window can run while the machine is quieter than 1x8's: no choice."""
+    from gpuwizard.analysis.probe.decision import best_per_count
+
+    loaded = window(1, 1000, 0).model_copy(update={"background": 1.5})
+    quiet = window(1, 1500, 20).model_copy(update={"per_device_batch": 16, "background": 0.2})
+    assert best_per_count(probe([loaded, quiet], batches=(8, 16)), math.inf)[1].per_device_batch == 8

@@ -94,7 +94,8 @@ def loss_factor(b_noise: float, base_global: int, other_global: int) -> float:
 def best_per_count(result: ProbeResult, b_noise: float) -> dict[int, ProbeRow]:
     """Per GPU count the grid's configuration that reaches the loss soonest (samples/s / (B + B_noise)), or the fastest
     in samples/s where B_noise is infinite (not measured); the preset's own batch (the grid's first) wherever its
-    fastest window reaches the best one's slowest, so a tie within the spread never flips the answer; fewest first."""
+    fastest window reaches the best one's slowest or the two were taken under different backgrounds, so a tie within
+    the spread or the load's swing never flips the answer; fewest first."""
 
     def score(row: ProbeRow, rate: float | None) -> float:
         rate = rate or row.samples_per_s or 0.0
@@ -108,7 +109,10 @@ def best_per_count(result: ProbeResult, b_noise: float) -> dict[int, ProbeRow]:
             continue
         top = max(rows, key=lambda r: score(r, r.samples_per_s))
         mine = next((r for r in rows if r.per_device_batch == own), None)
-        tied = mine is not None and score(mine, mine.rate_high) >= score(top, top.rate_low)
+        tied = mine is not None and (
+            score(mine, mine.rate_high) >= score(top, top.rate_low)
+            or moved(mine, top, machine_cores(result)) is not None
+        )
         best[gpus] = mine if tied and mine is not None else top
     return best
 
