@@ -269,6 +269,11 @@ class DatasetBox(Vertical):
                 placeholder="a dataset folder (GR00T takes only this)",
             ),
         )
+        yield row(
+            "held out",
+            FieldInput("dataset.eval_split", "float", preset.dataset.eval_split),
+            hint="share of episodes",
+        )
         yield Static("", id="dataset-info")
 
     def show(self, preset: Preset, plan: Plan) -> None:
