@@ -149,6 +149,13 @@ def build_parser() -> Parser:
         "--headroom", type=float, default=0.1, metavar="SHARE", help="device memory kept free (default 0.1)"
     )
     probe.add_argument("--steps", type=positive_int, metavar="N", help="updates per configuration (default: trainer's)")
+    probe.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="alternating rounds of the two compared configurations",
+    )
     probe.add_argument("--slurm", action="store_true", help="submit each configuration to SLURM and follow it")
     probe.add_argument("--json", action="store_true", help="print probe.json instead of the table")
 

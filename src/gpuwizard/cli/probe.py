@@ -46,8 +46,7 @@ def probe_request(args: argparse.Namespace) -> ProbeRequest:
         batches = parse_counts(args.batch, "--batch")
     budget = parse_budget(args.budget) if args.budget else None
     request = ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps, bool(args.gpus))
-    repeat = getattr(args, "repeat", None)  # --repeat N: cli/parser.py (not this module's) declares it
-    return replace(request, repeat=repeat) if repeat else request
+    return replace(request, repeat=args.repeat)
 
 
 def say(text: str, stream: TextIO) -> None:
