@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import Field
@@ -70,6 +71,12 @@ def newest_full_run(preset_name: str, output_dir: Path | None = None) -> tuple[R
     """The newest run of a preset that `run --resume` would continue: not a smoke run or a probe's measurement, and
     on `output_dir` when one is given (a preset with a fixed folder)."""
     wanted = str(output_dir.resolve()) if output_dir is not None else None
+    return next(((run, job) for run, job in full_runs(preset_name) if wanted is None or job.output_dir == wanted), None)
+
+
+def full_runs(preset_name: str) -> Iterator[tuple[RunDir, Job]]:
+    """A preset's runs that a resume may continue, newest first: not smoke runs or a probe's, with a readable job
+    that names its output folder."""
     for entry in list_runs(preset_name):
         status = entry.status
         if status is None or status.smoke or status.probe:
@@ -78,6 +85,5 @@ def newest_full_run(preset_name: str, output_dir: Path | None = None) -> tuple[R
             job = entry.run.job()
         except RecordError:
             continue
-        if job.output_dir and (wanted is None or job.output_dir == wanted):
-            return entry.run, job
-    return None
+        if job.output_dir:
+            yield entry.run, job

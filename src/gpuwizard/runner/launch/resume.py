@@ -18,7 +18,7 @@ from gpuwizard.model.job import BuildContext
 from gpuwizard.model.preset import Preset, with_field
 from gpuwizard.model.preset_files import load_preset_file
 from gpuwizard.planning.plan import fixed_output, preset_output_dir
-from gpuwizard.runs.owner import newest_full_run, read_owner
+from gpuwizard.runs.owner import full_runs, newest_full_run, read_owner
 from gpuwizard.runs.records import Job, RecordError, Status
 from gpuwizard.runs.rundir import RunDir, find_run, list_runs
 from gpuwizard.trainers.base import workdir_for
@@ -107,19 +107,10 @@ def same_preset(preset: Preset, run: RunDir, job: Job) -> bool:
 def own_run(preset: Preset) -> RunDir | Problem:
     """The newest full run of this preset (same_preset), or the refusal listing the runs of its name that are not."""
     others: list[str] = []
-    for entry in list_runs(preset.name):
-        status = entry.status
-        if status is None or status.smoke or status.probe:
-            continue
-        try:
-            job = entry.run.job()
-        except RecordError:
-            continue
-        if not job.output_dir:
-            continue
-        if same_preset(preset, entry.run, job):
-            return entry.run
-        others.append(f"{entry.run.run_id} (in {job.workdir})")
+    for run, job in full_runs(preset.name):
+        if same_preset(preset, run, job):
+            return run
+        others.append(f"{run.run_id} (in {job.workdir})")
     if not others:
         return problem(
             "--resume",
