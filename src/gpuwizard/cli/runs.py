@@ -35,7 +35,6 @@ from gpuwizard.runs.rundir import (
     history_entries,
     history_row,
     scaling_report,
-    scaling_text,
 )
 
 
@@ -112,6 +111,8 @@ def refused(result: StopResult) -> UserError:
 
 
 def final_summary(run: RunDir, s: Status) -> str:
+    from gpuwizard.analysis.compare.runs import scaling_line
+
     text = {
         RunState.FINISHED: "finished green",
         RunState.FAILED: f"failed (job exit code {s.job_exit_code})" + (f": {s.error}" if s.error else ""),
@@ -126,8 +127,8 @@ def final_summary(run: RunDir, s: Status) -> str:
     summary = f"run {run.run_id} {text}; exit code {s.exit_code}{extra}. Folder: {run.path}"
     if best := best_checkpoint(run):
         summary += f"\n{best_text(best)}"
-    scaling = scaling_text(s.preset) if s.state == RunState.FINISHED else None
-    return summary + (f"\nscaling of {s.preset}: {scaling}" if scaling else "")
+    scaling = scaling_line(s.preset) if s.state == RunState.FINISHED else None
+    return summary + (f"\n{scaling}" if scaling else "")
 
 
 SAVED = re.compile(r"^(?:\d{6}|checkpoint-\d+)$")
@@ -200,6 +201,8 @@ def step_text(row: dict[str, Any]) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    from gpuwizard.analysis.compare.runs import over_note
+
     if args.best is not None:
         return best_command(args.best)
     entries = listed_runs()
@@ -253,7 +256,7 @@ def runs_command(args: argparse.Namespace) -> int:
             print(f"\nscaling of {preset} (latest finished run per process count):")
             for r in report:
                 eff = (
-                    f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}"
+                    f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}{over_note(r['efficiency'])}"
                     if r["efficiency"] is not None
                     else "no 1-process run to compare"
                 )

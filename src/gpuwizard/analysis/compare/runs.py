@@ -232,15 +232,17 @@ def scaling_line(preset_name: str) -> str | None:
         return None
     said = [
         f"{r['world_size']} processes: {r['speedup']:.2f}x the 1-process samples/s (efficiency {r['efficiency']:.0%}"
-        + (
-            ", above 100%: the runs' load or batch per process differed, so it is no scaling"
-            if r["efficiency"] > OVER
-            else ""
-        )
-        + ")"
+        f"{over_note(r['efficiency'])})"
         for r in rows
     ]
     return f"scaling of {preset_name}: " + "; ".join(said)
+
+
+def over_note(efficiency: float) -> str:
+    """The caveat a history's efficiency above 100% takes (empty below): the runs' conditions differed, not scaling."""
+    return (
+        ", above 100%: the runs' load or batch per process differed, so it is no scaling" if efficiency > OVER else ""
+    )
 
 
 def judgement(time_ratio: float, hours_ratio: float) -> str:
