@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +35,38 @@ def isolated_dirs(tmp_path, monkeypatch):
     yield tmp_path
     if (tmp_path / "config" / "policies.yaml").exists():
         load_catalog.cache_clear()
+
+
+SENT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals the tests send to the processes they start."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started under `nohup` (SIGHUP ignored) or by `&` in a script (SIGINT ignored) hands the ignored signal to
+    every process it starts, which keeps it ignored, so a test's Ctrl-C or hang-up would go into the void and leave its
+    run training. Where one is ignored, the suite catches it and does nothing instead: it is still not stopped by it,
+    and a caught signal is reset to its default in each process it execs."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in SENT:
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, ignored)
+
+
+def ignored(signum: int, frame: object) -> None:
+    """The suite's own answer to a signal it was started ignoring."""
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running(isolated_dirs: Path) -> Iterator[None]:
+    """Whatever a test does or fails to do, no process of a run it started outlives it (stop, then SIGKILL to what
+    still carries a marker of its data folder): a job left training unseen would load the tests after it."""
+    yield
+    data = isolated_dirs / "data"
+    if (data / "runs").is_dir():
+        from support.launches import stop_everything
+
+        stop_everything(data)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ widens a start-up step into a window an interrupt can be aimed at, and what a la
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -78,9 +79,26 @@ def marked_under(data: Path) -> list[int]:
 
 
 def stop_everything(data: Path) -> None:
-    """Clean-up of a test that left a run going (on purpose or by failing)."""
-    if marked_under(data):
-        gw_subprocess("stop", timeout=120)
+    """Clean-up of a test that left a run going (on purpose or by failing): `gpuwizard stop` of this data folder, then
+    SIGKILL to whatever still carries a marker of it (a stop that failed or timed out), so no job is left unseen."""
+    if not marked_under(data):
+        return
+    try:
+        gw_subprocess("stop", env={"GPUWIZARD_DATA_DIR": str(data)}, timeout=120)
+    except subprocess.TimeoutExpired:
+        pass
+    kill_marked(data)
+
+
+def kill_marked(data: Path) -> None:
+    """SIGKILL to each process still carrying a marker of this data folder, pinned (never a pid another took)."""
+    from gpuwizard.runner.host.procs import Pinned
+
+    for pid in marked_under(data):
+        if (pin := Pinned.open(pid)) is not None:
+            if pid in marked_under(data):  # read again once pinned: the pid may have been reused
+                pin.signal(signal.SIGKILL)
+            pin.close()
 
 
 def stepping(data: Path, at_least: int = 1) -> RunDir | None:
