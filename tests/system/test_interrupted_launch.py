@@ -178,7 +178,7 @@ def test_a_launch_killed_before_its_supervisor_started_is_recorded_as_failed_not
     preset = demo_run_preset(tmp_path, "never-supervised")
     code = (
         "import os, sys\n"
-        "from gpuwizard.runner.launch.start import start as launch\n"
+        "import gpuwizard.runner.launch.start as launch\n"
         "launch.spawn_supervisor = lambda run, env: os._exit(9)  # the launcher dies right there, as kill -9 would\n"
         "from gpuwizard.cli.main import main\n"
         "main(['run', sys.argv[1], '--headless'])\n"

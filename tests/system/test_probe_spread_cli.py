@@ -41,7 +41,11 @@ def test_a_probe_keeps_each_rows_spread_and_says_how_sure_its_recommendation_is(
         assert row.window is not None and row.window.startswith("steps ") and "-60 " in row.window, "ran to its end"
     said = probe.verdict[0]
     assert said.startswith(("Recommended: ", "Cannot tell here whether 2 processes pay")), probe.verdict
-    assert "adjacent windows" in said and ("in samples/s" in said or "in time to the same loss" in said), said
+    assert "adjacent windows" in said, said
+    if "under a different background" in said:  # a loaded machine (CI): no answer, the load that kept it and a rerun
+        assert said.startswith("Cannot tell") and "outside the probe" in said and "--repeat" in said, said
+    else:
+        assert "in samples/s" in said or "in time to the same loss" in said, said
     text = result_text(probe)
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert "60 steps per configuration, each run to its end (--steps)" in " ".join(text.split())

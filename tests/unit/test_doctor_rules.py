@@ -324,7 +324,7 @@ def test_a_taken_rendezvous_port_on_node_0_blocks():
     hardware = {"gpus": 1, "device": "cpu", "nodes": 2, "node_rank": 0, "rdzv_endpoint": "10.0.0.1:29500"}
     ctx = job(inventory, hardware=hardware)
     text = only(findings(answer(host=host_facts(ports={"29500": False})), ctx, inventory, "py"))
-    assert "port 29500 is taken on this machine (node 0)" in text
+    assert "port 29500 is already in use on node 0" in text
 
 
 def test_the_host_section_reads_the_shm_stand_in_and_the_logins(tmp_path):
@@ -395,3 +395,18 @@ def test_extra_args_given_after_gpuwizards_flags_decide_the_workers():
     small = host_facts(shm={"path": "/dev/shm", "total": 64 * 2**20, "free": 64 * 2**20})
     ctx = job(inventory, launch={"extra_args": ["--num_workers=0"]})
     assert findings(answer(host=small, trainer=lerobot_facts()), ctx, inventory, "py") == []  # no worker, no shm
+
+
+def test_an_openpi_debug_config_loads_its_dummy_gemma_not_the_policys_weights():
+    """CI, 2026-12-07: openpi's `debug` config (Pi0Config(paligemma_variant="dummy", ...), src/openpi/training/config.py
+    at 15a9616) was refused for pi0's 13.2 GB of weights on a 24 GB machine; pi0_libero loads them and still is."""
+    inventory = machine("workstation_2x4090")
+    memory = {"total": 24 * GB, "available": 20 * GB}
+    facts = answer(host=host_facts(memory=memory), trainer={"name": "openpi", "version": "0.1.0"})
+
+    def openpi(config: str):
+        options = {"config_name": config, "backend": "pytorch", "uv": False}
+        return job(inventory, trainer="openpi", policy="pi0", dataset={"repo_id": "fake"}, trainer_options=options)
+
+    assert [p.message for p in findings(facts, openpi("debug"), inventory, "py") if "OOM" in p.message] == []
+    assert "each load pi0" in only(findings(facts, openpi("pi0_libero"), inventory, "py"))

@@ -121,16 +121,19 @@ def preflight(endpoint_text: str, node_rank: int) -> list[Problem]:
             )
         ]
     if node_rank == 0 and not port_free(endpoint.port):
-        return [
-            problem(
-                "hardware.rdzv_endpoint",
-                f"port {endpoint.port} is already in use on node 0, so torchrun's rendezvous store cannot listen on it",
-                "pick a free port in hardware.rdzv_endpoint (the same on every node), or stop what holds it "
-                f"(`ss -ltnp 'sport = :{endpoint.port}'`)",
-                value=endpoint_text,
-            )
-        ]
+        return [port_taken(endpoint_text, endpoint.port)]
     return []
+
+
+def port_taken(endpoint_text: str, port: int) -> Problem:
+    """Node 0's rendezvous port is held by another program (the launch's preflight and the doctor say it alike)."""
+    return problem(
+        "hardware.rdzv_endpoint",
+        f"port {port} is already in use on node 0, so torchrun's rendezvous store cannot listen on it",
+        "pick a free port in hardware.rdzv_endpoint (the same on every node), or stop what holds it "
+        f"(`ss -ltnp 'sport = :{port}'`)",
+        value=endpoint_text,
+    )
 
 
 def wait_for_node0(

@@ -78,6 +78,11 @@ class OpenpiConfig(Strict):
     overwrite: bool = Field(False, description="Whether a fresh start wipes an existing checkpoint folder.")
     data: str | None = Field(None, description="The data config's class (LeRobotLiberoDataConfig, ...), where known.")
     log_interval: int = Field(100, gt=0, description="TrainConfig.log_interval: steps between log lines.")
+    variant: str | None = Field(
+        None,
+        description="model.paligemma_variant where it is not the policy's Gemma ('dummy': the debug configs' tiny "
+        "model, so the policy's size says nothing about what a process loads).",
+    )
 
 
 class OpenpiPolicyFacts(Strict):

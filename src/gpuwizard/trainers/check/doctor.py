@@ -140,15 +140,18 @@ def ask(
     key = cache_key(exe, request, env, inventory)
     cache = envcache.EnvCache(CACHE)
     host_request = {"sections": ["host"], "output_dir": request.get("output_dir"), "ports": request.get("ports", [])}
-    host = subprocess.Popen(
-        [sys.executable, check_script(SCRIPT), json.dumps(host_request)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+    try:
+        host: subprocess.Popen[str] | None = subprocess.Popen(
+            [sys.executable, check_script(SCRIPT), json.dumps(host_request)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError:  # this interpreter can no longer be executed (replaced under us): the host section goes unasked
+        host = None
     remembered = cache.get(key, exe) if use_cache else None
     answer = None
     if remembered is not None:
@@ -161,6 +164,8 @@ def ask(
         answer = run_script(python, request, env, cwd, TIMEOUT_S + pairs_time(request))
         if answer.status == "answered":
             cache.put(key, exe, answer.model_dump(), answer.watch)
+    if host is None:
+        return answer, cached
     try:
         out, _ = host.communicate(timeout=HOST_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -7,7 +7,9 @@ import math
 from typing import TYPE_CHECKING
 
 from gpuwizard.core.errors import Problem, problem, warning
-from gpuwizard.model.trainer_options import LeRobotOptions
+from gpuwizard.core.network import port_taken
+from gpuwizard.model.catalog import load_catalog, openpi_config
+from gpuwizard.model.trainer_options import LeRobotOptions, OpenpiOptions
 from gpuwizard.trainers.check.doctor_facts import flag_value
 
 if TYPE_CHECKING:
@@ -42,6 +44,17 @@ def lerobot_options(ctx: BuildContext) -> LeRobotOptions:
     """A LeRobot preset's options (another trainer's read as LeRobot's defaults: none of its values apply)."""
     opts = ctx.preset.options
     return opts if isinstance(opts, LeRobotOptions) else LeRobotOptions()
+
+
+def loaded_params(ctx: BuildContext) -> float:
+    """The parameters each process loads: the policy's, unless the openpi config trains another model (its debug
+    configs' 'dummy' Gemma, whose size the catalog does not know: 0, no memory rule)."""
+    opts = ctx.preset.options
+    if isinstance(opts, OpenpiOptions) and opts.config_name:
+        facts = openpi_config(load_catalog(), opts.config_name)
+        if facts is not None and facts.variant == "dummy":
+            return 0.0
+    return (ctx.policy.params_m or 0) * 1e6
 
 
 def loader_settings(ctx: BuildContext, trainer: TrainerFacts) -> tuple[int, int]:
@@ -79,7 +92,7 @@ def resource_findings(ctx: BuildContext, trainer: TrainerFacts, host: HostFacts)
                     value=workers,
                 )
             )
-    params = (ctx.policy.params_m or 0) * 1e6
+    params = loaded_params(ctx)
     usable = host.memory.usable
     if params and usable is not None and procs * params * 4 > usable:
         found.append(
@@ -159,16 +172,7 @@ def distributed_findings(ctx: BuildContext, answer: DoctorAnswer) -> list[Proble
     host = answer.host
     for port, free in (host.ports if host else {}).items():
         if not free:
-            found.append(
-                problem(
-                    "hardware.rdzv_endpoint",
-                    f"port {port} is taken on this machine (node 0): the rendezvous store cannot listen there",
-                    "choose a free port in hardware.rdzv_endpoint, or stop what holds it (`ss -ltnp | grep :"
-                    + port
-                    + "`)",
-                    value=ctx.preset.hardware.rdzv_endpoint,
-                )
-            )
+            found.append(port_taken(ctx.preset.hardware.rdzv_endpoint or "", int(port)))
     for pair in answer.pairs.results if answer.pairs else []:
         a, b = pair.devices
         if pair.ok:

@@ -39,6 +39,7 @@ ANSWER_FIELDS = {
     "overwrite": "overwrite",
     "data": "data",
     "log_interval": "log_interval",
+    "variant": "variant",
 }
 """OpenpiConfig's fields and the probe's keys for them (check/scripts/check_openpi.py)."""
 

@@ -66,6 +66,7 @@ def values(cfg: TrainConfig, world: int | None, entry: str) -> tuple[dict[str, A
             "pytorch_weights": cfg.pytorch_weight_path,
             "data": type(cfg.data).__name__,
             "log_interval": cfg.log_interval,  # train_pytorch.py logs the mean lr over this many steps
+            "variant": getattr(cfg.model, "paligemma_variant", None),  # 'dummy' in the debug configs
         }
     elif entry.endswith("train_pytorch.py"):
         # scripts/train_pytorch.py: effective_batch_size = config.batch_size // world_size (the remainder is dropped);
