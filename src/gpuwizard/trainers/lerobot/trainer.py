@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.errors import Problem, problem
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
+from gpuwizard.model.preset import with_field
 from gpuwizard.model.trainer_options import LeRobotOptions
 from gpuwizard.model.trust import is_trusted
 from gpuwizard.runs.records import LrSchedule
@@ -184,6 +185,14 @@ class LeRobotTrainer(Trainer):
             end=facts.decay_lr or 0.0,
             averaged_over=window,
         )
+
+    def probe_variant(self, preset: Preset, steps: int) -> Preset:
+        """A log line every thirtieth of the probe's updates: lerobot-train logs loss and rate only where `step %
+        cfg.log_freq == 0`, 200 loop steps by default (configs/train.py, lerobot_train.py, 0.6.1 and main at 7427f31),
+        which a probe of 40 updates never reaches; log_freq counts updates here, and build() turns it into main's loop
+        steps (x grad_accum) as it does for every run."""
+        every = with_field(preset, "trainer_options.log_freq", max(1, steps // 30))
+        return super().probe_variant(every, steps)
 
     def last_checkpoint(self, ctx: BuildContext) -> Path | None:
         """checkpoints/last/pretrained_model/train_config.json: what --config_path takes to resume (0.6.1 and main)."""
