@@ -119,7 +119,7 @@ def measurement_from(args: argparse.Namespace) -> Measurement:
 
 def bandwidth_command(args: argparse.Namespace) -> int:
     from gpuwizard.gpus.bandwidth import save, size_text
-    from gpuwizard.runner.bandwidth.measure import MeasurementFailed, measure
+    from gpuwizard.runner.bandwidth.measure import FIELD, MeasurementFailed, measure
 
     m = measurement_from(args)
     sizes = ", ".join(size_text(s) for s in m.sizes)
@@ -146,7 +146,17 @@ def bandwidth_command(args: argparse.Namespace) -> int:
         return ExitCode.FAILED
     finally:
         signal.signal(signal.SIGTERM, previous)
-    path = save(record)
+    try:
+        path = save(record)
+    except OSError as exc:  # a full or read-only data folder: the figures are measured, the record is not kept
+        raise UserError(
+            problem(
+                FIELD,
+                f"measured ({record.figure_text()}), but the record cannot be saved for `gpuwizard probe`: "
+                f"{exc.strerror or exc}",
+                "free disk space or set GPUWIZARD_DATA_DIR, then run it again",
+            )
+        ) from None
     if args.json:
         top = record.largest
         figure = {"busbw": top.busbw, "busbw_low": top.busbw_low, "busbw_high": top.busbw_high}

@@ -10,11 +10,14 @@ import shutil
 import textwrap
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core.codes import ExitCode
-from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.errors import Problem, UserError, problem
 from gpuwizard.core.table import column_width
+
+if TYPE_CHECKING:
+    from gpuwizard.model.preset import Preset
 
 ACTIONS = ("status", "stop", "resume", "watch")
 
@@ -89,7 +92,16 @@ def start_command(preset_arg: str | None, args: argparse.Namespace) -> int:
         from gpuwizard.model.preset import with_field
 
         base = with_field(base, "launch.scheduler", "slurm")
-    sweep = create_sweep(base, preset_arg, grid, seeds, args.metric or spec.metric, os.getcwd())
+    if inside_values := [p for p in (inside_a_value(base, field) for field in grid) if p is not None]:
+        raise UserError(inside_values, base.name)
+    try:
+        sweep = create_sweep(base, preset_arg, grid, seeds, args.metric or spec.metric, os.getcwd())
+    except OSError as exc:  # a full or read-only data folder
+        raise UserError(
+            problem(
+                None, f"cannot record the sweep: {exc.strerror or exc}", "free disk space or set GPUWIZARD_DATA_DIR"
+            )
+        ) from None
     where = (
         "submitted to SLURM as job arrays (one per resource shape), each run on its own task"
         if sweep.slurm
@@ -101,6 +113,29 @@ def start_command(preset_arg: str | None, args: argparse.Namespace) -> int:
     )
     print(f"`gpuwizard sweep watch {sweep.sweep_id}` follows them live")
     return ExitCode.OK
+
+
+def inside_a_value(base: Preset, field: str) -> Problem | None:
+    """A grid field below one of the preset's values (optim.lr.x) or below a section it leaves unset: there is no
+    section to set it in."""
+    from gpuwizard.core.schema import to_data
+
+    node: Any = to_data(base)
+    *parents, _ = field.split(".")
+    for depth, key in enumerate(parents, 1):
+        if not isinstance(node, dict) or key not in node:
+            return None  # a field the preset does not have: the grid's own check names it
+        node = node[key]
+        if not isinstance(node, dict):
+            above = ".".join(parents[:depth])
+            held = "is not set in the preset" if node is None else f"holds the value {node!r}, not a section"
+            return problem(
+                f"grid.{field}",
+                f"{above} {held}, so there is nothing to set {field} in",
+                f"sweep {above} itself" if node is not None else f"set {above} in the preset first",
+                value=field,
+            )
+    return None
 
 
 def watch_command(folder: Path, args: argparse.Namespace) -> int:

@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from gpuwizard.core import paths
 from gpuwizard.core.errors import UserError, problem
 from gpuwizard.core.kinds import SweepState
+from gpuwizard.core.schema import rule_error
 from gpuwizard.core.yamlio import atomic_write
-from gpuwizard.runs.records import ProcessRef, Record, read_record
+from gpuwizard.runs.records import ProcessRef, Record, RecordError, read_record
 
 ENDED = frozenset({SweepState.FINISHED, SweepState.FAILED, SweepState.STOPPED, SweepState.HUNG})
 ACTIVE = frozenset({SweepState.STARTING, SweepState.RUNNING})
@@ -49,6 +50,20 @@ class SweepRun(Record):
     """Its task in that array: squeue and scontrol name it ARRAY_TASK, and so does its run's status."""
     own_job: str | None = None
     """On SLURM: why it went as a job of its own instead of a task of an array."""
+
+    @field_validator("preset_file", "run_id", "run_path", "resume_from")
+    @classmethod
+    def _a_path(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise rule_error(None, "contains a NUL byte, which no path holds", None, value)
+        return value
+
+    @field_validator("preset_file")
+    @classmethod
+    def _in_the_sweep(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise rule_error(None, "is no file of the sweep folder", None, value)
+        return value
 
     @property
     def array_task(self) -> str | None:
@@ -88,6 +103,14 @@ class Sweep(Record):
     arrays: list[SlurmArray] = []
     """On SLURM: every array submitted for it, resumed runs' new ones included."""
 
+    @model_validator(mode="after")
+    def _runs_in_order(self) -> Sweep:
+        """Each run's index is its place in the list: the commands look a run up by it."""
+        for place, run in enumerate(self.runs):
+            if run.index != place:
+                raise rule_error(f"runs.{place}.index", f"must be {place}, its place in the list", None, run.index)
+        return self
+
     @property
     def ended(self) -> bool:
         return all(r.state in ENDED for r in self.runs)
@@ -125,13 +148,13 @@ def changing(folder: Path) -> Iterator[Sweep]:
 def find_sweep(sweep_id: str) -> Path | None:
     """The sweep folder an id names, or its unique start; None when none or several match."""
     base = sweeps_dir()
-    if not sweep_id or "/" in sweep_id or sweep_id.startswith("."):
+    if not sweep_id or "/" in sweep_id or "\0" in sweep_id or sweep_id.startswith("."):
         return None
-    if (base / sweep_id / SWEEP_FILE).is_file():
-        return base / sweep_id
     try:
+        if (base / sweep_id / SWEEP_FILE).is_file():
+            return base / sweep_id
         found = [p for p in base.iterdir() if p.name.startswith(sweep_id) and (p / SWEEP_FILE).is_file()]
-    except OSError:
+    except OSError:  # a name longer than a file name may be, an unreadable folder
         return None
     return found[0] if len(found) == 1 else None
 
@@ -146,7 +169,7 @@ def chosen_sweep(sweep_id: str | None) -> Path:
                     "SWEEP_ID", "there are no sweeps yet", "start one with `gpuwizard sweep PRESET --set FIELD=V1,V2`"
                 )
             )
-        return sweeps_dir() / newest[0]
+        return readable(sweeps_dir() / newest[0])
     folder = find_sweep(sweep_id)
     if folder is None:
         raise UserError(
@@ -157,6 +180,23 @@ def chosen_sweep(sweep_id: str | None) -> Path:
                 value=sweep_id,
             )
         )
+    return readable(folder)
+
+
+def readable(folder: Path) -> Path:
+    """The folder of a sweep whose sweep.json reads, or one paragraph saying why it does not and what still works."""
+    try:
+        read_sweep(folder)
+    except RecordError as exc:
+        raise UserError(
+            problem(
+                "SWEEP_ID",
+                f"sweep {folder.name} cannot be shown, stopped or resumed: {exc}",
+                f"its runs are runs of their own (`gpuwizard runs`, `gpuwizard stop RUN_ID`); look inside {folder}, "
+                "or remove the folder once none of its runs is running",
+                value=folder.name,
+            )
+        ) from None
     return folder
 
 
