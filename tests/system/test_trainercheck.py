@@ -109,6 +109,25 @@ def test_the_answer_is_remembered_until_the_environment_changes(tmp_path, monkey
     assert cache.get("k", exe) is None
 
 
+def test_a_second_identical_check_from_another_pane_or_login_is_answered_from_the_cache(gw, tmp_path, monkeypatch):
+    """Issue 39 item 3: three identical `check` calls in a row each asked the parser again (20-27 s each): the key
+    hashed the whole environment, and a new tmux pane or SSH login differs in variables no parser reads."""
+    path = preset_file(tmp_path)
+    calls = []
+    for pane, login in (("%1", "10.0.0.7 50111 10.0.0.1 22"), ("%4", "10.0.0.7 50388 10.0.0.1 22")):
+        monkeypatch.setenv("TMUX_PANE", pane)
+        monkeypatch.setenv("SSH_CONNECTION", login)
+        monkeypatch.setenv("OLDPWD", f"/home/someone/{pane}")
+        result = gw("check", "--trust", path, "--json")
+        assert result.code == 0, result.err
+        calls.append(result.json()["cached"])
+    assert calls == [False, True]
+    remembered = json.loads((tmp_path / "data" / "cache" / f"{trainercheck.CACHE}.json").read_text())
+    assert len(remembered) == 1
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a variable a trainer reads is still part of the key
+    assert gw("check", "--trust", path, "--json").json()["cached"] is False
+
+
 def test_an_interpreter_without_the_trainer_is_not_checked_and_says_so(gw, tmp_path):
     bare = tmp_path / "bare"
     import venv

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from typing import TYPE_CHECKING
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TextIO
 
 from gpuwizard.core.codes import ExitCode
 from gpuwizard.core.errors import UserError, problem
@@ -107,7 +111,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     preset, plan, ctx = resolve(given, args.gpus, resume=args.resume)
     if plan.errors:
         return report_problems(plan, preset.name)
-    result = check_command(ctx, build_command(ctx), use_cache=not args.fresh)
+    with saying_asked(sys.stderr):
+        result = check_command(ctx, build_command(ctx), use_cache=not args.fresh)
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))
     else:
@@ -120,6 +125,47 @@ def cmd_check(args: argparse.Namespace) -> int:
             sys.stderr.write(p.paragraph(preset.name) + "\n")
         return ExitCode.INVALID
     return ExitCode.OK
+
+
+ASKING = "asking the installed trainer's own parser..."
+QUIET_S = 0.5
+"""A remembered answer comes within this; only a real ask is said."""
+
+
+@contextlib.contextmanager
+def saying_asked(stream: TextIO) -> Iterator[None]:
+    """On a terminal, what `check` waits for, as the wizard says it: the trainer's parser takes 20 s and more
+    (LeRobot's imports), and a silent prompt looks hung; nothing for a remembered answer, nothing in a log or a pipe."""
+    done = threading.Event()
+    started = time.monotonic()
+    erase = getattr(stream, "write_control", stream.write)  # the command line's SafeStream shows CR as a glyph
+    said: list[bool] = []
+
+    def tick() -> None:
+        if not stream.isatty() or done.wait(QUIET_S):
+            return
+        said.append(True)
+        while True:
+            erase("\r\x1b[K")
+            stream.write(f"{ASKING} {time.monotonic() - started:.0f} s")
+            stream.flush()
+            if done.wait(1.0):
+                return
+
+    ticker = threading.Thread(target=tick, name="check-ticker", daemon=True)
+    ticker.start()
+    answered = False
+    try:
+        yield
+        answered = True
+    finally:
+        done.set()
+        ticker.join()
+        if said:  # the counting line goes; an answer says how long it took
+            erase("\r\x1b[K")
+            if answered:
+                stream.write(f"the installed trainer's own parser answered in {time.monotonic() - started:.0f} s\n")
+            stream.flush()
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:

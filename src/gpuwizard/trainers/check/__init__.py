@@ -256,9 +256,22 @@ def scripts_stamp() -> str:
     return digest.hexdigest()
 
 
+SESSION_VARIABLES = frozenset(
+    "_ OLDPWD PWD SHLVL TMUX TMUX_PANE STY WINDOW WINDOWID TERM_SESSION_ID ITERM_SESSION_ID KITTY_WINDOW_ID KITTY_PID "
+    "WEZTERM_PANE ALACRITTY_WINDOW_ID SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_AUTH_SOCK SSH_AGENT_PID GPG_TTY "
+    "XDG_SESSION_ID XDG_VTNR DBUS_SESSION_BUS_ADDRESS INVOCATION_ID JOURNAL_STREAM COLUMNS LINES PROMPT_COMMAND "
+    "PS1".split()
+)
+"""Variables that say which terminal, pane, login or shell a command came from: they differ between identical
+calls (each tmux pane or window, each SSH login, the previous folder) and no trainer's parser reads them, so the
+remembered answer's key leaves them out (the working folder is in the key as query.cwd)."""
+SESSION_PREFIXES = ("VSCODE_",)
+
+
 def cache_key(query: TrainerQuery, env: dict[str, str]) -> str:
     """A hash of everything the answer depends on (no value is kept in clear: the env may hold a token)."""
-    blob = json.dumps([query.argv, os.path.abspath(query.cwd), sorted(env.items()), scripts_stamp()])
+    kept = sorted((k, v) for k, v in env.items() if k not in SESSION_VARIABLES and not k.startswith(SESSION_PREFIXES))
+    blob = json.dumps([query.argv, os.path.abspath(query.cwd), kept, scripts_stamp()])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
