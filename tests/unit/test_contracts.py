@@ -16,6 +16,7 @@ from gpuwizard.core.kinds import EventKind, ProbeState, ProblemLevel, Severity, 
 from gpuwizard.runs.events import CheckpointWait, Hang, Payload, RankVerdict, Stacks
 from gpuwizard.runs.records import Event, RecordError, Status, StatusUpdate, parse_lines, parse_record
 from gpuwizard.runs.sweeps import Sweep
+from support.source import parsed
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuwizard"
 KINDS = SRC / "core" / "kinds.py"
@@ -86,7 +87,7 @@ def test_no_string_literal_for_a_stop_reason_event_kind_or_state_outside_its_enu
         f"{path.relative_to(SRC)}:{line}: {field} {word!r}"
         for path in sorted(SRC.rglob("*.py"))
         if path != KINDS
-        for line, field, word in literals(ast.parse(path.read_text(), str(path)))
+        for line, field, word in literals(parsed(path))
     ]
     assert found == [], "write these with their enum in core/kinds.py (or core/codes.py's RunState):\n" + "\n".join(
         found

@@ -4,11 +4,13 @@ and imports inside functions included, with no allow-list; no circle of modules 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
 
 from support.data import REPO
+from support.source import parsed
 
 SRC = REPO / "src" / "gpuwizard"
 
@@ -37,7 +39,7 @@ def module_name(path: Path) -> str:
 def imports_of(path: Path, known: set[str]) -> set[str]:
     """Every gpuwizard module a file imports, wherever the import stands (TYPE_CHECKING blocks, functions)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -46,7 +48,9 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
     return {name for name in found if name in known}
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """Module to the gpuwizard modules it imports, read once for the three checks that walk it (callers copy it)."""
     files = {module_name(p): p for p in SRC.rglob("*.py") if "scripts" not in p.relative_to(SRC).parts}
     return {name: imports_of(path, set(files)) - {name} for name, path in files.items()}
 

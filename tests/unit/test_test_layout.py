@@ -5,18 +5,12 @@ its own, shared helpers live in support/, no test module imports another test mo
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
 from support.data import TESTS
+from support.source import parsed
 
 FOLDERS = ("unit", "tui", "system", "trainers")
-
-
-@functools.cache
-def parsed(path: Path) -> ast.Module:
-    """A file's syntax tree, read once for the checks below."""
-    return ast.parse(path.read_text(), str(path))
 
 
 def python_files() -> list[Path]:
