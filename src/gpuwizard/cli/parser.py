@@ -156,6 +156,12 @@ def build_parser() -> Parser:
         metavar="N",
         help="alternating rounds of the two compared configurations",
     )
+    probe.add_argument(
+        "--from-run",
+        metavar="RUN_ID",
+        help="start every configuration from the newest checkpoint of this run of the preset, so B_noise is "
+        "measured at that stage of training (demo trainer only)",
+    )
     probe.add_argument("--slurm", action="store_true", help="submit each configuration to SLURM and follow it")
     probe.add_argument("--json", action="store_true", help="print probe.json instead of the table")
 

@@ -46,7 +46,7 @@ def probe_request(args: argparse.Namespace) -> ProbeRequest:
         batches = parse_counts(args.batch, "--batch")
     budget = parse_budget(args.budget) if args.budget else None
     request = ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps, bool(args.gpus))
-    return replace(request, repeat=args.repeat)
+    return replace(request, repeat=args.repeat, from_run=args.from_run)
 
 
 def say(text: str, stream: TextIO) -> None:
@@ -104,6 +104,7 @@ def probe_command(args: argparse.Namespace) -> int:
             + f", then {request.repeat} alternating round(s) of the compared configurations: {probe.planned_runs()} "
             f"runs, about {clock(probe.result.expected_s or 0)} (a guess until the first run ends)"
             + (f", budget {request.budget_s:.0f} s" if request.budget_s else "")
+            + (f"; each from {probe.start.stage}" if probe.start else "")
         )
         say("\n".join(textwrap.wrap(header, 80)), sys.stderr if args.json else sys.stdout)
         try:

@@ -27,8 +27,11 @@ INITIAL_STAGE = "the initial weights"
 EARLY_NOISE = (
     "a B_noise from the initial weights is typically far smaller than later in training, and it decides this answer"
 )
-LATER_STAGE = "a checkpoint"
-"""How it begins for one measured from a run's checkpoint (probe --from-run): where the decision is made."""
+
+
+def checkpoint_stage(step: int, run_id: str) -> str:
+    """noise_stage for a B_noise measured from a run's checkpoint (probe --from-run): where the decision is made."""
+    return f"step {step:,} of run {run_id}, its newest checkpoint"
 
 
 def machine_cores(result: ProbeResult) -> int:

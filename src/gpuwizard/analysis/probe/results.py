@@ -155,6 +155,9 @@ class ProbeResult(Record):
     """How many alternating rounds were asked for (--repeat)."""
     noise_stage: str = ""
     """Where in training B_noise was measured: the initial weights' first steps, or a checkpoint's step."""
+    from_run: str | None = None
+    start_step: int = 0
+    """The run whose newest checkpoint, at this step, every configuration started from (probe --from-run)."""
     expected_s: float | None = None
     """The probe's expected duration as it said before it started (refined as configurations end)."""
     lr: float | None = None
@@ -171,17 +174,18 @@ def probes_dir() -> Path:
     return paths.data_dir() / "probes"
 
 
-def steady_window(metrics: list[Metric]) -> list[Metric]:
-    """The log lines after the warm-up: past the first quarter of the steps logged, never the first line."""
+def steady_window(metrics: list[Metric], start: int = 0) -> list[Metric]:
+    """The log lines after the warm-up: past the first quarter of the steps logged since `start` (the step a run
+    resumed from), never the first line."""
     timed = [m for m in metrics if m.step is not None and m.samples_per_s is not None]
     if not timed:
         return []
-    warm = max(timed[0].step or 0, math.ceil((timed[-1].step or 0) * WARMUP_SHARE))
+    warm = max(timed[0].step or 0, start + math.ceil(((timed[-1].step or 0) - start) * WARMUP_SHARE))
     return [m for m in timed if (m.step or 0) > warm]
 
 
-def measured_enough(run: RunDir) -> bool:
-    window = steady_window([m for m in run.metrics() if m.kind == "train"])
+def measured_enough(run: RunDir, start: int = 0) -> bool:
+    window = steady_window([m for m in run.metrics() if m.kind == "train"], start)
     return len(window) >= ENOUGH_LINES and window[-1].t - window[0].t >= ENOUGH_S
 
 
@@ -210,10 +214,16 @@ class _RunFields(TypedDict):
 
 
 def measure(
-    run: RunDir, gpus: int, batch: int, steps: int, device_memory_mb: float | None, stopped_measured: bool = False
+    run: RunDir,
+    gpus: int,
+    batch: int,
+    steps: int,
+    device_memory_mb: float | None,
+    stopped_measured: bool = False,
+    start: int = 0,
 ) -> ProbeRow:
-    """What one configuration run measured: the trainer's own samples/s after the warm-up steps (a run the probe
-    stopped once it had measured enough counts as measured)."""
+    """What one configuration run measured: the trainer's own samples/s after the warm-up steps since `start` (a run
+    the probe stopped once it had measured enough counts as measured)."""
     from gpuwizard.trainers.registry import get_trainer
 
     status = run.status()
@@ -234,7 +244,7 @@ def measure(
         reason = failure.title if failure else status.error or f"ended {status.state}"
         return ProbeRow(outcome="failed", detail=reason, **base)
     metrics = [m for m in run.metrics() if m.step is not None and m.samples_per_s is not None]
-    window = steady_window(metrics) or metrics[1:] or metrics
+    window = steady_window(metrics, start) or metrics[1:] or metrics
     spread = rate_spread(window)
     rate, low, high, parts = spread if spread else (None, None, None, 0)
     shown = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from gpuwizard.analysis.probe.answer import Compared
-from gpuwizard.analysis.probe.decision import INITIAL_STAGE, LATER_STAGE, decide, windows
+from gpuwizard.analysis.probe.decision import INITIAL_STAGE, decide, windows
 from gpuwizard.analysis.probe.results import (
     ENOUGH_LINES,
     ENOUGH_S,
@@ -155,7 +155,7 @@ def fill_models(result: ProbeResult) -> None:
     result.throughput = fit(points, host_comm(result.device, result.hardware, result.policy))
     result.predicted = predictions(result, measured)
     result.time_to_loss, result.goodput = loss_verdict(result, measured)
-    if result.noise is not None and not result.noise_stage.startswith(LATER_STAGE):
+    if result.noise is not None and result.from_run is None:
         result.noise_stage = f"{INITIAL_STAGE}, the first steps of the probe's runs, {result.noise.steps} in all"
     result.decision = decide(result)
 
@@ -358,9 +358,10 @@ def models_text(result: ProbeResult) -> list[str]:
         )
     if result.noise is not None:
         notes.append(
-            f"{result.noise.text()} from {result.noise.source}: measured over the probe's first steps, it grows as "
-            "the loss falls; the theory is for plain SGD, and batches drawn from the same episodes are not "
-            "independent, so it is a guide to where a bigger batch stops paying, not a law"
+            f"{result.noise.text()} from {result.noise.source}: measured over "
+            + (f"the steps after {result.noise_stage}" if result.from_run else "the probe's first steps")
+            + ", it grows as the loss falls; the theory is for plain SGD, and batches drawn from the same episodes are "
+            "not independent, so it is a guide to where a bigger batch stops paying, not a law"
         )
     if result.memory is not None:
         notes.append(result.memory.line())
@@ -381,6 +382,8 @@ def models_text(result: ProbeResult) -> list[str]:
 def steps_text(result: ProbeResult) -> str:
     """How long each configuration runs, as it is: a cap, and the steady rate that ends a run before it."""
     whole = " (all of the job's)" if result.job_steps is not None and result.steps >= result.job_steps else ""
+    if result.from_run:
+        whole = f" from step {result.start_step:,} of run {result.from_run}"
     if result.steps_asked:
         return f"{result.steps} steps per configuration{whole}, each run to its end (--steps)"
     return (

@@ -36,6 +36,7 @@ from gpuwizard.core.yamlio import atomic_write
 from gpuwizard.model.preset import Preset, with_field
 from gpuwizard.runner.probe.background import BackgroundMeter
 from gpuwizard.runner.probe.batch_search import grid_memory_line, search_batch
+from gpuwizard.runner.probe.from_run import find_start
 from gpuwizard.runner.probe.request import START_GUESS_S, ProbeRequest, clock, startable_gpus
 from gpuwizard.runs.rundir import PRIVATE, RunDir
 
@@ -66,6 +67,7 @@ class Probe:
 
         self.request, self.on_update = request, on_update or (lambda result, message: None)
         self.trainer = get_trainer(request.preset.trainer)
+        self.start = find_start(request.preset, request.from_run) if request.from_run else None
         self.inventory = read_inventory()
         self.cancelled = threading.Event()
         self.child: RunDir | None = None
@@ -104,6 +106,9 @@ class Probe:
             lr=request.preset.optim.lr,
             scaling_rule=request.preset.scaling.rule,
         )
+        if self.start is not None:
+            self.result.from_run, self.result.start_step = self.start.run_id, self.start.step
+            self.result.noise_stage = self.start.stage
         self.result.scaled_lr = self._scaled_lrs()
         self.result.expected_s = self.expected_s()
         self.save()
@@ -222,6 +227,8 @@ class Probe:
         """One run's preset: the trainer's short variant at this batch, the gauge on (its peak memory, and B_noise
         where gauged(); it only reads), its output in a scratch folder of its own (a round's run is a fresh one)."""
         preset = self.trainer.probe_variant(self.request.preset, self.result.steps)
+        if self.start is not None:  # its steps go on from the checkpoint's
+            preset = with_field(preset, "optim.steps", self.start.step + self.result.steps)
         preset = with_field(with_field(preset, "scaling.rule", "none"), "monitor.gauge", True)
         scratch = self.path / SCRATCH / (f"g{gpus}-b{batch}" + (f"-r{repeat}" if repeat else ""))
         return with_field(with_field(preset, "batch.size", self._batch_flag(batch, gpus)), "output_dir", str(scratch))
@@ -236,8 +243,11 @@ class Probe:
         which = f", round {repeat} of {self.request.repeat}" if repeat else ""
         self.say(f"running {gpus} x batch {batch} (run {done + 1} of {self.planned_runs()}{which})")
         preset = self.launch_preset(gpus, batch, repeat)
+        resume = self.start is not None
+        if self.start is not None:
+            self.start.seed(Path(str(preset.output_dir)))
         try:
-            prepared = prepare_run(preset, gpus=gpus, inventory=self.inventory, slurm=self.request.slurm)
+            prepared = prepare_run(preset, gpus=gpus, inventory=self.inventory, resume=resume, slurm=self.request.slurm)
         except UserError as exc:
             message = exc.problems[0].message
             return ProbeRow(gpus=gpus, per_device_batch=batch, outcome="failed", detail=message, repeat=repeat)
@@ -249,14 +259,17 @@ class Probe:
             if self.cancelled.is_set():
                 self._stop_child()
                 break
-            if self.request.steps is None and measured_enough(run):  # --steps N: all N, a longer window
+            if self.request.steps is None and measured_enough(
+                run, self.result.start_step
+            ):  # --steps N: all N, a longer window
                 enough = True
                 self._stop_child()
                 break
             time.sleep(0.3)
         self.child = None
         self.walls.append(time.monotonic() - began)
-        row = measure(run, gpus, batch, self.result.steps, self.device_memory_mb, stopped_measured=enough)
+        start = self.result.start_step
+        row = measure(run, gpus, batch, self.result.steps, self.device_memory_mb, stopped_measured=enough, start=start)
         row = with_noise(self.with_peak(row, run, preset), run, self.result.grad_accum)
         background, shift, waiting = meter.window(row.window_start, row.window_end)
         update = {"repeat": repeat, "background": background, "background_shift": shift, "waiting": waiting}

@@ -30,6 +30,8 @@ class ProbeRequest:
     repeat: int = 1
     """Alternating rounds of the compared configurations after the grid (--repeat): each adds a window of each beside
     one of the other, so every ratio is taken under one background."""
+    from_run: str | None = None
+    """The run of this preset whose newest checkpoint every configuration starts from (--from-run)."""
 
 
 def default_gpus(preset: Preset) -> list[int]:
