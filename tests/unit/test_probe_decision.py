@@ -7,7 +7,7 @@ import json
 import math
 import re
 
-from gpuwizard.analysis.probe.decision import adjacent_pairs, decide, moved
+from gpuwizard.analysis.probe.decision import adjacent_pairs, checkpoint_stage, decide, moved
 from gpuwizard.analysis.probe.noise_scale import NoiseFigure
 from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow, add_scaling
 from gpuwizard.analysis.probe.verdict import fill_models, verdict
@@ -146,8 +146,9 @@ def test_a_noise_scale_from_the_initial_weights_never_makes_the_answer_sure():
         "but a B_noise from the initial weights is typically far smaller than later in training, and it decides this "
         "answer: a gauged full run (monitor.gauge: true) measures it later, and plan then uses it."
     )
-    later = probe(rows, noise, stage="a checkpoint at step 4000 of run r1").decision
+    later = probe(rows, noise, stage=checkpoint_stage(4000, "r1")).decision  # probe --from-run r1
     assert later is not None and later.confidence == "sure"
+    assert "(B_noise 400, from step 4,000 of run r1, its newest checkpoint)" in later.paragraph
     # far below the bar whatever B_noise is: sure, even from the initial weights
     slow = probe(alternating([1000, 1000, 1000], [500, 500, 500]), noise, stage="the initial weights").decision
     assert slow is not None and slow.confidence == "sure" and "whatever B_noise is" in slow.paragraph
