@@ -10,6 +10,7 @@ job's PYTHONPATH. Loaded inside the training interpreter: torch and the standard
 from __future__ import annotations
 
 import datetime
+import errno
 import socket
 from collections.abc import Callable
 
@@ -47,8 +48,12 @@ class LoopbackRendezvous(RendezvousHandler):
     def next_rendezvous(self) -> RendezvousInfo:
         if self._store is None:
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.bind((HOST, 0))
-            listener.listen(socket.SOMAXCONN)
+            try:
+                listener.bind((HOST, 0))
+                listener.listen(socket.SOMAXCONN)
+            except OSError as exc:
+                listener.close()
+                raise OSError(exc.errno, cannot_listen(exc)) from None
             self._listener = listener  # kept open for the job's lifetime: the store serves on its descriptor
             self._port = listener.getsockname()[1]
             self._store = TCPStore(
@@ -76,6 +81,20 @@ class LoopbackRendezvous(RendezvousHandler):
 
     def shutdown(self) -> bool:
         return True
+
+
+def cannot_listen(exc: OSError) -> str:
+    """Why the store has no socket, in the words the run's log ends with."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{BACKEND}: no port on {HOST} is free for torchrun's rendezvous store ({exc.strerror}): every local "
+            "port is taken; end the processes that hold them (`ss -tanp` lists them) or widen the range the kernel "
+            "hands out (sysctl net.ipv4.ip_local_port_range), then run again"
+        )
+    return (
+        f"{BACKEND}: torchrun's rendezvous store cannot listen on {HOST} ({exc.strerror}): this machine's loopback "
+        "interface must be up (`ip addr show lo`)"
+    )
 
 
 def create_handler(params: RendezvousParameters) -> RendezvousHandler:

@@ -36,9 +36,47 @@ class DatasetMeta:
         return f"{self.episodes} episodes, {self.frames} frames at {self.fps:g} fps ({length}), cameras: {cams}"
 
 
-def _dim(feature: dict[str, Any] | None) -> int | None:
-    shape = (feature or {}).get("shape")
-    return int(shape[0]) if isinstance(shape, list) and shape else None
+def _dim(features: dict[str, Any], name: str, info_path: Path) -> int | None:
+    """A feature's width, the first entry of its shape; None where the dataset has no such feature or says no shape."""
+    feature = features.get(name)
+    if feature is None or (isinstance(feature, dict) and "shape" not in feature):
+        return None
+    shape = feature.get("shape") if isinstance(feature, dict) else None
+    if isinstance(shape, list) and shape and type(shape[0]) is int and shape[0] >= 0:
+        return shape[0]
+    raise DatasetError(
+        f"{info_path} gives features.{name} the shape {shown(shape)}; LeRobot writes a list of whole numbers there, "
+        "the width first (e.g. [6])"
+    )
+
+
+def _count(info: dict[str, Any], key: str, info_path: Path) -> int:
+    value = info.get(key)
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        raise DatasetError(f"{info_path} holds an infinite total_episodes or total_frames")
+    raise DatasetError(
+        f"{info_path} gives {key} as {shown(value)}; LeRobot writes a whole number there (total_episodes, "
+        "total_frames and fps are required)"
+    )
+
+
+def _fps(info: dict[str, Any], info_path: Path) -> float:
+    value = info.get("fps")
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    raise DatasetError(
+        f"{info_path} gives fps as {shown(value)}; LeRobot writes the frames per second there, a number above 0"
+    )
+
+
+def shown(value: Any) -> str:
+    """A value of the file as a sentence quotes it: missing, or its JSON, cut at 60 characters."""
+    if value is None:
+        return "nothing"
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 MAX_INFO_BYTES = 16 << 20
@@ -59,23 +97,18 @@ def read_metadata(root: Path) -> DatasetMeta:
         raise DatasetError(f"{info_path} is not readable JSON ({exc})") from None
     if not isinstance(info, dict):
         raise DatasetError(f"{info_path} does not hold a JSON object")
-    try:
-        features = info.get("features") or {}
-        cameras = [k for k, v in features.items() if isinstance(v, dict) and v.get("dtype") in ("video", "image")]
-        return DatasetMeta(
-            root=str(root),
-            codebase_version=info.get("codebase_version"),
-            robot_type=info.get("robot_type"),
-            episodes=int(info["total_episodes"]),
-            frames=int(info["total_frames"]),
-            fps=float(info["fps"]),
-            cameras=cameras,
-            state_dim=_dim(features.get("observation.state")),
-            action_dim=_dim(features.get("action")),
-        )
-    except OverflowError:  # int(Infinity)
-        raise DatasetError(f"{info_path} holds an infinite total_episodes or total_frames") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DatasetError(
-            f"{info_path} lacks a valid {exc} field (total_episodes, total_frames and fps are required)"
-        ) from None
+    features = info.get("features") or {}
+    if not isinstance(features, dict):
+        raise DatasetError(f"{info_path} gives features as {shown(features)}; LeRobot writes a mapping there")
+    text = {k: v for k in ("codebase_version", "robot_type") if isinstance(v := info.get(k), str)}
+    return DatasetMeta(
+        root=str(root),
+        codebase_version=text.get("codebase_version"),
+        robot_type=text.get("robot_type"),
+        episodes=_count(info, "total_episodes", info_path),
+        frames=_count(info, "total_frames", info_path),
+        fps=_fps(info, info_path),
+        cameras=[k for k, v in features.items() if isinstance(v, dict) and v.get("dtype") in ("video", "image")],
+        state_dim=_dim(features, "observation.state", info_path),
+        action_dim=_dim(features, "action", info_path),
+    )
