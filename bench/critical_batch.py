@@ -33,7 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, NoiseScale, estimate, read_gauge
+from gpuwizard.analysis.probe.noise_estimate import NoiseScale
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
 from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_BATCH_VAR
 from gpuwizard.runner.launch.gauge_env import GAUGE_DIR
 from tasks_critical import TASKS, Task, exact_noise_scale, make_model, state_of, train_many

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, NoiseScale, estimate, read_gauge
+from gpuwizard.analysis.probe.noise_estimate import NoiseScale
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, read_gauge
 from gpuwizard.demo.noise import closed_form
 from gpuwizard.gauge.gwgauge import ACCUM_VAR, FILE_VAR, GLOBAL_BATCH_VAR, RANK_BATCH_VAR
 from gpuwizard.runner.launch.gauge_env import GAUGE_DIR

@@ -1,7 +1,7 @@
-"""The noise-scale estimator (analysis/probe/noise_scale.py) on synthetic gauge values of known answer: exact norms,
-noisy ones, the smoothing of each sum on its own, the interval's width and how often it holds the truth on the demo's
-noise task, a lower bound where |G|^2 is not above its noise, configurations combined or said to disagree, and the
-gauge file as the ranks write it."""
+"""The noise-scale estimator (analysis/probe/noise_estimate.py; the gauge file read: noise_scale.py) on synthetic
+gauge values of known answer: exact norms, noisy ones, the smoothing of each sum on its own, the interval's width and
+how often it holds the truth on the demo's noise task, a lower bound where |G|^2 is not above its noise,
+configurations combined or said to disagree, and the gauge file as the ranks write it."""
 
 from __future__ import annotations
 
@@ -12,20 +12,8 @@ import random
 import numpy as np
 import pytest
 
-from gpuwizard.analysis.probe.noise_scale import (
-    GAUGE_FILE,
-    Combined,
-    Disagreement,
-    GaugeStep,
-    NoiseFigure,
-    combine,
-    estimate,
-    gauge_figure,
-    main,
-    read_gauge,
-    summary,
-    t_quantile,
-)
+from gpuwizard.analysis.probe.noise_estimate import Combined, Disagreement, GaugeStep, NoiseFigure, combine, t_quantile
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, estimate, gauge_figure, main, read_gauge, summary
 from support.data import noise_truth
 
 

@@ -13,16 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuwizard.analysis.probe.noise_scale import (
-    WARMUP_SHARE,
-    WINDOWS,
-    GaugeFollower,
-    GaugeStep,
-    NoiseScale,
-    block_means,
-    estimate,
-    read_gauge,
-)
+from gpuwizard.analysis.probe.noise_estimate import WARMUP_SHARE, WINDOWS, GaugeStep, NoiseScale, block_means
+from gpuwizard.analysis.probe.noise_scale import GaugeFollower, estimate, read_gauge
 from support.data import DATA, noise_truth
 
 REAL = DATA / "gauge" / "demo_noise_2proc_b64_held.jsonl"

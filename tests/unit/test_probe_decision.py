@@ -8,7 +8,7 @@ import math
 import re
 
 from gpuwizard.analysis.probe.decision import adjacent_pairs, checkpoint_stage, decide, moved
-from gpuwizard.analysis.probe.noise_scale import NoiseFigure
+from gpuwizard.analysis.probe.noise_estimate import NoiseFigure
 from gpuwizard.analysis.probe.results import ProbeResult, ProbeRow, add_scaling
 from gpuwizard.analysis.probe.verdict import fill_models, verdict
 from gpuwizard.runner.probe.background import BackgroundMeter

@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 
 from gpuwizard.analysis.probe.decision import decide
-from gpuwizard.analysis.probe.noise_scale import NoiseFigure
+from gpuwizard.analysis.probe.noise_estimate import NoiseFigure
 from gpuwizard.analysis.probe.results import (
     SUB_WINDOWS,
     ProbeResult,

@@ -14,7 +14,7 @@ from gpuwizard.model.preset import Preset
 from gpuwizard.trainers.base import Trainer
 
 if TYPE_CHECKING:
-    from gpuwizard.analysis.probe.noise_scale import NoiseFigure
+    from gpuwizard.analysis.probe.noise_estimate import NoiseFigure
     from gpuwizard.analysis.probe.results import ProbeResult
 
 TABLE_COUNTS = (1, 2, 4, 8)

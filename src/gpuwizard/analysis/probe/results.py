@@ -18,7 +18,8 @@ from pydantic import Field
 
 from gpuwizard.analysis.probe.answer import Decision
 from gpuwizard.analysis.probe.memory_model import MemoryFit
-from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, Disagreement, NoiseFigure, combine, gauge_figure
+from gpuwizard.analysis.probe.noise_estimate import Disagreement, NoiseFigure, combine
+from gpuwizard.analysis.probe.noise_scale import GAUGE_FILE, gauge_figure
 from gpuwizard.analysis.probe.readings import gpu_others, peak_memory, text_of
 from gpuwizard.analysis.probe.throughput_model import ThroughputFit
 from gpuwizard.analysis.probe.time_to_loss import LossTime
@@ -303,7 +304,7 @@ def with_noise(row: ProbeRow, run: RunDir, grad_accum: int) -> ProbeRow:
 
 
 def probe_noise(rows: list[ProbeRow], named: Callable[[int], str]) -> tuple[NoiseFigure | None, str]:
-    """The probe's B_noise: every measured run's figure pooled (noise_scale.combine), or why there is none: none was
+    """The probe's B_noise: every measured run's figure pooled (noise_estimate.combine), or why there is none: none was
     measured, or their intervals share no value (then no one of them is picked)."""
     measured = [r for r in rows if r.noise is not None]
     if not measured:
