@@ -3,14 +3,17 @@ come, and stops every rank when it ends, fails, stalls or is interrupted.
 
 The ranks are this interpreter's own children, each in a session of its own (the terminal's Ctrl-C reaches only
 gpuwizard, which then stops them) and with SIGTERM as their parent-death signal (localjob.job_preexec), so none
-outlives a kill -9 of gpuwizard either. They meet through a FileStore in a private temporary folder: no rendezvous
-port, and gloo's / NCCL's sockets on loopback (trainers/base.loopback_env)."""
+outlives a kill -9 of gpuwizard either. They meet through a FileStore in a private temporary folder (one a kill -9 left
+behind, the next measurement removes): no rendezvous port, and gloo's / NCCL's sockets on loopback
+(trainers/base.loopback_env)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +36,7 @@ from gpuwizard.gpus.bandwidth import (
 )
 from gpuwizard.runner.bandwidth.allreduce import MARK
 from gpuwizard.runner.host.targets import ALLREDUCE
+from gpuwizard.runs.records import start_ticks
 
 POLL_S = 0.2
 STALL_S = 180.0
@@ -40,6 +44,9 @@ STALL_S = 180.0
 EXIT_GRACE_S = 5.0
 FIELD = "gpus --bandwidth"
 FAILURE_LOG = "last-failure.log"
+SCRATCH = "gw-bandwidth-"
+OWNER = re.compile(re.escape(SCRATCH) + r"(\d{1,7})-(\d{1,20})-")
+"""A scratch folder's name: its gpuwizard's pid and start time (clock ticks since boot), then tempfile's own."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,8 @@ def measure(m: Measurement, progress: Callable[[SizeResult], None] = lambda r: N
     """Run the measurement; MeasurementFailed when a rank dies or it stalls (KeyboardInterrupt passes through; every
     rank is stopped either way)."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gw-bandwidth-") as tmp:
+    tidy_left_behind()
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH}{os.getpid()}-{start_ticks(os.getpid())}-") as tmp:
         ranks = Ranks(m, Path(tmp))
         try:
             results = read_results(ranks, progress)
@@ -180,6 +188,24 @@ def measure(m: Measurement, progress: Callable[[SizeResult], None] = lambda r: N
         seconds=round(time.monotonic() - started, 2),
         sizes=results,
     )
+
+
+def tidy_left_behind() -> None:
+    """Remove the scratch folders of measurements whose gpuwizard is gone (killed with -9, its ranks after it): only
+    this user's, only where the process named in the folder's name, by pid and start time, no longer runs."""
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        owner = OWNER.match(entry.name)
+        try:
+            mine = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+        except OSError:
+            continue
+        if owner is not None and mine and start_ticks(int(owner[1])) != int(owner[2]):
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def read_results(ranks: Ranks, progress: Callable[[SizeResult], None]) -> list[SizeResult]:
