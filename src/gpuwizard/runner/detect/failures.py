@@ -253,6 +253,42 @@ def failure_advice(error: str) -> str:
     return "Read the rank's traceback in the log; reproduce quickly with a smoke run (50 steps, batch 2)."
 
 
+DOWNLOADING = re.compile(r'^Downloading: "(?P<url>[a-z]+://[^"]+)" to (?P<path>\S+)')
+"""torch.hub's line before it fetches a file (torch 2.11 hub.py:889 load_state_dict_from_url, which torchvision's
+pretrained weights go through): the URL a failed download names nowhere else."""
+TORCHVISION_WEIGHTS = "download.pytorch.org/models/"
+
+
+NO_NETWORK = re.compile(
+    r"Name or service not known|Temporary failure in name resolution|Network is unreachable"
+    r"|No address associated with hostname|nodename nor servname provided, or not known"
+)
+"""What a connection says where this machine reaches no network: the resolver's and the kernel's own words (glibc's
+and macOS's gai_strerror, ENETUNREACH), inside urllib's URLError, socket.gaierror or urllib3's NameResolutionError."""
+
+
+def offline_advice(error: str, download: re.Match[str] | None) -> tuple[str, str, str]:
+    """What a download that failed for want of a network is called, why it failed and what to do: short enough that
+    the monitor's banner at 80x24 shows the start of each (the URL whole in the fix)."""
+    words = NO_NETWORK.search(error)
+    cause = f"This machine reaches no network ({words[0] if words else error})."
+    if download is None:
+        fix = (
+            "Give the job network access, or have what it downloads in place first (for the Hugging Face Hub: "
+            "launch.env HF_HUB_OFFLINE: 1 with the files already in its cache); rerunning cannot help."
+        )
+        return "no network", cause, fix
+    url, path = download["url"], download["path"]
+    put = f"put the file at {path} (download {url} where there is network)"
+    fix = f"Give the job network access, or {put}; rerunning cannot help."
+    if TORCHVISION_WEIGHTS in url:  # LeRobot's ACT, Diffusion and VQ-BeT start their ResNet from these weights
+        fix = (
+            'Set launch.extra_args: ["--policy.pretrained_backbone_weights=null"] (the ResNet starts untrained). '
+            f"Or {put}; rerunning cannot help."
+        )
+    return f"no network to download {url.rsplit('/', 1)[-1]}", cause, fix
+
+
 class FailureReader:
     """Reads log text for what failed: each known error signature once, and torchrun's failure table."""
 
@@ -260,6 +296,7 @@ class FailureReader:
         self.failure_table = FailureTable()
         self.exceptions = ExceptionChain()
         self._seen_signatures: set[str] = set()
+        self.download: re.Match[str] | None = None
 
     def seen(self, kind: EventKind) -> bool:
         """A signature of this kind was in the log."""
@@ -268,6 +305,8 @@ class FailureReader:
     def feed_text(self, text: str) -> list[Event]:
         """Complete lines joined by newlines; only lines holding a signal word, or in the failure table, are parsed."""
         new: list[Event] = []
+        for line in lines_containing(text, ("Downloading: ",)):
+            self.download = DOWNLOADING.match(clean(line[:MAX_PARSED_CHARS]).lstrip()) or self.download
         for line in lines_containing(text, SIGNAL_WORDS):
             self.exceptions.feed(line[:MAX_PARSED_CHARS])
             new += self._signatures(clean(line[:MAX_PARSED_CHARS]))
@@ -278,28 +317,33 @@ class FailureReader:
     def _failure(self, text: str) -> list[Event]:
         """torchrun's failure table, read line by line from its "Root Cause" header."""
         start = 0 if self.failure_table.active else text.rfind("\n", 0, text.find(FailureTable.ROOT)) + 1
-        new = []
         for line in text[start:].split("\n"):
             failure = self.failure_table.feed(clean(line[:MAX_PARSED_CHARS]))
             if failure is not None:
-                rank = failure["rank"]
-                chain = self.exceptions.of_rank(rank)
-                error = failure["error"] or chain.cause or "no error message (see the log)"
-                wrapper = f" It surfaced as {chain.raised_as}." if chain.raised_as else ""
-                new.append(
-                    Event(
-                        kind=EventKind.RANK_FAILED,
-                        severity=Severity.ERROR,
-                        title=f"rank {rank} failed (exit code {failure['exitcode']}): {error}",
-                        detail="torchrun's failure table names this rank as the first to fail; the others were "
-                        f"stopped after it.{wrapper}",
-                        suggestion=failure_advice(error),
-                        rank=rank,
-                        data=failure,
-                    )
-                )
-                break
-        return new
+                return [self._rank_failed(failure)]
+        return []
+
+    def _rank_failed(self, failure: dict[str, Any]) -> Event:
+        """The rank torchrun names first, its error (the cause of a wrapped one) and what to do about it."""
+        rank = failure["rank"]
+        chain = self.exceptions.of_rank(rank)
+        error = failure["error"] or chain.cause or "no error message (see the log)"
+        said, suggestion = error, failure_advice(error)
+        detail = "torchrun's failure table names this rank as the first to fail; the others were stopped after it."
+        if chain.raised_as:
+            detail += f" It surfaced as {chain.raised_as}."
+        if NO_NETWORK.search(error):
+            said, cause, suggestion = offline_advice(error, self.download)
+            detail = f"{cause} {detail} Its error: {error}"
+        return Event(
+            kind=EventKind.RANK_FAILED,
+            severity=Severity.ERROR,
+            title=f"rank {rank} failed (exit code {failure['exitcode']}): {said}",
+            detail=detail,
+            suggestion=suggestion,
+            rank=rank,
+            data=failure,
+        )
 
     def _signatures(self, line: str) -> list[Event]:
         if not OWN_LINE.match(line.lstrip()):

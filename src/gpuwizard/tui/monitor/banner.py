@@ -101,6 +101,11 @@ def fit(paragraphs: list[str], width: int, budget: int) -> tuple[list[str], bool
     return shown(taken), taken != [len(parts) for parts in sentences]
 
 
+def trained(progress: Progress | None) -> bool:
+    """The run reached a step: only then may a checkpoint exist to resume from."""
+    return progress is not None and progress.step is not None
+
+
 def banner(
     events: list[Event],
     status: Status | None,
@@ -129,6 +134,8 @@ def banner(
             parts.append((MORE, "$text-muted"))
         if event.kind == EventKind.STOP_WAITS_FOR_CHECKPOINT:
             keys = "s stop at once · e details"
+        elif status is not None and status.final and not trained(progress):  # no checkpoint: a resume cannot start
+            keys = "w wizard (start again) · e details"
         elif status is not None and status.final:
             keys = "r resume · m smoke repro · e details"
         else:
@@ -140,7 +147,7 @@ def banner(
         why = f": {safe_line(status.error)}" if status.error else ""
         if status.state == RunState.FINISHED:
             then = " r continues it to more steps." if can_continue and not status.smoke else ""
-        elif progress is None or progress.step is None:  # stopped before its first step: nothing was saved
+        elif not trained(progress):  # stopped before its first step: nothing was saved
             then = "" if status.smoke else " It trained no step, so there is no checkpoint: w starts it again."
         else:
             then = "" if status.smoke else " r resumes it from its last checkpoint."

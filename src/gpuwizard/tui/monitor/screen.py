@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -17,17 +16,17 @@ from textual.widgets import Input, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from gpuwizard.core.codes import RunState
-from gpuwizard.core.kinds import EventKind, Severity
-from gpuwizard.core.safetext import safe_line
+from gpuwizard.core.kinds import EventKind
 from gpuwizard.runner.control.follow import RunFollower, RunUpdate, clock, progress_parts
 from gpuwizard.runner.control.stopping import request_stack_dump
 from gpuwizard.runs.logindex import LogIndex
 from gpuwizard.runs.records import Event, Progress, Status
 from gpuwizard.runs.rundir import RunDir
 from gpuwizard.tui.base.messages import NoiseRead, RunPolled, RunStarted, SearchDone
-from gpuwizard.tui.monitor.banner import banner, important, live_title, open_hang, stalled_for
+from gpuwizard.tui.monitor.banner import banner, important, live_title, open_hang, stalled_for, trained
 from gpuwizard.tui.monitor.header import fitted_stats, run_title
 from gpuwizard.tui.monitor.lifecycle import RunLifecycle
+from gpuwizard.tui.monitor.notices import RunNotices
 from gpuwizard.tui.monitor.search import LogSearch
 from gpuwizard.tui.monitor.telemetry import LOCAL_ONLY_NOTE, Telemetry
 from gpuwizard.tui.widgets.fields import KeyBar
@@ -37,15 +36,11 @@ from gpuwizard.tui.widgets.plots import MetricsPlot
 if TYPE_CHECKING:
     from textual import getters
 
-    from gpuwizard.model.settings_schema import NotifySettings
-    from gpuwizard.runner.supervise.notify import Notice
     from gpuwizard.tui.base.apphost import AppHost
 
 ACK_TIMEOUT_S = 2.0
 POLL_S = 0.1
 FINAL_POLL_S = 0.5
-FRESH_EVENT_S = 5.0
-"""Events this much older than the monitor are history: they show, but ring no bell."""
 NOISE_EVERY_S = 10.0
 """How often a gauged run's noise scale is estimated again (from the gauge lines appended since the last time)."""
 
@@ -92,7 +87,7 @@ class MonitorScreen(Screen[None]):
         self.view = "log"
         self.opened_t = time.time()
         self.dump_wanted = False
-        self.notify_settings: NotifySettings | None = None
+        self.notices = RunNotices(self, self.opened_t)
         self.lifecycle = RunLifecycle(self)
         self.search = LogSearch(self)
 
@@ -207,42 +202,15 @@ class MonitorScreen(Screen[None]):
             if was_final is False and self.final and self.status is not None:
                 from gpuwizard.runner.supervise.notify import final_notice
 
-                self.tell(final_notice(self.status, str(self.run.path)))
+                self.notices.tell(final_notice(self.status, str(self.run.path)))
 
     def announce(self, event: Event) -> None:
-        """A toast per event; the stacks asked for with `d` open at once; a fresh hang rings."""
+        """The stacks asked for with `d` open at once; any other event is a toast (a fresh hang rings)."""
         if event.kind == EventKind.STACK_DUMP and self.dump_wanted:
             self.dump_wanted = False
             self.show_details(event)
-            return
-        self.notify(
-            safe_line(event.title),
-            severity="error" if event.severity == Severity.ERROR else "information",
-            timeout=6,
-            markup=False,
-        )
-        if event.kind == EventKind.HANG_SUSPECTED and event.t >= self.opened_t - FRESH_EVENT_S:
-            from gpuwizard.runner.supervise.notify import hang_notice
-
-            self.tell(hang_notice(self.run.run_id, event, str(self.run.path)))
-
-    def tell(self, notice: Notice) -> None:
-        """The bell and the desktop notification settings.notify asks for (the supervisor runs its command)."""
-        from gpuwizard.model.settings import notify_settings
-        from gpuwizard.runner.supervise.notify import desktop_sequences, wanted
-
-        settings = self.notify_settings = self.notify_settings or notify_settings()
-        if not wanted(notice, settings):
-            return
-        if settings.bell:
-            self.app.bell()
-        terminal = sys.__stderr__  # the stream Textual draws on; it has no call for other sequences
-        if settings.desktop and not self.app.is_headless and terminal is not None:
-            try:
-                terminal.write(desktop_sequences(notice))  # one write, between two of Textual's frames
-                terminal.flush()
-            except (OSError, ValueError):
-                pass  # the terminal went away; the run goes on
+        else:
+            self.notices.announce(event)
 
     def tick(self) -> None:
         """Once a second: the clocks of an open hang or a waiting stop keep running (text redrawn only on change)."""
@@ -316,8 +284,8 @@ class MonitorScreen(Screen[None]):
         running = self.status is not None and not self.final
         if action in ("stop", "dump"):
             return running
-        if action == "resume":
-            return self.final and not (self.status is not None and self.status.smoke)
+        if action == "resume":  # a run that never reached a step has no checkpoint: w starts it again
+            return self.final and not (self.status is not None and self.status.smoke) and trained(self.progress)
         if action == "retry_p2p":
             return self.p2p_applies()
         if action == "details":
