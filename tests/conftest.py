@@ -59,11 +59,12 @@ def ignored(signum: int, frame: object) -> None:
 
 @pytest.fixture(autouse=True)
 def nothing_left_running(isolated_dirs: Path) -> Iterator[None]:
-    """Whatever a test does or fails to do, no process of a run it started outlives it (stop, then SIGKILL to what
-    still carries a marker of its data folder): a job left training unseen would load the tests after it."""
+    """Whatever a test does or fails to do, no process of a run or sweep it started outlives it (a sweep's scheduler
+    stopped, each run stopped, then SIGKILL to what still carries a marker of its data folder): a job left training
+    unseen would load the tests after it."""
     yield
     data = isolated_dirs / "data"
-    if (data / "runs").is_dir():
+    if (data / "runs").is_dir() or (data / "sweeps").is_dir():
         from support.launches import stop_everything
 
         stop_everything(data)

@@ -79,8 +79,10 @@ def marked_under(data: Path) -> list[int]:
 
 
 def stop_everything(data: Path) -> None:
-    """Clean-up of a test that left a run going (on purpose or by failing): `gpuwizard stop` of this data folder, then
-    SIGKILL to whatever still carries a marker of it (a stop that failed or timed out), so no job is left unseen."""
+    """Clean-up of a test that left a run going (on purpose or by failing): each sweep's scheduler that still runs
+    (it would start more), `gpuwizard stop` of this data folder, then SIGKILL to whatever still carries a marker of it
+    (a stop that failed or timed out), so no job is left unseen."""
+    stop_schedulers(data)
     if not marked_under(data):
         return
     try:
@@ -88,6 +90,20 @@ def stop_everything(data: Path) -> None:
     except subprocess.TimeoutExpired:
         pass
     kill_marked(data)
+
+
+def stop_schedulers(data: Path) -> None:
+    """Each sweep scheduler of this data folder still running, stopped as `sweep stop` stops it (it carries no run
+    marker: each run gets its own)."""
+    from gpuwizard.runner.sweep.manage import stop_scheduler
+    from gpuwizard.runs.sweeps import SWEEP_FILE, read_sweep
+
+    for folder in sorted((data / "sweeps").glob(f"*/{SWEEP_FILE}")):
+        try:
+            if (ref := read_sweep(folder.parent).scheduler) is not None and ref.alive():
+                stop_scheduler(folder.parent)
+        except RecordError:
+            continue
 
 
 def kill_marked(data: Path) -> None:
