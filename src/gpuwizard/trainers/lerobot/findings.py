@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from gpuwizard.core.errors import Problem, note, problem, warning
 from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.model.trainer_options import LeRobotOptions
+from gpuwizard.trainers.check.doctor_facts import flag_value
 
 if TYPE_CHECKING:
     from gpuwizard.model.job import BuildContext
@@ -23,6 +24,9 @@ MAIN_REFUSED_ENV = (
     "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
 )
 """lerobot/distributed/factory.py (main at 7427f31), guard_against_env_interference: the variables it refuses."""
+LOG_FREQ, SAVE_FREQ = 200, 20_000
+"""TrainPipelineConfig's log_freq and save_freq, in loop steps (lerobot/configs/train.py, 0.6.1 and main at 7427f31:
+a line at step % log_freq == 0, a checkpoint at step % save_freq == 0 and after the last step)."""
 
 
 def group_lrs(ctx: BuildContext) -> dict[str, float]:
@@ -112,6 +116,7 @@ def plan_findings(ctx: BuildContext, install: LeRobotInstall) -> list[Problem]:
                 level=ProblemLevel.NOTE,
             )
         )
+    found += cloud_target_findings(ctx) + period_findings(ctx)
     if ctx.output_path.exists() and not ctx.resume:
         found.append(
             problem(
@@ -325,3 +330,65 @@ def schedule_end_notes(ctx: BuildContext, schedule: LrSchedule) -> list[Problem]
             f"{floor} at {at(decay)}, of the run's {plan.steps:,} updates{units}"
         )
     ]
+
+
+def cloud_target_findings(ctx: BuildContext) -> list[Problem]:
+    """`--job.target=<flavor>` makes lerobot-train submit the run to HF Jobs instead of training (train() returns
+    submit_to_hf(cfg) when cfg.job.is_remote: lerobot_train.py and configs/default.py JobConfig, 0.6.1 and main at
+    7427f31); under torchrun every rank enters that code, one paid cloud job per rank."""
+    target = flag_value(ctx.preset.launch.extra_args, "--job.target")
+    if target in (None, "local"):  # JobConfig.is_remote_target
+        return []
+    if ctx.plan.world_size > 1:
+        return [
+            problem(
+                "launch.extra_args",
+                f"--job.target={target} submits the run to HF Jobs from every one of the {ctx.plan.world_size} "
+                "processes torchrun starts: one paid cloud job per rank, each training alone",
+                "remove --job.target to train here, or submit it once yourself with `lerobot-train ... "
+                f"--job.target={target}` outside gpuwizard (the flavor sets the cloud GPUs)",
+                value=target,
+            )
+        ]
+    return [
+        warning(
+            "launch.extra_args",
+            f"--job.target={target} trains on HF Jobs, not on this machine: gpuwizard watches only the process that "
+            "submits it and streams its log; the plan's GPUs, memory and time are not the job's",
+            "remove --job.target to train here",
+            value=target,
+        )
+    ]
+
+
+def period_findings(ctx: BuildContext) -> list[Problem]:
+    """A run shorter than lerobot-train's log or save period: no loss line at all, or only the last checkpoint."""
+    plan, args, opts = ctx.plan, ctx.preset.launch.extra_args, LeRobotOptions.of(ctx.preset)
+    per_update, loop_steps = plan.trainer_steps_per_update, plan.trainer_steps
+    found: list[Problem] = []
+    given = flag_value(args, "--log_freq")
+    log_every = int(given) if given else (opts.log_freq * per_update if opts.log_freq else LOG_FREQ)
+    if 0 < loop_steps < log_every:
+        found.append(
+            warning(
+                "trainer_options.log_freq",
+                f"lerobot-train logs every {log_every:,} loop steps and this run has {loop_steps:,}: it logs no loss "
+                "and no samples/s at all, so the monitor draws no curve and has no step to measure time by",
+                f"set trainer_options.log_freq: {max(1, plan.steps // 20)}",
+                value=log_every,
+            )
+        )
+    given = flag_value(args, "--save_freq")
+    save_every = int(given) if given else (opts.save_freq * per_update if opts.save_freq else SAVE_FREQ)
+    if 0 < loop_steps <= save_every:
+        found.append(
+            warning(
+                "trainer_options.save_freq",
+                f"lerobot-train saves every {save_every:,} loop steps and after the last one: this run of "
+                f"{loop_steps:,} keeps only its last step's checkpoint, so a run stopped before its end cannot be "
+                "resumed",
+                f"set trainer_options.save_freq: {max(1, plan.steps // 4)} to keep one every quarter of the run",
+                value=save_every,
+            )
+        )
+    return found
