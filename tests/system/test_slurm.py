@@ -332,9 +332,9 @@ def test_a_sweep_on_slurm_runs_as_one_array_followed_run_by_run_and_ends_compare
     listed = json.loads(gw_subprocess("runs", "--json").stdout)
     assert {row["slurm_job_id"] for row in listed} == {s.slurm_job_id for s in statuses}, "runs names each task"
     shown = gw_subprocess("sweep", "status", folder.name, cwd=tmp_path)
-    assert shown.returncode == 0 and "best by final loss: #" in shown.stdout and "best run: " in shown.stdout, (
-        shown.stdout + shown.stderr
-    )
+    assert (
+        shown.returncode == 0 and "best by final loss (smoothed): #" in shown.stdout and "best run: " in shown.stdout
+    ), shown.stdout + shown.stderr
     assert array_tasks(array.job_id) == {}, "nothing left in the queue"
 
 

@@ -91,9 +91,11 @@ def test_four_runs_two_at_a_time_each_in_its_own_folder_then_compared(tmp_path):
 
     shown = gw(tmp_path, "sweep", "status", folder.name)
     assert shown.returncode == 0, shown.stderr
-    assert "loss@eq" in shown.stdout and "best by final loss: #" in shown.stdout and "best run: " in shown.stdout, (
-        shown.stdout
-    )
+    assert (
+        "loss@eq" in shown.stdout
+        and "best by final loss (smoothed): #" in shown.stdout
+        and "best run: " in shown.stdout
+    ), shown.stdout
     assert all(run.run_id in shown.stdout for run in runs_of(folder))
     assert marked_under(tmp_path / "data") == []
 

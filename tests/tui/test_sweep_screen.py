@@ -97,7 +97,7 @@ async def test_a_real_sweep_from_its_rows_to_the_comparison_the_best_saved_and_a
         best_run = screen.state.compared[1].run_id
         best = next(r for r in read_sweep(folder).runs if r.run_id == best_run)
         said = text_of(screen.query_one("#sweep-best"))
-        assert f"best by final loss: #{best.index + 1} lr={best.values['optim.lr']}" in said, said
+        assert f"best by final loss (smoothed): #{best.index + 1} lr={best.values['optim.lr']}" in said, said
         assert "one seed each" in said, "how sure: a single seed per value measures no noise"
         assert await wait_until(pilot, lambda: "sweep ended" in status_text(screen), 30), "its scheduler ends too"
         bar = key_bar_fits(screen)

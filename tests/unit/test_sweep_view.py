@@ -129,3 +129,23 @@ def test_an_ended_sweep_is_shown_within_80_columns_and_a_stop_leaves_it_as_it_en
     stop = gw("sweep", "stop", folder.name)
     assert (stop.code, stop.out.strip()) == (0, f"sweep {folder.name} had already ended (2 finished); nothing to stop")
     assert read_sweep(folder) == record and not read_sweep(folder).stopped, "the record as it was"
+
+
+def test_a_row_shows_the_value_its_run_trained_with_and_the_best_line_says_its_loss_is_smoothed(tmp_path, gw):
+    """Issue 39 item 4: a row "lr=0.001" had trained at 2e-3 (linear_lr doubled it on 2 processes), and the comparison
+    under it said the runs "differ in lr 0.004 against 0.002". The runs here trained at lr 0.001 (their plan.json)
+    where the sweep set 1.0 and 0.1: the table shows 0.001, marked, the sweep's value under it, as the comparison
+    names them; the best line's final loss is the smoothed curve's, not the last logged loss of the table."""
+    from gpuwizard.runner.sweep.view import run_rows
+    from support.runs import CMP_RUNS, copy_runs
+
+    data = tmp_path / "data"
+    copy_runs(data, *CMP_RUNS)
+    folder, record = written_sweep(tmp_path, [data / "runs" / name for name in CMP_RUNS], ["finished", "finished"])
+    assert [r["trained"] for r in run_rows(record, {})] == [{"optim.lr": 0.001}, {"optim.lr": 0.001}]
+    shown = gw("sweep", "status", folder.name)
+    assert shown.code == 0, shown.err
+    rows = [line.split() for line in shown.out.splitlines() if line.startswith(("  1 ", "  2 "))]
+    assert [row[1] for row in rows] == ["lr=0.001*", "lr=0.001*"]
+    assert "which was: #1 lr=1.0; #2 lr=0.1" in " ".join(shown.out.split())
+    assert "best by final loss (smoothed): #" in shown.out and "(preset " in shown.out

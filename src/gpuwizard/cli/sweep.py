@@ -164,7 +164,7 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
     from gpuwizard.analysis.compare.runs import compare_text
     from gpuwizard.runner.sweep.manage import save_best, sweep_comparison
     from gpuwizard.runner.sweep.scheduler import scheduler_alive
-    from gpuwizard.runner.sweep.view import ACTIVE, best_text, eta_text, looked, sweep_eta, values_label
+    from gpuwizard.runner.sweep.view import ACTIVE, best_text, eta_text, looked, marked_label, sweep_eta, trained_note
     from gpuwizard.runs.sweeps import read_sweep
 
     sweep = read_sweep(folder)
@@ -183,10 +183,10 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
     print(f"sweep {sweep.sweep_id} of {sweep.preset}: {len(rows)} runs; scheduler {live}")
     for array in sweep.arrays:
         print(f"SLURM array {array.job_id}: {len(array.runs)} tasks, runs {', '.join(str(i + 1) for i in array.runs)}")
-    labels = [values_label(r["values"]) for r in rows]
+    labels = [marked_label(r) for r in rows]  # as each run trained: lr=0.002* where the plan scaled the preset's
     wide = column_width("values", labels, most=34)  # as wide as the longest, within 80 columns
     device = column_width("device", (r["device"] for r in rows))
-    print(f"{'#':>3} {'values':<{wide}} {'device':<{device}} {'state':<9} {'step':>6} {'loss':>9}  run id")
+    print(f"{'#':>3} {'values':<{wide}} {'device':<{device}} {'state':<9} {'step':>6} {'last loss':>9}  run id")
     for r, label in zip(rows, labels, strict=True):
         print(
             f"{r['index'] + 1:>3} {label[:wide]:<{wide}} {r['device']:<{device}} {r['state']:<9} "
@@ -196,6 +196,8 @@ def status_command(folder: Path, args: argparse.Namespace) -> int:
             say(f"      {r['error'] or r['unreadable']}")
         if own := sweep.runs[r["index"]].own_job:
             say(f"      {own}")
+    if note := trained_note(rows):
+        say(note)
     if not sweep.ended and alive:
         slots = max(1, sum(r["state"] in ACTIVE for r in rows))
         print(eta_text(sweep_eta(rows, slots), slots))

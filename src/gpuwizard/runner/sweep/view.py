@@ -4,6 +4,7 @@ the best run and how sure that is, each combination's label."""
 from __future__ import annotations
 
 import heapq
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
@@ -21,18 +22,68 @@ PENDING: Final = "pending"
 """A row's state where the run was submitted and SLURM has not started it (an array's task waiting for nodes): it
 holds no slot, and the sweep's ETA counts it with the queue. A view's word only: sweep.json never holds it."""
 RowState = SweepState | Literal["pending"]
-METRIC_NAMES = {"final_loss": "final loss", "loss_at_equal_samples": "loss at equal samples", "duration_s": "time"}
+METRIC_NAMES = {
+    "final_loss": "final loss (smoothed)",
+    "loss_at_equal_samples": "smoothed loss at equal samples",
+    "duration_s": "time",
+}
+"""The sweep's metrics as the best run's line names them: both losses are of the smoothed curve (compare's), not the
+last logged loss the table's loss column shows."""
 SEED = "trainer_options.seed"
+TRAINED = {"optim.lr": "lr", "optim.steps": "steps"}
+"""Swept fields the plan may resolve to another value (the scaling rule's lr on more processes), by the plan.json key
+that holds the value the run trained with."""
 
 
-def values_label(values: dict[str, Any]) -> str:
-    """lr=0.0001, seed=1: each field by its last part."""
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items())
+def values_label(values: dict[str, Any], trained: dict[str, Any] | None = None) -> str:
+    """lr=0.0001, seed=1: each field by its last part; `trained`, the values a run trained with where they are not the
+    preset's: lr=0.0002 (preset 0.0001)."""
+    trained = trained or {}
+    return ", ".join(
+        f"{k.rsplit('.', 1)[-1]}={trained[k]:g} (preset {v})" if k in trained else f"{k.rsplit('.', 1)[-1]}={v}"
+        for k, v in values.items()
+    )
 
 
-def run_label(run: SweepRun) -> str:
-    """#3 lr=0.0001, seed=1: a run by its number in the sweep and its values."""
-    return f"#{run.index + 1} {values_label(run.values)}"
+def trained_values(run_path: str | None, values: dict[str, Any]) -> dict[str, Any]:
+    """The swept values the run trained with otherwise than its preset says (plan.json: the lr the scaling rule
+    doubled on 2 processes), by field; none where its folder holds no plan."""
+    wanted = [field for field in values if field in TRAINED and isinstance(values[field], int | float)]
+    if run_path is None or not wanted:
+        return {}
+    try:
+        plan = RunDir(Path(run_path)).plan()
+    except (RecordError, OSError):
+        return {}
+    found = {field: getattr(plan, TRAINED[field]) for field in wanted}
+    return {k: v for k, v in found.items() if v is not None and not math.isclose(v, values[k], rel_tol=1e-9)}
+
+
+def run_label(run: SweepRun, seed: bool = True) -> str:
+    """#3 lr=0.0002 (preset 0.0001), seed=1: a run by its number in the sweep and the values it trained with."""
+    values = {k: v for k, v in run.values.items() if seed or k != SEED}
+    return f"#{run.index + 1} {values_label(values, trained_values(run.run_path, values))}"
+
+
+def marked_label(row: SweepRow) -> str:
+    """lr=0.0002*, seed=1: a row's values as trained, a star on each the plan changed (trained_note says from what),
+    for a table that has 80 columns."""
+    return ", ".join(
+        f"{k.rsplit('.', 1)[-1]}={row['trained'][k]:g}*" if k in row["trained"] else f"{k.rsplit('.', 1)[-1]}={v}"
+        for k, v in row["values"].items()
+    )
+
+
+def trained_note(rows: list[SweepRow]) -> str:
+    """Under a table of marked labels: the preset's values the plan changed (the scaling rule's lr), by run."""
+    changed = [
+        f"#{r['index'] + 1} " + ", ".join(f"{k.rsplit('.', 1)[-1]}={r['values'][k]}" for k in r["trained"])
+        for r in rows
+        if r["trained"]
+    ]
+    if not changed:
+        return ""
+    return "* as trained, where the plan changed the sweep's value (its scaling rule), which was: " + "; ".join(changed)
 
 
 class SweepRow(TypedDict):
@@ -40,6 +91,9 @@ class SweepRow(TypedDict):
 
     index: int
     values: dict[str, Any]
+    """As the sweep set them in its preset."""
+    trained: dict[str, Any]
+    """Those the run trained with otherwise (trained_values)."""
     device: str
     state: RowState
     run_id: str | None
@@ -71,6 +125,7 @@ def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[SweepR
         row: SweepRow = {
             "index": run.index,
             "values": run.values,
+            "trained": {},
             "device": "slurm" if sweep.slurm else where,
             "state": run.state,
             "run_id": run.run_id,
@@ -96,6 +151,7 @@ def run_rows(sweep: Sweep, read: dict[int, Status | RecordError]) -> list[SweepR
         if isinstance(status, RecordError):
             row["unreadable"] = f"its run folder {run.run_path} cannot be read: {status}"
             continue
+        row["trained"] = trained_values(run.run_path, run.values)
         progress = folder.progress()
         if run.state in ACTIVE and status.waiting_at_slurm and (progress is None or progress.step is None):
             row["state"] = PENDING
@@ -143,14 +199,18 @@ def eta_text(eta: tuple[float, float, int] | None, slots: int) -> str:
 
 def best_text(sweep: Sweep, best: RunFacts, facts: list[RunFacts]) -> str:
     """The best run by the sweep's metric, and how sure that is: its gap to the best run of another setting against
-    the seed-to-seed spread of each (one seed each: the spread is not measured)."""
+    the seed-to-seed spread of each (one seed each: the spread is not measured). Each setting is named by the values
+    it trained with."""
     metric = sweep.metric
     by_id = {r.run_id: r for r in sweep.runs if r.run_id}
     groups: dict[str, list[float]] = {}
+    names: dict[str, str] = {}
     for f in facts:
         value, run = getattr(f, metric), by_id.get(f.run_id)
         if value is not None and run is not None:
-            groups.setdefault(values_label({k: v for k, v in run.values.items() if k != SEED}), []).append(value)
+            setting = values_label({k: v for k, v in run.values.items() if k != SEED})
+            groups.setdefault(setting, []).append(value)
+            names.setdefault(setting, run_label(run, seed=False).split(" ", 1)[-1])
     run = by_id[best.run_id]
     value = getattr(best, metric)
     head = f"best by {METRIC_NAMES.get(metric, metric)}: {run_label(run)}: {value:.4g}"
@@ -159,9 +219,9 @@ def best_text(sweep: Sweep, best: RunFacts, facts: list[RunFacts]) -> str:
     seeds = groups.get(mine, [value])
     if not others:
         return f"{head} · the runs differ only in their seed ({min(seeds):.4g}-{max(seeds):.4g}): that is noise"
-    name, values = min(others.items(), key=lambda item: min(item[1]))
+    setting, values = min(others.items(), key=lambda item: min(item[1]))
     gap = (min(values) - value) / abs(value) if value else 0.0
-    against = f"{head} · next setting {name}: {min(values):.4g} ({gap:+.0%})"
+    against = f"{head} · next setting {names[setting]}: {min(values):.4g} ({gap:+.0%})"
     if len(seeds) < 2 and len(values) < 2:
         return (
             f"{against} · how sure is unknown: one seed each, so run-to-run noise is unmeasured "
