@@ -113,11 +113,17 @@ def test_the_plan_says_how_many_episodes_are_held_out():
     from gpuwizard.model.preset import with_field
     from gpuwizard.model.preset_files import load_preset
     from gpuwizard.planning.plan import held_out_note
+    from gpuwizard.trainers.registry import get_trainer
 
     demo = with_field(load_preset("demo-cpu"), "dataset.eval_split", 0.25)
-    assert held_out_note(demo, "demo", None).startswith("held-out split: 15 episodes train, 5 held out")
-    assert "7 episodes train, 3 held out" in held_out_note(demo, "demo", {"episodes": 10})
-    assert "nothing is held out" in held_out_note(demo, "openpi", None)
+    trainer = get_trainer("demo")
+    given = trainer.held_out(demo, "python", None)
+    assert held_out_note(demo, given, "demo").startswith("held-out split: 15 episodes train, 5 held out")
+    assert "7 episodes train, 3 held out" in held_out_note(
+        demo, trainer.held_out(demo, "python", {"episodes": 10}), "demo"
+    )
+    assert get_trainer("openpi").held_out(demo, "python", None) is None
+    assert "nothing is held out" in held_out_note(demo, None, "openpi")
 
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"

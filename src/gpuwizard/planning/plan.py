@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -236,7 +235,7 @@ def make_plan(
     probe = newest_probe(preset.name)  # read once: the note, the advice and the estimates use it
     found.append(note(critical_batch_note(preset.name, layout.effective, probe)))
     if preset.dataset.eval_split:
-        found.append(note(held_out_note(preset, trainer.name, dataset_meta)))
+        found.append(note(held_out_note(preset, trainer.held_out(preset, python, dataset_meta), trainer.name)))
 
     table = batch_table(trainer, preset)
     plan = Plan(
@@ -302,23 +301,14 @@ def build_command(ctx: BuildContext) -> LaunchSpec:
     return with_loopback_plugin(get_trainer(ctx.preset.trainer).build(ctx))
 
 
-def held_out_note(preset: Preset, trainer: str, dataset: dict[str, Any] | None) -> str:
-    """How many episodes train and how many are held out, or that this trainer is given no split: only the demo
-    takes one yet (LeRobot main's --dataset.eval_split and --eval_steps are not passed by its adapter, and LeRobot
-    0.6.1, GR00T's launcher and openpi have none)."""
-    split = preset.dataset.eval_split
-    if trainer != "demo":
-        return (
-            f"dataset.eval_split {split:g}: the {trainer} trainer is given no held-out split by gpuwizard, so nothing "
-            "is held out and no held-out loss, overfitting signal or best checkpoint will be shown"
-        )
-    from gpuwizard.model.trainer_options import DemoOptions
-
-    episodes = dataset["episodes"] if dataset else DemoOptions.of(preset).episodes
-    held = math.ceil(episodes * split)  # the demo's dataset has one task
+def held_out_note(preset: Preset, given: str | None, trainer: str) -> str:
+    """How the trainer is given dataset.eval_split (`given`, Trainer.held_out), or that it is given none: LeRobot
+    0.6.1, GR00T's launcher and openpi have no split, and nothing is faked."""
+    if given is not None:
+        return f"held-out split: {given}"
     return (
-        f"held-out split: {episodes - held} episodes train, {held} held out (the last ceil({episodes} x {split:g}) "
-        "of each task, as LeRobot main's --dataset.eval_split); their loss is logged at every log line"
+        f"dataset.eval_split {preset.dataset.eval_split:g}: the {trainer} trainer is given no held-out split by "
+        "gpuwizard, so nothing is held out and no held-out loss, overfitting signal or best checkpoint will be shown"
     )
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpuwizard.core.errors import Problem, problem
 from gpuwizard.model.job import BatchLayout, BuildContext, LaunchSpec, TrainerQuery
@@ -105,6 +105,11 @@ class Trainer:
         planned lr after a linear warmup from 0 (a trainer with another schedule says so)."""
         plan = ctx.plan
         return LrSchedule(peak=plan.lr, warmup_steps=(plan.warmup_steps or 0) * plan.trainer_steps_per_update)
+
+    def held_out(self, preset: Preset, python: str, dataset: dict[str, Any] | None) -> str | None:
+        """How this trainer is given dataset.eval_split and logs the held-out loss, for the plan (`dataset`: its
+        metadata where read; None: it is given none, and nothing is faked)."""
+        return None
 
     def log_interval(self, ctx: BuildContext) -> int | None:
         """Steps between the trainer's loss lines where those lines do not name their step (None: they do)."""

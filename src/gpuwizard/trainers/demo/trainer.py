@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuwizard.core import paths
 from gpuwizard.core.errors import Problem, problem
@@ -150,6 +151,16 @@ class DemoTrainer(Trainer):
             argv=[ctx.python, check_script("check_demo.py"), *trainer_args(spec.argv, "gpuwizard.demo.train")],
             expected=planned_values(ctx),
             cwd=ctx.workdir,
+        )
+
+    def held_out(self, preset: Preset, python: str, dataset: dict[str, Any] | None) -> str | None:
+        """The demo holds out episodes of its one task and logs their loss in LeRobot main's form (demo/heldout.py)."""
+        split = preset.dataset.eval_split
+        episodes = dataset["episodes"] if dataset else DemoOptions.of(preset).episodes
+        held = math.ceil(episodes * split)
+        return (
+            f"{episodes - held} episodes train, {held} held out (the last ceil({episodes} x {split:g}) of each task, "
+            "as LeRobot main's --dataset.eval_split); their loss is logged at every log line"
         )
 
     def probe_variant(self, preset: Preset, steps: int) -> Preset:

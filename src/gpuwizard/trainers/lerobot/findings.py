@@ -361,13 +361,19 @@ def cloud_target_findings(ctx: BuildContext) -> list[Problem]:
     ]
 
 
+def period(ctx: BuildContext, name: str, default: int) -> int:
+    """lerobot-train's loop steps between log lines (`log_freq`) or checkpoints (`save_freq`): the flag in
+    launch.extra_args (given last, it wins), else trainer_options' (updates, x grad_accum on main), else `default`."""
+    given = flag_value(ctx.preset.launch.extra_args, f"--{name}")
+    own = getattr(LeRobotOptions.of(ctx.preset), name)
+    return int(given) if given else (own * ctx.plan.trainer_steps_per_update if own else default)
+
+
 def period_findings(ctx: BuildContext) -> list[Problem]:
     """A run shorter than lerobot-train's log or save period: no loss line at all, or only the last checkpoint."""
-    plan, args, opts = ctx.plan, ctx.preset.launch.extra_args, LeRobotOptions.of(ctx.preset)
-    per_update, loop_steps = plan.trainer_steps_per_update, plan.trainer_steps
+    plan, loop_steps = ctx.plan, ctx.plan.trainer_steps
     found: list[Problem] = []
-    given = flag_value(args, "--log_freq")
-    log_every = int(given) if given else (opts.log_freq * per_update if opts.log_freq else LOG_FREQ)
+    log_every = period(ctx, "log_freq", LOG_FREQ)
     if 0 < loop_steps < log_every:
         found.append(
             warning(
@@ -378,8 +384,7 @@ def period_findings(ctx: BuildContext) -> list[Problem]:
                 value=log_every,
             )
         )
-    given = flag_value(args, "--save_freq")
-    save_every = int(given) if given else (opts.save_freq * per_update if opts.save_freq else SAVE_FREQ)
+    save_every = period(ctx, "save_freq", SAVE_FREQ)
     if 0 < loop_steps <= save_every:
         found.append(
             warning(

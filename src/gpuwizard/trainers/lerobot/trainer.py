@@ -25,7 +25,9 @@ from gpuwizard.trainers.base import (
 from gpuwizard.trainers.check import check_script
 from gpuwizard.trainers.lerobot.findings import (
     ACCELERATE_PREFIXES,
+    LOG_FREQ,
     group_lrs,
+    period,
     plan_findings,
     presets_bypassed,
     schedule_end_notes,
@@ -57,7 +59,15 @@ class LeRobotTrainer(Trainer):
     name = "lerobot"
     title = "LeRobot (lerobot-train)"
     batch_flag = "--batch_size"
-    progress_markers = ("step:", "Effective batch size", "cfg.steps=", "Checkpoint policy", "End of training", "%|")
+    progress_markers = (
+        "step:",
+        "eval_loss=",
+        "Effective batch size",
+        "cfg.steps=",
+        "Checkpoint policy",
+        "End of training",
+        "%|",
+    )
     batch_meaning = "--batch_size is per GPU process: N GPUs train on N x batch samples per step."
     checkpoint_parts = (  # lerobot/common/train_utils.py save_checkpoint: the weights, then the training state
         (
@@ -85,6 +95,17 @@ class LeRobotTrainer(Trainer):
         of loop steps (= micro-batches consumed per data-parallel worker)`); 0.6.1 has no accumulation."""
         main = find_install(python, LeRobotOptions.of(preset).api, is_trusted(preset)).api == "main"
         return preset.batch.grad_accum if main else 1
+
+    def held_out(self, preset: Preset, python: str, dataset: dict[str, Any] | None) -> str | None:
+        """Main holds out the last ceil(n x split) episodes of each task's n and logs `step N: eval_loss=X` every
+        --eval_steps loop steps (datasets/factory.py and lerobot_train.py at 7427f31); 0.6.1 has no split."""
+        if find_install(python, LeRobotOptions.of(preset).api, is_trusted(preset)).api != "main":
+            return None
+        return (
+            f"--dataset.eval_split={preset.dataset.eval_split:g}: LeRobot main holds out the last ceil(n x "
+            f"{preset.dataset.eval_split:g}) episodes of each task's n and logs their loss at every log line "
+            "(--eval_steps)"
+        )
 
     def install(self, ctx: BuildContext) -> LeRobotInstall:
         return find_install(ctx.python, LeRobotOptions.of(ctx.preset).api, is_trusted(ctx.preset))
@@ -246,6 +267,9 @@ class LeRobotTrainer(Trainer):
         ):
             if value is not None:
                 args.append(f"--{flag}={value}")
+        if preset.dataset.eval_split and install.api == "main":
+            every = period(ctx, "log_freq", LOG_FREQ)  # a held-out loss beside every training loss line
+            args += [f"--dataset.eval_split={preset.dataset.eval_split!r}", f"--eval_steps={every}"]
         args.append(f"--wandb.enable={'true' if opts.wandb else 'false'}")
         args += preset.launch.extra_args
         return LaunchSpec(prefix + args, env, unset, ctx.workdir)
