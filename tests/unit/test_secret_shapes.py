@@ -6,6 +6,8 @@ JSON web tokens (`eyJ`), `Bearer` credentials."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpuwizard.core.secrets import REDACTED, redacted, redacted_argv, split_secrets
@@ -93,3 +95,14 @@ def test_a_secret_on_the_command_line_is_shown_redacted_and_a_look_alike_is_not(
         "--next",
     ]
     assert redacted_argv(argv[:2]) == argv[:2]
+
+
+def test_the_preview_the_script_and_the_record_never_show_a_token_under_a_plain_name():
+    """The shell preview and command.json show a token-shaped value neither in the environment nor on the command
+    line; the script the job runs reads the variable from the environment and keeps the argument it needs."""
+    spec = LaunchSpec(argv=["python", "train.py", f"--hub-token={HF}"], env={"HUB": HF, "NCCL_DEBUG": "INFO"})
+    shown = spec.shell()
+    assert HF not in shown and 'HUB="$HUB"' in shown and f"--hub-token={REDACTED}" in shown
+    assert HF not in json.dumps(spec.to_json())
+    script = spec.script()
+    assert 'export HUB="${HUB:?' in script and f"--hub-token={HF}" in script

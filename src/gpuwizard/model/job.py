@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gpuwizard.core.errors import Problem
 from gpuwizard.core.kinds import ProblemLevel
-from gpuwizard.core.secrets import is_secret, redacted
+from gpuwizard.core.secrets import is_secret, redacted, redacted_argv
 
 if TYPE_CHECKING:
     from gpuwizard.model.catalog import PolicyEntry
@@ -54,8 +54,8 @@ class LaunchSpec:
         parts = [f"cd {shlex.quote(self.workdir)} &&"]
         if self.unset:
             parts.append("env " + " ".join(f"-u {shlex.quote(n)}" for n in self.unset))
-        parts.extend(f'{k}="${k}"' if is_secret(k) else f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        parts.append(shlex.join(self.argv))
+        parts.extend(f'{k}="${k}"' if is_secret(k, v) else f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        parts.append(shlex.join(redacted_argv(self.argv)))
         return " ".join(parts)
 
     def script(self) -> str:
@@ -68,7 +68,7 @@ class LaunchSpec:
         ]
         lines += [f"unset {shlex.quote(n)}" for n in self.unset]
         lines += [
-            f'export {k}="${{{k}:?set {k} in your environment}}"' if is_secret(k) else f"export {k}={shlex.quote(v)}"
+            f'export {k}="${{{k}:?set {k} in your environment}}"' if is_secret(k, v) else f"export {k}={shlex.quote(v)}"
             for k, v in self.env.items()
         ]
         lines.append("exec " + " \\\n  ".join(shlex.quote(a) for a in self.argv))
@@ -77,7 +77,7 @@ class LaunchSpec:
     def to_json(self) -> dict[str, Any]:
         """As shown and written to run folders: secret values redacted."""
         return {
-            "argv": self.argv,
+            "argv": redacted_argv(self.argv),
             "env": redacted(self.env),
             "unset": self.unset,
             "workdir": self.workdir,
