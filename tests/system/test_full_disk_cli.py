@@ -42,6 +42,8 @@ def test_a_sweep_on_a_full_disk_says_so(full_data):
     assert result.stderr == (
         "cannot record the sweep: No space left on device. Fix: free disk space or set GPUWIZARD_DATA_DIR.\n"
     )
+    sweeps = full_data / "sweeps"
+    assert not sweeps.exists() or list(sweeps.iterdir()) == [], "no half-made sweep folder is left"
 
 
 def test_a_bandwidth_measurement_on_a_full_disk_gives_its_figure_and_says_it_is_not_saved(full_data):

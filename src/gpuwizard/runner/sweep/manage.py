@@ -3,6 +3,7 @@ written, its scheduler detached; stopping it whole, resuming what did not finish
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -90,36 +91,41 @@ def create_sweep(
     # refused any run whose code differs from this preset's, so this is the code the user trusted, and nothing more
     sweep_id = new_sweep_id(base.name)
     folder = sweeps_dir() / sweep_id
-    (folder / "runs").mkdir(parents=True)
-    records = []
-    for index, (combo, device, processes) in enumerate(runs):
-        linked = with_field(
-            combo.preset, "description", f"sweep {sweep_id} run {index + 1}/{len(runs)}: {combo.label()}"
-        )
-        name = f"runs/{index:03d}.yaml"
-        (folder / name).write_text(linked.to_yaml())
-        records.append(
-            SweepRun(
-                index=index,
-                values=combo.values,
-                preset_file=name,
-                processes=processes,
-                device="cpu" if device == "cpu" else "cuda",
+    folder.mkdir(parents=True)  # outside the try: a folder that already exists is never another's to remove
+    try:
+        (folder / "runs").mkdir()
+        records = []
+        for index, (combo, device, processes) in enumerate(runs):
+            linked = with_field(
+                combo.preset, "description", f"sweep {sweep_id} run {index + 1}/{len(runs)}: {combo.label()}"
             )
+            name = f"runs/{index:03d}.yaml"
+            (folder / name).write_text(linked.to_yaml())
+            records.append(
+                SweepRun(
+                    index=index,
+                    values=combo.values,
+                    preset_file=name,
+                    processes=processes,
+                    device="cpu" if device == "cpu" else "cuda",
+                )
+            )
+        sweep = Sweep(
+            sweep_id=sweep_id,
+            preset=base.name,
+            source=source,
+            created=time.time(),
+            grid=grid,
+            seeds=seeds,
+            metric=metric,
+            workdir=workdir,
+            runs=records,
+            slurm=base.launch.scheduler == "slurm",
         )
-    sweep = Sweep(
-        sweep_id=sweep_id,
-        preset=base.name,
-        source=source,
-        created=time.time(),
-        grid=grid,
-        seeds=seeds,
-        metric=metric,
-        workdir=workdir,
-        runs=records,
-        slurm=base.launch.scheduler == "slurm",
-    )
-    write_sweep(folder, sweep)
+        write_sweep(folder, sweep)
+    except OSError:  # a full disk: no half-made sweep folder for `sweep status` to list
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     spawn_scheduler(folder, workdir)
     return read_sweep(folder)
 
