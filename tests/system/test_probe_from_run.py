@@ -47,6 +47,7 @@ def test_a_probe_from_a_runs_checkpoint_starts_there_and_says_so(gw, tmp_path):
     assert f"each from step 250 of run {run_id}, its newest checkpoint" in " ".join(ran.err.split())
     result = ProbeResult.model_validate(ran.json())
     assert (result.from_run, result.start_step) == (run_id, 250)
+    assert result.lr is not None and result.lr == entry.run.plan().lr, "the lr its optimizer state holds"
     measured = [r for r in [*result.rows, *result.repeats] if r.outcome == "measured"]
     assert sorted({(r.gpus, r.per_device_batch) for r in measured}) == [(1, 8), (2, 8)]
     for row in measured:  # each run resumed from the checkpoint: the demo's own line, and steps logged past it

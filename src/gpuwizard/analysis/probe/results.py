@@ -162,7 +162,8 @@ class ProbeResult(Record):
     expected_s: float | None = None
     """The probe's expected duration as it said before it started (refined as configurations end)."""
     lr: float | None = None
-    """The preset's lr, which every configuration ran at (scaling.rule none in each)."""
+    """The preset's lr, which every configuration ran at (scaling.rule none in each); from a run's checkpoint, that
+    run's (its optimizer state holds it)."""
     scaled_lr: dict[str, float] = {}
     """The lr the preset's scaling rule gives each global batch of the grid (keys: the batch): what the step ratio's
     'each batch at its own best lr' stands for."""

@@ -250,8 +250,8 @@ def lr_assumed(result: ProbeResult, base_batch: int, batch: int) -> tuple[str, s
     return f" at lr {scaled:.3g}", (
         f"The step ratio assumes each batch at its own best lr, here the scaling rule's ({result.scaling_rule}): "
         f"{scaled:.3g} at global batch {batch}, {result.scaled_lr.get(str(base_batch), lr):.3g} at {base_batch}; "
-        f"the probe ran every configuration at the preset's lr {lr:.3g}, so it measured samples/s and B_noise there "
-        f"and did not measure the steps at {scaled:.3g}."
+        f"the probe ran every configuration at {'the checkpoint' if result.from_run else 'the preset'}'s lr "
+        f"{lr:.3g}, so it measured samples/s and B_noise there and did not measure the steps at {scaled:.3g}."
     )
 
 

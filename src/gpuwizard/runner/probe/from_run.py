@@ -14,6 +14,7 @@ from gpuwizard.core.errors import Problem, UserError, problem
 from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.model.preset import Preset
 from gpuwizard.runner.launch.resume import checkpoint_step, find_target, owner_problems, same_preset
+from gpuwizard.runs.records import RecordError
 
 FROM_RUN_TRAINERS = ("demo",)
 """Trainers whose resume takes a checkpoint into another folder, batch and process count: the demo loads weights,
@@ -31,6 +32,8 @@ class StartPoint:
     step: int
     checkpoint: Path
     """The step folder (checkpoints/000400 of the run's output folder)."""
+    lr: float | None = None
+    """The run's planned lr, which the checkpoint's optimizer state holds and a resume trains on at."""
 
     @property
     def stage(self) -> str:
@@ -107,4 +110,8 @@ def find_start(preset: Preset, run_id: str) -> StartPoint:
         raise UserError(refused, preset.name)
     step = checkpoint_step(checkpoint, ctx.output_path)
     assert step is not None, "the demo's checkpoints/last names a step folder (checkpoints/000400)"
-    return StartPoint(target.run.run_id, step, checkpoint)
+    try:
+        lr = target.run.plan().lr
+    except RecordError:
+        lr = None  # its plan.json cannot be read: the lr is not said
+    return StartPoint(target.run.run_id, step, checkpoint, lr)

@@ -109,6 +109,7 @@ class Probe:
         if self.start is not None:
             self.result.from_run, self.result.start_step = self.start.run_id, self.start.step
             self.result.noise_stage = self.start.stage
+            self.result.lr = self.start.lr  # the checkpoint's optimizer state holds it, not the flag
         self.result.scaled_lr = self._scaled_lrs()
         self.result.expected_s = self.expected_s()
         self.save()
