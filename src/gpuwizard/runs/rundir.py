@@ -374,13 +374,3 @@ def scaling_report(preset_name: str, entries: list[RunEntry] | None = None) -> l
             }
         )
     return rows
-
-
-def scaling_text(preset_name: str) -> str | None:
-    rows = [r for r in scaling_report(preset_name) if r["efficiency"] is not None and r["world_size"] > 1]
-    if not rows:
-        return None
-    return "; ".join(
-        f"{r['world_size']} processes: {r['speedup']:.2f}x the 1-process samples/s (efficiency {r['efficiency']:.0%})"
-        for r in rows
-    )
