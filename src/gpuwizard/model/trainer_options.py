@@ -145,6 +145,13 @@ class HfOptions(TrainerOptions):
     logging_steps: int | None = Field(
         None, gt=0, description="--logging_steps: steps between loss lines; null: the Trainer's own 500."
     )
+    eval_split_flag: str | None = Field(
+        None,
+        pattern=r"^--[A-Za-z0-9_.-]+$",
+        description="The script's own flag that takes dataset.eval_split: the script holds out that fraction of its "
+        "data as the Trainer's eval_dataset; gpuwizard then adds --eval_strategy steps and --eval_steps at the log "
+        "period, so eval_loss is logged beside each loss line. Null: the script is given no held-out split.",
+    )
 
 
 class RankStep(TrainerOptions):

@@ -6,6 +6,7 @@ pair) and the data (a noisy linear map) are made here: nothing is downloaded. gp
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
@@ -22,6 +23,9 @@ class ScriptArguments:
     samples: int = field(default=256, metadata={"help": "Rows in the synthetic dataset."})
     hidden: int = field(default=32, metadata={"help": "Width of the hidden layer."})
     step_sleep: float = field(default=0.0, metadata={"help": "Seconds added to every step (a slow run to stop)."})
+    eval_split: float = field(
+        default=0.0, metadata={"help": "Fraction of the rows held out as the Trainer's eval_dataset (its last ones)."}
+    )
 
 
 class TinyRegressor(nn.Module):
@@ -74,10 +78,14 @@ def main() -> None:
         transformers.utils.logging.set_verbosity_info()  # as the HF examples do: the Trainer's banner shows
     torch.manual_seed(training_args.seed)
     report = Report(script_args.step_sleep)
+    data = Synthetic(script_args.samples)
+    held = math.ceil(len(data) * script_args.eval_split)  # gpuwizard's contract: the last rows, never trained on
+    rows = list(range(len(data)))
     trainer = Trainer(
         model=TinyRegressor(script_args.hidden),
         args=training_args,
-        train_dataset=Synthetic(script_args.samples),
+        train_dataset=torch.utils.data.Subset(data, rows[: len(data) - held]) if held else data,
+        eval_dataset=torch.utils.data.Subset(data, rows[len(data) - held :]) if held else None,
         callbacks=[report],
     )
     report.trainer = trainer

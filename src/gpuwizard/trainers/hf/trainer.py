@@ -33,12 +33,17 @@ if TYPE_CHECKING:
     from gpuwizard.model.preset import Preset
 
 
+LOGGING_STEPS = 500
+"""TrainingArguments.logging_steps' default (transformers 5.x training_args.py): steps between loss lines."""
+
+
 class HfTrainer(Trainer):
     name = "hf"
     title = "Hugging Face Trainer script"
     batch_flag = "--per_device_train_batch_size"
     progress_markers = (
         "{'loss'",
+        "{'eval_loss'",
         "{'train_runtime'",
         "Saving model checkpoint",
         "Total train batch size",
@@ -105,12 +110,12 @@ class HfTrainer(Trainer):
                     value="fsdp",
                 )
             )
-        if ctx.plan.steps < 500 and HfOptions.of(ctx.preset).logging_steps is None:
+        if ctx.plan.steps < LOGGING_STEPS and HfOptions.of(ctx.preset).logging_steps is None:
             found.append(
                 warning(
                     "trainer_options.logging_steps",
-                    f"the Trainer logs the loss and lr every 500 steps by default, and this run has {ctx.plan.steps}: "
-                    "no curve, no lr check, no NaN stop",
+                    f"the Trainer logs the loss and lr every {LOGGING_STEPS} steps by default, and this run has "
+                    f"{ctx.plan.steps}: no curve, no lr check, no NaN stop",
                     f"set trainer_options.logging_steps, e.g. {max(1, ctx.plan.steps // 20)}",
                     value=None,
                 )
@@ -129,6 +134,18 @@ class HfTrainer(Trainer):
                 )
             ]
         return []
+
+    def held_out(self, preset: Preset, python: str, dataset: dict[str, Any] | None) -> str | None:
+        """The script's own flag takes the split (its eval_dataset, the contract trainer_options.eval_split_flag
+        states); the Trainer logs {'eval_loss': ...} every --eval_steps under --eval_strategy steps."""
+        flag = HfOptions.of(preset).eval_split_flag
+        if flag is None:
+            return None
+        every = HfOptions.of(preset).logging_steps or LOGGING_STEPS
+        return (
+            f"{flag} {preset.dataset.eval_split:g}: the script holds out that fraction as the Trainer's "
+            f"eval_dataset, whose loss the Trainer logs every {every} steps (--eval_strategy steps --eval_steps)"
+        )
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
         preset, plan, opts = ctx.preset, ctx.plan, HfOptions.of(ctx.preset)
@@ -160,6 +177,10 @@ class HfTrainer(Trainer):
             args.append(f"--{preset.mixed_precision}")
         if opts.logging_steps:
             args += ["--logging_steps", str(opts.logging_steps)]
+        if preset.dataset.eval_split and opts.eval_split_flag:  # an eval_loss dict beside each loss line
+            every = str(opts.logging_steps or LOGGING_STEPS)
+            args += [opts.eval_split_flag, f"{preset.dataset.eval_split!r}", "--eval_strategy", "steps"]
+            args += ["--eval_steps", every]
         if plan.strategy == "fsdp":
             args += ["--fsdp", "--fsdp_config", json.dumps(self.fsdp_config(ctx))]
         argv = torchrun_prefix(ctx, plan.processes_per_node) + args + preset.launch.extra_args
@@ -212,7 +233,7 @@ class HfTrainer(Trainer):
 
     def log_interval(self, ctx: BuildContext) -> int | None:
         """--logging_steps (TrainingArguments' default 500): DefaultFlowCallback logs at its multiples."""
-        return HfOptions.of(ctx.preset).logging_steps or 500
+        return HfOptions.of(ctx.preset).logging_steps or LOGGING_STEPS
 
     def probe_variant(self, preset: Preset, steps: int) -> Preset:
         """A loss dict every few steps, so the measured window holds many points (the Trainer logs samples/s only in
