@@ -182,3 +182,28 @@ def test_the_closing_lines_scaling_gives_an_efficiency_above_100_percent_only_wi
         "scaling of demo-cmp: 2 processes: 3.00x the 1-process samples/s (efficiency 150%, above 100%: the runs' load "
         "or batch per process differed, so it is no scaling)"
     )
+
+
+def held_out(run: RunDir, losses: dict[int, float]) -> None:
+    """Add held-out lines (dataset.eval_split) to a recorded run, at its own logged steps' times."""
+    times = {m.step: m.t for m in run.metrics() if m.kind == "train"}
+    with run.metrics_file.open("a") as fh:
+        for step, loss in losses.items():
+            fh.write(json.dumps({"format": 1, "t": times[step], "step": step, "loss": loss, "kind": "held_out"}) + "\n")
+
+
+def test_runs_that_all_held_episodes_out_are_judged_on_the_held_out_loss_and_say_so(isolated_dirs):
+    """Issue 37 item 5: the 2-process run's training loss is the lower at equal samples, its held-out loss the higher
+    (it memorises); compare judges on the held-out loss when every run has one, and says which loss it used."""
+    one, two = recorded(isolated_dirs / "data", "20261201-005642-demo-cmp", "20261201-005700-demo-cmp")
+    held_out(one, {10: 0.30, 20: 0.25, 30: 0.20})
+    trained = compare([one, two])
+    assert trained.loss_kind == "training" and "not every run logged a held-out loss" in compare_text(trained)
+    held_out(two, {10: 0.40, 20: 0.45, 30: 0.50})
+    judged = compare([one, two])
+    assert judged.loss_kind == "held-out"
+    assert "loss: the held-out loss (episodes no run trained on), which every run logged" in compare_text(judged)
+    by_id = {f.run_id: f for f in judged.runs}
+    assert by_id[two.run_id].loss_at_equal_samples > by_id[one.run_id].loss_at_equal_samples
+    assert by_id[two.run_id].final_loss == pytest.approx(by_id[two.run_id].held_out_curve[-1].loss)
+    assert json.loads(json.dumps(judged.to_json()))["loss_kind"] == "held-out"

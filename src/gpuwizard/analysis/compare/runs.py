@@ -56,6 +56,9 @@ class RunFacts:
     differences: list[str] = field(default_factory=list)
     """What this run was started with that same_count_as was not: 'lr 0.001 against 0.002'."""
     per_device_batch: int | None = None
+    held_out_curve: list[CurvePoint] = field(default_factory=list)
+    """The loss on held-out episodes (dataset.eval_split), where the run logged one: compare judges on it when every
+    run has it, since a training loss that keeps falling can be memorisation."""
 
 
 @dataclass
@@ -66,11 +69,15 @@ class Comparison:
     equal_time_s: float | None
     target_loss: float | None
     verdicts: list[str]
+    loss_kind: str = "training"
+    """Which loss the equal-samples, equal-time and time-to-target figures use: 'held-out' where every run logged
+    one, else 'training'."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for run in data["runs"]:
-            run["curve"] = [[p["samples"], p["wall_s"], p["loss"]] for p in run["curve"]]
+            for key in ("curve", "held_out_curve"):
+                run[key] = [[p["samples"], p["wall_s"], p["loss"]] for p in run[key]]
         return data
 
 
@@ -101,11 +108,16 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> tuple[RunFacts, dict[str, 
     started = status.started or status.created
     duration = status.elapsed_s()
     per_step = (plan.effective_batch or 0) / max(1, plan.trainer_steps_per_update)
-    curve = [
-        CurvePoint(m.step * per_step, max(0.0, m.t - started), loss)
-        for m, loss in smoothed([m for m in run.metrics() if m.kind == "train"])
-        if m.step is not None and per_step
-    ]
+    metrics = run.metrics()
+
+    def curve_of(kind: str) -> list[CurvePoint]:
+        return [
+            CurvePoint(m.step * per_step, max(0.0, m.t - started), loss)
+            for m, loss in smoothed([m for m in metrics if m.kind == kind])
+            if m.step is not None and per_step
+        ]
+
+    curve = curve_of("train")
     samples_seen = progress.step * per_step if progress and progress.step is not None and per_step else None
     if progress and finite(progress.samples_per_s_mean):
         rate = progress.samples_per_s_mean
@@ -126,6 +138,7 @@ def run_facts(run: RunDir, gpu_hour: float | None) -> tuple[RunFacts, dict[str, 
         final_loss=curve[-1].loss if curve else None,
         curve=curve,
         per_device_batch=plan.per_device_batch,
+        held_out_curve=curve_of("held_out"),
     )
     return facts, run_settings(run, plan, preset)
 
@@ -171,6 +184,10 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
         if f is not oldest[f.gpus]:
             f.same_count_as = oldest[f.gpus].run_id
             f.differences = differences(settings[f.run_id], settings[f.same_count_as])
+    held_out = all(f.held_out_curve for f in facts)
+    if held_out:  # every run held episodes out: judge on them, not on a loss that memorising also lowers
+        for f in facts:
+            f.curve, f.final_loss = f.held_out_curve, f.held_out_curve[-1].loss
     with_curves = [f for f in facts if f.curve]
     complete = len(with_curves) == len(facts)
     equal = min(f.curve[-1].samples for f in with_curves) if complete else None
@@ -187,7 +204,7 @@ def compare(runs: list[RunDir], gpu_hour: float | None = None) -> Comparison:
                 f.gpu_hours_to_target = f.gpus * f.time_to_target_s / 3600
     verdicts = [verdict(base, f, target) for f in facts if f.gpus != base.gpus]
     verdicts += [run_to_run(oldest[f.gpus], f, target) for f in facts if f.same_count_as]
-    return Comparison(facts, base.run_id, equal, equal_time, target, verdicts)
+    return Comparison(facts, base.run_id, equal, equal_time, target, verdicts, "held-out" if held_out else "training")
 
 
 def run_preset(run: RunDir) -> Preset | None:
@@ -365,6 +382,10 @@ def compare_text(c: Comparison) -> str:
             f"{fmt(f.time_to_target_s, '.0f', ' s'):>7} {f.gpu_hours:>6.3f} {fmt(f.cost, '.2f'):>6}"
         )
     lines.append("")
+    if c.loss_kind == "held-out":
+        lines.append("loss: the held-out loss (episodes no run trained on), which every run logged")
+    elif any(f.held_out_curve for f in c.runs):
+        lines.append("loss: the training loss (not every run logged a held-out loss)")
     if c.equal_samples is not None:
         lines.append(f"loss@eq: smoothed loss at {c.equal_samples:.0f} samples, the most every run saw")
     if c.equal_time_s is not None:
