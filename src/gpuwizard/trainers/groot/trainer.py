@@ -26,6 +26,7 @@ from gpuwizard.trainers.base import (
     trainer_args,
 )
 from gpuwizard.trainers.check import check_script
+from gpuwizard.trainers.groot.multi import data_yaml_findings
 from gpuwizard.trainers.logparse import LineInfo, parse_hf
 
 if TYPE_CHECKING:
@@ -204,6 +205,7 @@ class GrootTrainer(Trainer):
                     value=preset.batch.size,
                 )
             )
+        found += data_yaml_findings(ctx, read_finetune_config(ctx.workdir)[0])
         return found + self.config_findings(ctx) + self.resume_findings(ctx)
 
     def config_findings(self, ctx: BuildContext) -> list[Problem]:
