@@ -56,3 +56,12 @@ def test_a_bandwidth_measurement_on_a_full_disk_gives_its_figure_and_says_it_is_
         "but the record cannot be saved for `gpuwizard probe`: No space left on device. Fix: free disk space or set "
         "GPUWIZARD_DATA_DIR, then run it again."
     ), last
+
+
+def test_a_probe_on_a_full_disk_says_so_and_leaves_nothing_running(full_data):
+    result = gw_subprocess("probe", "demo-cpu", "--trust", "--gpus", "1", "--batch", "4", "--steps", "10", timeout=300)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stderr.endswith(
+        "cannot record the probe: No space left on device. Fix: free disk space or set GPUWIZARD_DATA_DIR.\n"
+    ), result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -92,7 +93,7 @@ def probe_command(args: argparse.Namespace) -> int:
     from gpuwizard.runner.probe.request import clock
 
     request = probe_request(args)
-    with stopped_by_term_and_hangup():
+    with stopped_by_term_and_hangup(), full_disk_said("the probe"):
         probe = Probe(request, on_update=lambda result, text: say(f"  [{probe.pace()}] {text}", sys.stderr))
         shown = (
             "auto (the memory line's largest batch, confirmed by its neighbour; else double, then bisect)"
@@ -121,3 +122,17 @@ def probe_command(args: argparse.Namespace) -> int:
         used = f"{plan} now uses it" if measured else f"nothing was measured, so {plan} does not use it"
         say(f"{result_text(result)}\n\nkept in {probe.path / 'probe.json'}; {used}", sys.stdout)
     return ExitCode.OK if measured else ExitCode.FAILED
+
+
+@contextlib.contextmanager
+def full_disk_said(what: str) -> Iterator[None]:
+    """A data folder that is full or read-only ends the command in one paragraph, not a traceback (what already ran
+    was stopped by the probe's own cleanup on the way out)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        raise UserError(
+            problem(None, f"cannot record {what}: {exc.strerror}", "free disk space or set GPUWIZARD_DATA_DIR")
+        ) from None
