@@ -118,6 +118,9 @@ class PolicyEntry(Strict):
     single_gpu_hours: TrainingTime | None = Field(None, description="A published single-GPU training time.")
     inference_ms: dict[str, float] | None = Field(None, description="Published inference latency per device.")
     sources: dict[str, str] = Field({}, description="Where each figure comes from.")
+    memory_known: bool = Field(
+        True, description="False for a policy the installed trainer registers and the catalog lacks: vram is no figure."
+    )
 
     @field_validator("trainers", "default_lr", "base_ids")
     @classmethod
@@ -143,6 +146,25 @@ class PolicyEntry(Strict):
             fixed *= 1.25
         estimate = fixed / max(shard_over, 1) + per_sample * per_device_batch
         return math.ceil(estimate * 10) / 10
+
+
+UNKNOWN_VRAM = Vram(full_gb=1.0, at_batch=1, fixed_fraction=1.0)
+"""A stand-in where nothing is known of a policy's memory (memory_known False): the plan says "unknown: probe it"."""
+
+
+def uncatalogued(key: str, trainer: str, source: str, lr: float | None) -> PolicyEntry:
+    """A policy the installed trainer registers (`source` names it) and the catalog lacks, planned with what is known:
+    its config's default lr where it has one, its memory unknown until probed."""
+    return PolicyEntry(
+        key=key,
+        title=key,
+        summary=f"registered by {source}, not in gpuwizard's catalog",
+        vram=UNKNOWN_VRAM,
+        trainers=[trainer],
+        default_lr={trainer: lr} if lr else {},
+        memory_known=False,
+        sources={"default_lr": f"{source}: the policy config's optimizer_lr default"} if lr else {},
+    )
 
 
 def openpi_config(catalog: dict[str, PolicyEntry], name: str) -> OpenpiConfig | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from gpuwizard.core.errors import Problem, UserError, note, problem
+from gpuwizard.core.errors import Problem, UserError, note, problem, unknown, warning
 from gpuwizard.core.kinds import ProblemLevel
 from gpuwizard.model.catalog import PolicyEntry, load_catalog
 from gpuwizard.model.job import BuildContext, DetectedDevices, LaunchSpec, Plan
@@ -26,7 +26,7 @@ from gpuwizard.planning.scaling import (
     plan_estimates,
     scale,
 )
-from gpuwizard.trainers.base import check_python, conflicting_extra_args, resolve_python, workdir_for
+from gpuwizard.trainers.base import Trainer, check_python, conflicting_extra_args, resolve_python, workdir_for
 from gpuwizard.trainers.registry import get_trainer
 
 if TYPE_CHECKING:
@@ -171,8 +171,8 @@ def make_plan(
     preset = with_gpus(preset, gpus)
     hw = detected or DetectedDevices()
     trainer = get_trainer(preset.trainer)
-    policy = load_catalog()[preset.policy]
-    found: list[Problem] = []
+    python = resolve_python(preset, trainer.default_python())
+    policy, found = policy_for(preset, trainer, python)
     if not trainer.any_policy and preset.trainer not in policy.trainers:
         found.append(
             problem(
@@ -212,7 +212,6 @@ def make_plan(
             )
         )
         base_lr = 1e-4
-    python = resolve_python(preset, trainer.default_python())
     per_update = trainer.trainer_steps_per_update(preset, python)
     lr, steps, warmup, warmup_source, scaling_findings = scale(
         preset.scaling.rule,
@@ -225,6 +224,8 @@ def make_plan(
     found += scaling_findings
 
     fit = estimate_fit(policy, preset, layout.per_device, world, hw)
+    if not policy.memory_known:  # unknown: probe it
+        fit = replace(fit, fits=None)
     strategy, strategy_findings = choose_strategy(preset, trainer, policy, world, fit)
     found += strategy_findings
     workdir, workdir_problems = workdir_for(preset)
@@ -287,6 +288,42 @@ def make_plan(
             found += checkpoint_findings(ctx, trainer)
     plan.problems = found
     return plan, ctx
+
+
+def policy_for(preset: Preset, trainer: Trainer, python: str) -> tuple[PolicyEntry, list[Problem]]:
+    """The catalog's entry for preset.policy, else the installed trainer's own (LeRobot's shipped_policy: its policy
+    registry), planned with what is known and its memory "unknown: probe it"; a name neither knows is refused,
+    naming what the trainer has."""
+    catalog = load_catalog()
+    if preset.policy in catalog:
+        return catalog[preset.policy], []
+    ask = getattr(trainer, "shipped_policy", None)
+    shipped = ask(preset, python) if ask else None
+    if isinstance(shipped, PolicyEntry):
+        lr = f"lr {shipped.default_lr[trainer.name]:g} from its config" if shipped.default_lr else "no default lr"
+        return shipped, [
+            warning(
+                "policy",
+                f"is not in gpuwizard's catalog but {shipped.summary.removeprefix('registered by ')} has it: planned "
+                f"with what is known ({lr}); its memory is unknown: probe it (the GB figure is no estimate), and the "
+                "schedule of its policy preset is not known to the run-time lr check",
+                f"measure it with `gpuwizard probe {preset.name}`, or add it to <config>/policies.yaml",
+                value=preset.policy,
+            )
+        ]
+    has = f"; {shipped}" if shipped else ""
+    raise UserError(
+        problem(
+            "policy",
+            unknown(
+                f"is neither in the policy catalog nor known to the {trainer.name} trainer{has}",
+                preset.policy,
+                [*catalog],
+            ),
+            f"choose one of {', '.join(catalog)}" + (" or one the trainer registers" if shipped else ""),
+            value=preset.policy,
+        )
+    )
 
 
 def without_echoes(found: list[Problem], python: str) -> list[Problem]:

@@ -23,6 +23,13 @@ from gpuwizard.trainers.base import (
     trainer_args,
 )
 from gpuwizard.trainers.check import check_script
+from gpuwizard.trainers.lerobot.accepts import (
+    Accepts,
+    dropped_notes,
+    installed_accepts,
+    shipped_policy,
+    without_unaccepted,
+)
 from gpuwizard.trainers.lerobot.findings import (
     ACCELERATE_PREFIXES,
     LOG_FREQ,
@@ -107,6 +114,10 @@ class LeRobotTrainer(Trainer):
             "(--eval_steps)"
         )
 
+    def shipped_policy(self, preset: Preset, python: str) -> PolicyEntry | str | None:
+        """preset.policy as the installed LeRobot registers it, where the catalog lacks it (accepts.shipped_policy)."""
+        return shipped_policy(preset.policy, installed_accepts(python, is_trusted(preset)), self.name)
+
     def install(self, ctx: BuildContext) -> LeRobotInstall:
         return find_install(ctx.python, LeRobotOptions.of(ctx.preset).api, is_trusted(ctx.preset))
 
@@ -136,7 +147,10 @@ class LeRobotTrainer(Trainer):
         )
 
     def check(self, ctx: BuildContext) -> list[Problem]:
-        return plan_findings(ctx, self.install(ctx)) + schedule_end_notes(ctx, self.main_schedule(ctx))
+        install, accepts = self.install(ctx), self.accepts(ctx)
+        _, dropped = without_unaccepted(self._own_args(ctx, install), accepts, ctx.policy.key)
+        found = plan_findings(ctx, install) + schedule_end_notes(ctx, self.main_schedule(ctx))
+        return found + dropped_notes(dropped, accepts)
 
     def preflight(self, ctx: BuildContext) -> list[Problem]:
         found = []
@@ -221,8 +235,7 @@ class LeRobotTrainer(Trainer):
         return config if config.is_file() else None
 
     def build(self, ctx: BuildContext) -> LaunchSpec:
-        preset, plan, policy, opts = ctx.preset, ctx.plan, ctx.policy, LeRobotOptions.of(ctx.preset)
-        install = self.install(ctx)
+        preset, install = ctx.preset, self.install(ctx)
         env = device_env(ctx) | dict(preset.launch.env)
         unset = sorted(n for n in set(os.environ) | set(env) if n.startswith(ACCELERATE_PREFIXES))
         for name in unset:
@@ -234,7 +247,17 @@ class LeRobotTrainer(Trainer):
             # resuming a run", and --policy.type/--policy.path must not be given (lerobot/configs/train.py)
             resume = [f"--config_path={ctx.output_path / RESUME_CONFIG}", "--resume=true"]
             return LaunchSpec(prefix + [train, *resume, *preset.launch.extra_args], env, unset, ctx.workdir)
-        args = [train, f"--dataset.repo_id={preset.dataset.repo_id}"]
+        args, _ = without_unaccepted(self._own_args(ctx, install), self.accepts(ctx), ctx.policy.key)
+        return LaunchSpec(prefix + [train, *args, *preset.launch.extra_args], env, unset, ctx.workdir)
+
+    def accepts(self, ctx: BuildContext) -> Accepts | None:
+        """What the installed LeRobot's config parses (accepts.py), asked only of a trusted preset's interpreter."""
+        return installed_accepts(ctx.python, is_trusted(ctx.preset))
+
+    def _own_args(self, ctx: BuildContext, install: LeRobotInstall) -> list[str]:
+        """Every flag gpuwizard adds for a fresh run, before those the installed config lacks are left out."""
+        preset, plan, policy, opts = ctx.preset, ctx.plan, ctx.policy, LeRobotOptions.of(ctx.preset)
+        args = [f"--dataset.repo_id={preset.dataset.repo_id}"]
         if preset.dataset.root:
             args.append(f"--dataset.root={os.path.expanduser(preset.dataset.root)}")
         if opts.policy_path:
@@ -271,8 +294,7 @@ class LeRobotTrainer(Trainer):
             every = period(ctx, "log_freq", LOG_FREQ)  # a held-out loss beside every training loss line
             args += [f"--dataset.eval_split={preset.dataset.eval_split!r}", f"--eval_steps={every}"]
         args.append(f"--wandb.enable={'true' if opts.wandb else 'false'}")
-        args += preset.launch.extra_args
-        return LaunchSpec(prefix + args, env, unset, ctx.workdir)
+        return args
 
     def _lr_args(self, ctx: BuildContext) -> list[str]:
         """--optimizer.lr is silently overwritten by the policy preset, so pass --policy.optimizer_lr. Schedules
