@@ -23,7 +23,7 @@ def step_lines(steps: int, rng: random.Random) -> list[str]:
 
 
 def test_a_shuffled_gauge_file_reads_as_the_ordered_one(tmp_path):
-    lines = step_lines(10_000, random.Random(0))  # 20k lines
+    lines = step_lines(1_000, random.Random(0))  # 2k lines: the order is what is tested; the size, bench/gauge_order.py
     ordered, shuffled = tmp_path / "ordered.jsonl", tmp_path / "shuffled.jsonl"
     ordered.write_text("\n".join(lines) + "\n")
     random.Random(1).shuffle(lines)
@@ -35,18 +35,18 @@ def test_a_shuffled_gauge_file_reads_as_the_ordered_one(tmp_path):
 
 def test_a_follower_looking_while_late_steps_arrive_gives_the_whole_files_figure(tmp_path):
     """Each look merges what came late, including steps before ones already summed."""
-    lines = step_lines(3_000, random.Random(2))
+    lines = step_lines(600, random.Random(2))
     random.Random(3).shuffle(lines)
     path = tmp_path / "gauge.jsonl"
     path.write_text("")
     follower = GaugeFollower(path)
     try:
-        for start in range(0, len(lines), 500):
+        for start in range(0, len(lines), 100):
             with path.open("a") as fh:
-                fh.write("\n".join(lines[start : start + 500]) + "\n")
+                fh.write("\n".join(lines[start : start + 100]) + "\n")
             looked = follower.look()
         assert looked == GaugeFollower(path).look()
-        assert looked is not None and looked.steps == 2_700, "all 3,000 steps, the first tenth a warmup"
+        assert looked is not None and looked.steps == 540, "all 600 steps, the first tenth a warmup"
     finally:
         follower.close()
 
