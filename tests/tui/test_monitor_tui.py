@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -142,10 +143,15 @@ async def test_the_stop_question_is_shown_whole(tmp_path):
         assert await wait_until(pilot, lambda: isinstance(app.screen, Confirm), 10)
         await pilot.pause()
         label = app.screen.query_one(".dialog-title")
-        question = app.screen.question
+        question = app.screen.asked()
         assert label.region.right <= app.screen.query_one(".dialog").content_region.right, "the question fits"
         assert label.size.height >= len(textwrap.wrap(question, label.size.width)) > 1, "it wraps instead of cut"
         assert question.startswith(f"Stop run {run.run_id} at step 300/300?")
+        # the run goes on under the question, and so does the step it names (issue 39 item 6: it kept the first)
+        progress = json.loads((run.path / "progress.json").read_text())
+        (run.path / "progress.json").write_text(json.dumps(progress | {"step": 310, "total": 600}))
+        shown = app.screen.query_one("#question")
+        assert await wait_until(pilot, lambda: "at step 310/600?" in text_of(shown), 15), text_of(shown)
         await pilot.press("n")
         assert isinstance(app.screen, MonitorScreen)
 

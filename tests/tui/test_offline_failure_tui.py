@@ -18,7 +18,7 @@ from gpuwizard.tui.app import GpuWizardApp
 from gpuwizard.tui.widgets.fields import KeyBar
 from support.data import DATA
 from support.runs import copied_run
-from support.tui import SIZE, monitor_on
+from support.tui import SIZE, monitor_on, recorded
 
 LOG = DATA / "logs" / "lerobot061_act_offline_backbone.log"
 URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
@@ -52,6 +52,7 @@ async def test_at_80x24_the_banner_shows_the_fix_and_no_resume_is_offered(tmp_pa
     run.append_line(run.events_file, failure())
     run.log.write_bytes(LOG.read_bytes())
     app = GpuWizardApp(run=run)
+    toasts = recorded(app)
     async with app.run_test(size=SIZE) as pilot:
         monitor = await monitor_on(pilot, app)
         box = monitor.query_one("#banner")
@@ -61,3 +62,4 @@ async def test_at_80x24_the_banner_shows_the_fix_and_no_resume_is_offered(tmp_pa
         assert "resume" not in str(box.border_subtitle) and "w wizard" in str(box.border_subtitle)
         assert "r Resume" not in str(monitor.query_one(KeyBar).render())
         assert monitor.check_action("resume", ()) is False
+        assert toasts == [], "the banner says it: a toast of it covered half the log at 80x24 (issue 39 item 6)"

@@ -51,7 +51,7 @@ async def test_no_action_uses_other_values_than_the_screen_while_a_field_is_inva
             title, listed = await listed_on_refusal(pilot, key)
             assert title == f"{not_done}: 2 fields invalid", title
             assert "1. batch.size = '16x': expects a whole number. Fix: type digits only, e.g. 16." in listed, listed
-            assert "2. optim.lr = '5e-3x': expects a number, e.g. 1e-4. Fix: type a number" in listed, listed
+            assert "2. optim.lr = '5e-3x': expects a number. Fix: type a number such as 0.0005" in listed, listed
         await goto(pilot, app, 3)
         assert (await listed_on_refusal(pilot, "f5"))[0] == "Nothing probed: 2 fields invalid"
         await goto(pilot, app, 4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import on
@@ -75,16 +76,25 @@ class SaveAs(ModalScreen[tuple[str, str] | None]):
 
 
 class Confirm(ModalScreen[bool]):
+    """A yes or no; a question given as a function is asked again each second (a stop's step goes on under it)."""
+
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
-    def __init__(self, question: str):
+    def __init__(self, question: str | Callable[[], str]):
         super().__init__()
         self.question = question
 
+    def asked(self) -> str:
+        return self.question() if callable(self.question) else self.question
+
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.question, classes="dialog-title")
+            yield Label(self.asked(), classes="dialog-title", id="question")
             yield Label("y: yes · n / esc: no", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        if callable(self.question):
+            self.set_interval(1.0, lambda: self.query_one("#question", Label).update(self.asked()))
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

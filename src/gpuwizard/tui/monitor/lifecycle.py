@@ -91,21 +91,26 @@ class RunLifecycle:
             if not any(e.kind == EventKind.STOP_WAITS_FOR_CHECKPOINT for e in self.host.events):
                 self.host.notify("The run is already stopping.")
                 return
-            question = (
+            asked: str | Callable[[], str] = (
                 "Stop at once? The checkpoint being written is lost; a resume starts from an earlier one, if any."
             )
         else:
-            question = (
-                f"Stop run {self.host.run.run_id} {self.step_text()}? Every process of it is signalled, then killed "
-                f"after {stop_grace_s(self.host.run):.0f} s; a checkpoint being written is waited for."
-            )
+            grace = stop_grace_s(self.host.run)
+
+            def question() -> str:  # asked again each second: the run goes on while it is open
+                return (
+                    f"Stop run {self.host.run.run_id} {self.step_text()}? Every process of it is signalled, then "
+                    f"killed after {grace:.0f} s; a checkpoint being written is waited for."
+                )
+
+            asked = question
 
         def stop(yes: bool | None) -> None:
             if yes:
                 request_stop(self.host.run)
                 self.host.notify("Stopping every rank...")
 
-        self.host.app.push_screen(Confirm(question), stop)
+        self.host.app.push_screen(Confirm(asked), stop)
 
     def replace_run(self, what: str, start: Callable[[], None]) -> None:
         """Every action that stops a running job to start another asks first, as stop does."""
@@ -118,10 +123,12 @@ class RunLifecycle:
             if yes:
                 start()
 
-        question = (
-            f"Stop run {self.host.run.run_id} {self.step_text()} and start {what}? "
-            "Its progress since the last checkpoint is lost."
-        )
+        def question() -> str:  # asked again each second: the run goes on while it is open
+            return (
+                f"Stop run {self.host.run.run_id} {self.step_text()} and start {what}? "
+                "Its progress since the last checkpoint is lost."
+            )
+
         self.host.app.push_screen(Confirm(question), answer)
 
     def restart(self, smoke: bool, env: list[str], resume: bool = False, steps: int | None = None) -> None:

@@ -1,4 +1,4 @@
-"""What the monitor tells the user beyond its panes: a toast per event, and the bell and desktop notice that
+"""What the monitor tells the user beyond its panes and banner: a toast per note, and the bell and desktop notice that
 settings.notify asks for at a fresh hang and at the run's end."""
 
 from __future__ import annotations
@@ -50,13 +50,10 @@ class RunNotices:
         self.settings: NotifySettings | None = None
 
     def announce(self, event: Event) -> None:
-        """A toast per event; a fresh hang rings."""
-        self.host.notify(
-            safe_line(event.title),
-            severity="error" if event.severity == Severity.ERROR else "information",
-            timeout=6,
-            markup=False,
-        )
+        """A toast for a note; a warning or an error is the banner's, with its next step (a toast of it too covered
+        half the log at 80x24, a `/` match among it); a fresh hang rings."""
+        if event.severity == Severity.INFO:
+            self.host.notify(safe_line(event.title), severity="information", timeout=4, markup=False)
         if event.kind == EventKind.HANG_SUSPECTED and event.t >= self.opened_t - FRESH_EVENT_S:
             from gpuwizard.runner.supervise.notify import hang_notice
 

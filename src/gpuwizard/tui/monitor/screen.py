@@ -205,7 +205,7 @@ class MonitorScreen(Screen[None]):
                 self.notices.tell(final_notice(self.status, str(self.run.path)))
 
     def announce(self, event: Event) -> None:
-        """The stacks asked for with `d` open at once; any other event is a toast (a fresh hang rings)."""
+        """The stacks asked for with `d` open at once; a note is a toast (warnings and errors the banner shows)."""
         if event.kind == EventKind.STACK_DUMP and self.dump_wanted:
             self.dump_wanted = False
             self.show_details(event)

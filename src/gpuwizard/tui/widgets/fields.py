@@ -46,7 +46,7 @@ class FieldReset(Message):
 
 KIND_HELP = {
     "int": ("expects a whole number", "type digits only, e.g. 16"),
-    "float": ("expects a number, e.g. 1e-4", "type a number such as 0.0005 or 5e-4"),
+    "float": ("expects a number", "type a number such as {example}"),
     "list": ("expects words separated by spaces (quote one with spaces)", "close every quote you open"),
     "env": (
         "expects NAME=VALUE words separated by spaces, e.g. NCCL_P2P_DISABLE=1",
@@ -55,6 +55,14 @@ KIND_HELP = {
     "str": ("expects text", "type text"),
 }
 """Per field kind: why its text did not convert, and the fix."""
+EXAMPLES = {
+    "optim.lr": "0.0005 or 5e-4",
+    "hardware.gpu_memory_gb": "80 or 24",
+    "optim.warmup_ratio": "0.05",
+    "dataset.eval_split": "0.1",
+    "costs.gpu_hour": "2.5",
+}
+"""A number each float field takes (an lr's example was the GPU memory field's hint); others: seconds."""
 
 
 def unconvertible(path: str, kind: str, text: str) -> Problem:
@@ -62,6 +70,7 @@ def unconvertible(path: str, kind: str, text: str) -> Problem:
     from gpuwizard.core.errors import problem
 
     why, fix = KIND_HELP[kind.removeprefix("optional_")]
+    fix = fix.format(example=EXAMPLES.get(path, "300"))
     if kind.startswith("optional_"):
         fix += ", or clear the field to leave it unset"
     return problem(path, why, fix, value=text)

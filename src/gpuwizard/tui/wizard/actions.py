@@ -62,6 +62,22 @@ class ActionsHost(Protocol):
     ) -> Worker[None]: ...
 
 
+def offered(preset: Preset, source: str | None, plan: Plan | None) -> tuple[str, str]:
+    """The name and description the save dialog offers: the preset's own, except a shipped preset's, whose name would
+    shadow it among the user's and whose words tell of the shipped job (an example's "one GPU"), not this one."""
+    from gpuwizard.core import paths
+    from gpuwizard.core.units import counted
+
+    if source is None or Path(source).resolve().parent != paths.shipped_presets_dir().resolve():
+        return preset.name, preset.description
+    device = plan.device if plan is not None else "cpu" if preset.hardware.device == "cpu" else "cuda"
+    on = counted(plan.world_size if plan is not None else preset.hardware.gpus, device)
+    return (
+        f"my-{preset.name.removeprefix('example-')}",
+        f"{preset.policy} with {preset.trainer} on {on}, from {preset.name}",
+    )
+
+
 class WizardActions:
     """What the wizard's keys do, for the screen that holds it: each action reads the screen's state through
     ActionsHost, and changes it only through the screen's own methods."""
@@ -212,7 +228,8 @@ class WizardActions:
 
         def ask_name() -> None:
             if self.host.preset is not None:
-                self.host.app.push_screen(SaveAs(self.host.preset.name, self.host.preset.description), save)
+                offer = offered(self.host.preset, self.host.source_file, self.host.plan)
+                self.host.app.push_screen(SaveAs(*offer), save)
 
         # a preset in the user's folder runs its code without a question: only one the user trusted goes there
         self.ask_trust("Saved among your presets, it", ask_name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 import time
 
@@ -15,7 +16,7 @@ from textual.widgets import DataTable, Label, RadioButton, RadioSet, Static
 
 from gpuwizard.core.safetext import safe_text
 from gpuwizard.core.secrets import redacted
-from gpuwizard.core.units import counted
+from gpuwizard.core.units import counted, fmt_lr
 from gpuwizard.model.catalog import load_catalog
 from gpuwizard.model.job import BuildContext, LaunchSpec, Plan
 from gpuwizard.model.preset import Preset
@@ -145,7 +146,7 @@ class TrainerStep(Step):
         if plan is None:
             return
         self.query_one("#batch-meaning", Static).update(
-            Content.assemble(("What the number means: ", "bold"), plan.batch_meaning)
+            Content.assemble(("What the number means: ", "bold"), plan.batch_meaning, scaled_words(plan))
         )
         rows = [
             (
@@ -161,6 +162,20 @@ class TrainerStep(Step):
             table.clear()
             for cells in rows:
                 table.add_row(*cells)
+
+
+def scaled_words(plan: Plan) -> str:
+    """The lr and steps the scaling rule trains with where they are not the fields' (the plan line under the step
+    says them), with why: the fields hold the values tuned on the reference count."""
+    changed = [f"lr {fmt_lr(plan.base_lr)} -> {fmt_lr(plan.lr)}"] if not math.isclose(plan.lr, plan.base_lr) else []
+    changed += [f"steps {plan.base_steps} -> {plan.steps}"] if plan.steps != plan.base_steps else []
+    if not changed:
+        return ""
+    tuned = counted(plan.reference_gpus, plan.device)
+    return (
+        f"\nOn {counted(plan.world_size, plan.device)} the {plan.rule} rule trains with {', '.join(changed)} "
+        f"(the fields are as tuned on {tuned}; see Scaling)."
+    )
 
 
 class ScalingStep(Step):
@@ -210,9 +225,10 @@ class ScalingStep(Step):
                 lambda steps: trainer.default_warmup_steps(preset, policy, steps, plan.trainer_steps_per_update),
                 preset.optim.warmup_ratio,
             )
+            chosen = "  < chosen" if rule == preset.scaling.rule else ""  # in words too: a monochrome dot is no mark
             self.query_one(
                 f"#rule-{rule}", RadioButton
-            ).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}"
+            ).label = f"{rule:<13} lr {lr:.3g} · {steps} steps · warmup {warmup or 0}{chosen}"
         self.query_one("#estimates", Static).update(estimates_text(plan))
         self.query_one("#advice", Static).update("\n".join(f"- {a}" for a in plan.advice))
 

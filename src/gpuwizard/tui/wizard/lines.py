@@ -113,15 +113,21 @@ class WizardLines:
 
     def draw_crumbs(self) -> None:
         """The steps, the current one named, then the open preset; where all names do not fit, the other steps
-        show their number only."""
+        show their short name (the words before "&"), and where those do not fit either, their number only."""
         crumbs, step = self.host.query_one("#steps", Static), self.host.step
         label = self.preset_label()
-        full = sum(len(title) + 4 for _, title in STEPS) + len(STEPS) - 1 + len(label)  # names, '>'s, preset
-        fits = full <= (crumbs.size.width or 80) - 2
+        room = (crumbs.size.width or 80) - 2 - len(label) - (len(STEPS) - 1)  # the '>'s and the preset
+        short = [title.split(" &")[0] for _, title in STEPS]
+        names = [title if i == step else "" for i, (_, title) in enumerate(STEPS)]
+        for others in ([t for _, t in STEPS], short):
+            if sum(len(t) + 4 for t in others) - len(others[step]) + len(STEPS[step][1]) <= room:
+                names = [STEPS[step][1] if i == step else t for i, t in enumerate(others)]
+                break
         parts: list[tuple[str, str]] = []
-        for i, (_, title) in enumerate(STEPS):
-            name = f" {i + 1} {title} " if fits or i == step else f" {i + 1} "
-            parts.append((name, "bold reverse $accent" if i == step else "$text-muted"))
+        for i, name in enumerate(names):
+            parts.append(
+                (f" {i + 1} {name} " if name else f" {i + 1} ", "bold reverse $accent" if i == step else "$text-muted")
+            )
             if i < len(STEPS) - 1:
                 parts.append((">", "$text-muted"))
         parts.append((label, "bold $warning" if self.host.unsaved() else "$text-muted"))

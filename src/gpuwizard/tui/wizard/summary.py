@@ -15,19 +15,20 @@ LISTS_WHY = " · ctrl+r lists why"
 
 
 def summary_content(plan: Plan, blockers: list[Problem] | None, width: int) -> Content:
-    """The first error whole (ctrl+r lists them all), what stops the plan from starting on this machine (two lines
-    at most at `width`), or ready: it will start here. `blockers` is None while the machine is not yet known."""
+    """Under the plan's line: its first error (two lines at most at `width`; ctrl+r lists them all whole), what stops
+    it from starting on this machine (one), or ready: it will start here. `blockers` is None while the machine is not
+    yet known."""
     line = plan_line(plan)
     if plan.errors:
         more = len(plan.errors) - 1
-        state = [
-            (f" {len(plan.errors)} error(s) ", "bold reverse $error"),
-            (" " + plan.errors[0].paragraph(), "$error"),
-            (f" ({more} more: ctrl+r lists them)" if more else "", "$error"),
-        ]
-    elif blockers:
+        error = Content.assemble(
+            (f" {len(plan.errors)} error(s) ", "bold reverse $error"), (" " + said(plan.errors[0], fix=False), "$error")
+        )
+        tail = f" ({more} more: ctrl+r lists them)" if more else ""
+        return Content("\n").join([line.truncate(width, ellipsis=True), fit(error, tail, width, 2)])
+    if blockers:
         blocker = Content.assemble(
-            (" cannot start here ", "bold reverse $warning"), (" " + blockers[0].paragraph(), "$warning")
+            (" cannot start here ", "bold reverse $warning"), (" " + said(blockers[0]), "$warning")
         )
         return Content("\n").join([line.truncate(width, ellipsis=True), fit(blocker, LISTS_WHY, width, 1)])
     elif blockers is None:
@@ -37,6 +38,18 @@ def summary_content(plan: Plan, blockers: list[Problem] | None, width: int) -> C
             [(f" {len(plan.warnings)} warning(s): see Preview", "$warning")] if plan.warnings else []
         )
     return Content.assemble(line, " ", *state)
+
+
+def said(first: Problem, fix: bool = True) -> str:
+    """A problem's paragraph for a status line: a long value (a path) left to its field on screen, where it cut the
+    words of what is wrong ('cannot start here dataset.root =…'); without its fix (ctrl+r lists it) where a whole
+    paragraph took four lines at 80 columns and pushed the Policy step's dataset below the fold."""
+    from dataclasses import replace
+
+    from gpuwizard.core.errors import show_value
+
+    shown = replace(first, has_value=False) if first.has_value and len(show_value(first.value)) > 20 else first
+    return (shown if fix else replace(shown, fix=None)).paragraph()
 
 
 def launching_content(what: str, elapsed_s: float, width: int) -> Content:
