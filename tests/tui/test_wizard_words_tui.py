@@ -77,3 +77,18 @@ def test_the_status_lines_say_what_is_wrong_within_three_lines_at_80_columns(tmp
     errors = summary_content(plan, [], 78).plain.splitlines()
     assert len(errors) <= 3 and errors[1].startswith(" 2 error(s)  dataset.root: is not a folder"), errors
     assert errors[-1].endswith("(1 more: ctrl+r lists them)"), errors
+
+
+def test_a_preview_line_wider_than_the_screen_is_split_where_the_shell_joins_it_again():
+    """Issue 39 item 6: the Preview cut the trailing ` \\` off a long line (a long dataset path), so the command copied
+    from the screen broke. Each line now fits, and bash reads the copied text back as the same argv."""
+    import subprocess
+
+    from gpuwizard.tui.wizard.command import pretty_command
+
+    argv = ["torchrun", "--nproc-per-node=2", "lerobot-train", "--dataset.root=/data/" + "so100_" * 20, "--x", "1"]
+    argv += ["--job_name=it's " + "long " * 20]
+    text = pretty_command(argv, 60)
+    assert max(len(line) for line in text.splitlines()) <= 60, text
+    echoed = subprocess.run(["bash", "-c", 'f() { printf "%s\\n" "$@"; }\nf ' + text], capture_output=True, text=True)
+    assert echoed.stdout.split("\n")[:-1] == argv, echoed

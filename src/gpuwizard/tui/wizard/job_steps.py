@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shlex
 import time
 
 from textual import on, work
@@ -25,6 +24,7 @@ from gpuwizard.planning.scaling import scale
 from gpuwizard.trainers.registry import get_trainer
 from gpuwizard.tui.base.messages import TrainerChecked
 from gpuwizard.tui.widgets.fields import Edit, FieldInput, FieldSelect, Step, options_form, row
+from gpuwizard.tui.wizard.command import pretty_command
 from gpuwizard.tui.wizard.doctor_line import DoctorLine
 
 RULES = ["none", "linear_lr", "sqrt_lr", "divide_steps"]
@@ -377,22 +377,3 @@ class PreviewStep(Step):
             return
         said = f"trainer check: {message.check.summary}"
         line.update(Content.styled(safe_text(said), CHECK_STYLES.get(message.check.status, "")))
-
-
-def pretty_command(argv: list[str], width: int = 74) -> str:
-    """The argv packed into continuation lines, keeping each flag next to its value."""
-    tokens: list[str] = []
-    for arg in argv:
-        quoted = shlex.quote(arg)
-        if tokens and tokens[-1].startswith("-") and "=" not in tokens[-1] and not arg.startswith("-"):
-            tokens[-1] += " " + quoted
-        else:
-            tokens.append(quoted)
-    lines, current = [], ""
-    for token in tokens:
-        if current and len(current) + 1 + len(token) > width:
-            lines.append(current)
-            current = "  " + token
-        else:
-            current = f"{current} {token}" if current else token
-    return " \\\n".join([*lines, current])
