@@ -116,3 +116,21 @@ def test_a_huge_or_broken_config_is_named_too_and_a_good_one_is_read(tmp_path):
     config.write_text("class FinetuneConfig:\n    resume_from_checkpoint: bool = False\n    lr: float = 1e-4\n")
     assert read_afresh(work) == (frozenset({"resume_from_checkpoint", "lr"}), None)
     assert read_afresh(tmp_path / "elsewhere") == (frozenset(), None), "no checkout: nothing to say"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["attach", "--headless"],
+        ["stop"],
+        ["runs", "--best"],
+        ["compare", "x" * 5000],
+        ["run", "demo-cpu", "--headless", "--resume"],
+        ["probe", "demo-cpu", "--from-run"],
+    ],
+)
+def test_a_run_id_longer_than_a_file_name_is_no_run(gw, argv):
+    """Issue 40's campaign: a 5000-character run id was a traceback (ENAMETOOLONG from the folder look-up)."""
+    result = gw(*argv, "x" * 5000)
+    assert result.code == 2 and "Traceback" not in result.out + result.err, result.err
+    assert result.err.count("Fix:") >= 1 and len(result.err) < 12_000, result.err[:300]

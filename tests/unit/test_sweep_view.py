@@ -149,3 +149,21 @@ def test_a_row_shows_the_value_its_run_trained_with_and_the_best_line_says_its_l
     assert [row[1] for row in rows] == ["lr=0.001*", "lr=0.001*"]
     assert "which was: #1 lr=1.0; #2 lr=0.1" in " ".join(shown.out.split())
     assert "best by final loss (smoothed): #" in shown.out and "(preset " in shown.out
+
+
+def test_a_sweep_json_whose_run_ids_were_changed_by_hand_still_shows_its_best_line(tmp_path, gw):
+    """Issue 40's campaign: sweep.json's run_id edited to another word while run_path still names the folder: the
+    best line names the folder's run and says sweep.json does not list it (was a KeyError traceback)."""
+    from support.runs import CMP_RUNS, copy_runs
+
+    data = tmp_path / "data"
+    copy_runs(data, *CMP_RUNS)
+    folder, record = written_sweep(tmp_path, [data / "runs" / name for name in CMP_RUNS], ["finished", "finished"])
+    for run in record.runs:
+        run.run_id = "../../../etc"
+    write_sweep(folder, record)
+    shown = gw("sweep", "status", folder.name)
+    assert shown.code == 0 and "Traceback" not in shown.out + shown.err, shown.err
+    said = " ".join(shown.out.split())
+    assert "best by final loss (smoothed): run 20261201-005700-demo-cmp: " in said, said
+    assert "(sweep.json does not list it)" in said, said

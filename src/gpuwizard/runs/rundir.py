@@ -39,6 +39,8 @@ from gpuwizard.runs.records import (
 )
 
 PRIVATE = 0o700
+NAME_MAX = 255
+"""The longest folder name Linux file systems take, in bytes: a longer run id names no run."""
 
 
 @dataclass
@@ -273,6 +275,8 @@ def list_runs(preset_name: str | None = None) -> list[RunEntry]:
 def find_run(run_id: str | None) -> RunDir | None:
     """The run with this id (or a unique prefix of one); the newest readable run when no id is given."""
     base = paths.runs_dir()
+    if run_id and len(os.fsencode(run_id)) > NAME_MAX:
+        return None  # no folder has such a name (the file system refuses to look: ENAMETOOLONG)
     if run_id:
         exact = base / run_id
         if "/" not in run_id and run_id not in (".", "..") and exact.is_dir():

@@ -211,8 +211,10 @@ def best_text(sweep: Sweep, best: RunFacts, facts: list[RunFacts]) -> str:
             setting = values_label({k: v for k, v in run.values.items() if k != SEED})
             groups.setdefault(setting, []).append(value)
             names.setdefault(setting, run_label(run, seed=False).split(" ", 1)[-1])
-    run = by_id[best.run_id]
-    value = getattr(best, metric)
+    run, value = by_id.get(best.run_id), getattr(best, metric)
+    if run is None:  # sweep.json names its runs otherwise than their folders do: it was changed by hand
+        name = METRIC_NAMES.get(metric, metric)
+        return f"best by {name}: run {best.run_id}: {value:.4g} (sweep.json does not list it)"
     head = f"best by {METRIC_NAMES.get(metric, metric)}: {run_label(run)}: {value:.4g}"
     mine = values_label({k: v for k, v in run.values.items() if k != SEED})
     others = {k: v for k, v in groups.items() if k != mine}

@@ -17,15 +17,16 @@ def pretty_command(argv: list[str], width: int = 74) -> str:
             tokens[-1] = (last + " " + quoted, None)
         else:
             tokens.append((quoted, arg))
-    lines, current = [], ""
-    for token, arg in tokens:
+    lines: list[str] = []
+    current = ""
+    for token, whole in tokens:
         if current and ("\n" in current or len(current) + 1 + len(token) > width):
             lines.append(current)
             current = "  " + token
         else:
             current = f"{current} {token}" if current else token
-        if arg is not None and current == "  " + token and len(current) + 2 > width:
-            current = split_argument(arg, width)
+        if whole is not None and current == "  " + token and len(current) + 2 > width:
+            current = split_argument(whole, width)
     return " \\\n".join([*lines, current])
 
 
@@ -33,7 +34,8 @@ def split_argument(arg: str, width: int) -> str:
     """One argument too wide for a line, its pieces each quoted on its own and each line but the last ending in a
     backslash right after its piece: the shell removes it with the newline and reads the pieces as one word again
     (the next piece starts its line, as a space on either side would split the word)."""
-    pieces, rest = [], arg
+    pieces: list[str] = []
+    rest = arg
     while rest:
         room = width - 2 - (2 if not pieces else 0)  # the closing backslash and a spare; the first line's indent
         size = len(rest)
