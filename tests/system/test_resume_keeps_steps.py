@@ -54,7 +54,11 @@ def test_a_resume_keeps_the_steps_its_run_was_continued_to(tmp_path, monkeypatch
     last = newest_run()
     assert f"run {last.run_id}: 2 x cpu, 60 steps" in resumed.stdout and "finished green" in resumed.stdout
     log = last.log.read_text()
-    assert re.search(r"Resuming from step (40|50) ", log) and "step 60/60" in log, log
+    resumed_at = re.search(r"Resuming from step (40|50) ", log)
+    assert resumed_at and "step 60/60" in log, log
+    reached, saved = step_of(continued), int(resumed_at[1])
+    going_back = f"the run reached step {reached} and its newest checkpoint is at step {saved}: the resume goes back"
+    assert (going_back in resumed.stderr) == (reached > saved), (reached, saved, resumed.stderr)
     assert last.status().steps == 60 and last.progress().step == 60
     assert (
         f"warning: longer has optim.steps 20, but run {continued.run_id} trains to 60: the resume keeps 60. Fix: raise "

@@ -213,8 +213,29 @@ def resume_problems(preset: Preset, ctx: BuildContext, target: ResumeTarget, run
     if status is not None and status.state == RunState.FINISHED:
         found += continue_problems(preset, ctx, target.run.run_id if target.run else None, status.steps, value)
     else:
-        found += step_problems(preset, ctx, checkpoint, value)
+        found += step_problems(preset, ctx, checkpoint, value) + going_back(ctx, target, checkpoint)
     return found + batch_problems(ctx, target)
+
+
+def going_back(ctx: BuildContext, target: ResumeTarget, checkpoint: Path) -> list[Problem]:
+    """A run stopped past its newest checkpoint (stopped at 24, saved at 20): the resume trains the steps between
+    again, which the user should hear before the step counter goes back."""
+    step = checkpoint_step(checkpoint, ctx.output_path)
+    try:
+        progress = target.run.progress() if target.run else None
+    except RecordError:
+        progress = None
+    reached = progress.step if progress else None
+    if step is None or reached is None or reached <= step:
+        return []
+    return [
+        warning(
+            "--resume",
+            f"the run reached step {reached:,} and its newest checkpoint is at step {step:,}: the resume goes back "
+            f"and trains steps {step + 1:,}-{reached:,} again",
+            "save more often to lose less to a stop (the trainer's save period)",
+        )
+    ]
 
 
 def owner_problems(ctx: BuildContext, target: ResumeTarget, value: dict[str, Any]) -> list[Problem]:
