@@ -104,14 +104,16 @@ class LeRobotTrainer(Trainer):
         return preset.batch.grad_accum if main else 1
 
     def held_out(self, preset: Preset, python: str, dataset: dict[str, Any] | None) -> str | None:
-        """Main holds out the last ceil(n x split) episodes of each task's n and logs `step N: eval_loss=X` every
-        --eval_steps loop steps (datasets/factory.py and lerobot_train.py at 7427f31); 0.6.1 has no split."""
-        if find_install(python, LeRobotOptions.of(preset).api, is_trusted(preset)).api != "main":
+        """LeRobot holds out the last ceil(n x split) episodes of each task's n and logs `step N: eval_loss=X` every
+        --eval_steps loop steps (datasets/factory.py and lerobot_train.py, 0.6.1 and main at 7427f31); an installed
+        config without the field (asked through accepts.py) is given none."""
+        accepts = installed_accepts(python, is_trusted(preset))
+        if accepts is not None and "dataset.eval_split" not in accepts.fields:
             return None
+        split = preset.dataset.eval_split
         return (
-            f"--dataset.eval_split={preset.dataset.eval_split:g}: LeRobot main holds out the last ceil(n x "
-            f"{preset.dataset.eval_split:g}) episodes of each task's n and logs their loss at every log line "
-            "(--eval_steps)"
+            f"--dataset.eval_split={split:g}: LeRobot holds out the last ceil(n x {split:g}) episodes of each task's "
+            "n and logs their loss at every log line (--eval_steps)"
         )
 
     def shipped_policy(self, preset: Preset, python: str) -> PolicyEntry | str | None:
@@ -290,7 +292,7 @@ class LeRobotTrainer(Trainer):
         ):
             if value is not None:
                 args.append(f"--{flag}={value}")
-        if preset.dataset.eval_split and install.api == "main":
+        if preset.dataset.eval_split:  # left out, with a note, by without_unaccepted where the config lacks it
             every = period(ctx, "log_freq", LOG_FREQ)  # a held-out loss beside every training loss line
             args += [f"--dataset.eval_split={preset.dataset.eval_split!r}", f"--eval_steps={every}"]
         args.append(f"--wandb.enable={'true' if opts.wandb else 'false'}")
