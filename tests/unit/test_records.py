@@ -148,9 +148,12 @@ def test_a_run_of_a_new_preset_starts_despite_damaged_history(runs_with_damage):
     save_user_preset(saved_as(shipped, "my-demo", shipped.description))
     prepared = prepare_run(load_preset("my-demo"), check=False)  # the baseline check, without the demo's own parser
     assert any("never finished green on 1 process" in w.paragraph() for w in prepared.warnings)
-    # the shipped demo is ours: the README's first step draws no "Fix:" (issue 39 item 1)
+    assert prepared.baseline_green is False, "a user's copy: the monitor's advice names the baseline"
+    # the shipped demo is ours: the README's first step draws no "Fix:" (issue 39 item 1), and its failure's advice
+    # (runner/detect/detectors.py, from the run's expectations) names no baseline either
     prepared = prepare_run(shipped, check=False)
     assert not any("never finished green" in w.paragraph() for w in prepared.warnings)
+    assert prepared.baseline_green is True
 
 
 def test_runs_of_many_folders_reads_each_status_once(gw, monkeypatch):
