@@ -128,3 +128,17 @@ def test_the_busbw_of_a_size_between_two_measured_is_read_off_the_time_line_betw
     small = rec.busbw_at(MIB // 4)
     assert small[0] == pytest.approx((MIB // 4) / 0.002), "below the sweep: the smallest size's time (latency)"
     assert bandwidth.size_text(int(1.2e6)) == "1.14 MiB" and bandwidth.size_text(256 * 1024) == "256 KiB"
+
+
+def test_times_read_with_three_figures_and_no_bare_point():
+    """'#.3g' keeps 1.00's zeros but printed 119 ms as '119. ms' (issue 39 item 7)."""
+    from gpuwizard.cli.bandwidth import time_text
+
+    assert [time_text(s) for s in (0.000845, 0.0506, 0.119, 0.1, 1.46, 12.0)] == [
+        "0.845 ms",
+        "50.6 ms",
+        "119 ms",
+        "100 ms",
+        "1.46 s",
+        "12.0 s",
+    ]

@@ -178,7 +178,9 @@ def say(text: str) -> None:
 
 def time_text(seconds: float) -> str:
     """ "0.845 ms", "50.6 ms", "1.46 s": three significant figures."""
-    return f"{seconds * 1000:#.3g} ms" if seconds < 0.9995 else f"{seconds:#.3g} s"
+    if seconds < 0.9995:
+        return f"{seconds * 1000:#.3g}".rstrip(".") + " ms"  # '#' keeps 1.00's zeros, and 119's point: "119. ms"
+    return f"{seconds:#.3g}".rstrip(".") + " s"
 
 
 def table_text(record: BandwidthRecord, path: Path) -> str:

@@ -211,7 +211,7 @@ class RunsScreen(Screen[None]):
         hint.update(
             Content.assemble(
                 (safe_line(row["run_id"]), "bold"),
-                f"  ({len(self.rows)} runs{marked}{hidden})\n",
+                f"  ({len(self.rows)} run{'' if len(self.rows) == 1 else 's'}{marked}{hidden})\n",
                 safe_line(" · ".join(facts)),
             )
         )
@@ -385,7 +385,9 @@ class CompareScreen(Screen[None]):
                 label = curve_label(run, labels[run.run_id])
                 plot.plot([x for x, _ in points], [y for _, y in points], label=label)
         plot.set_xlabel("minutes" if self.by_time else "samples seen")
-        plot.show_legend()
+        from textual_plot import LegendLocation
+
+        plot.show_legend(LegendLocation.TOPRIGHT)  # loss curves start high on the left, so the top right is free
 
     def action_x_axis(self) -> None:
         if self.plot is not None:

@@ -180,7 +180,7 @@ class SweepScreen(Screen[None]):
         state = "unreadable" if row["unreadable"] else row["state"]
         step = "-" if row["step"] is None else str(row["step"])
         step += f"/{row['total']}" if row["total"] else ""
-        values = values_label(row["values"])
+        values = values_label(row["values"], row["trained"])
         if facts:
             f = facts.get(row["run_id"] or "")
             final = "-" if f is None or f.final_loss is None else f"{f.final_loss:.4g}"
@@ -261,7 +261,10 @@ class SweepScreen(Screen[None]):
         table = self.query_one("#sweep-table", DataTable)
         row = rows[table.cursor_row] if rows and table.cursor_row is not None and table.cursor_row < len(rows) else None
         if row is not None:
-            facts = [f"#{row['index'] + 1} {values_label(row['values'])}", f"run {row['run_id'] or '(not started)'}"]
+            facts = [
+                f"#{row['index'] + 1} {values_label(row['values'], row['trained'])}",
+                f"run {row['run_id'] or '(not started)'}",
+            ]
             if row["resumed_from"]:
                 facts.append(f"continues {row['resumed_from']}")
             why = row["unreadable"] or row["error"]
