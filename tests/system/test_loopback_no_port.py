@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from gpuwizard.runs.rundir import RunDir
 from support.cli import gw_subprocess, poll_until
 from support.launches import demo_run_preset, marked_under, run_dirs, status_of
+from support.runs import events_of
 
 pytestmark = pytest.mark.slow
 
@@ -62,4 +64,8 @@ def test_no_free_loopback_port_fails_the_run_saying_why(tmp_path):
         "(Address already in use): every local port is taken; end the processes that hold them (`ss -tanp` lists "
         "them) or widen the range the kernel hands out (sysctl net.ipv4.ip_local_port_range), then run again"
     )
+    said = [e for e in events_of(RunDir(folder)) if e.kind == "rendezvous_failed"]
+    assert [e.title for e in said] == ["torchrun's rendezvous store could not start on this machine"], said
+    assert "no port on 127.0.0.1 is free" in said[0].detail and "ss -tanp" in said[0].suggestion
+    assert "rendezvous store could not start" in result.stdout + result.stderr, "the headless run says it"
     poll_until(lambda: marked_under(data) == [], 60, lambda: marked_under(data))

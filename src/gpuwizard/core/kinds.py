@@ -42,6 +42,7 @@ class EventKind(StrEnum):
     EXIT_ABORT = "exit_abort"
     OUT_OF_MEMORY = "out_of_memory"
     DISK_FULL = "disk_full"
+    RENDEZVOUS_FAILED = "rendezvous_failed"
     OVERFITTING = "overfitting"
     UNKNOWN = "unknown"
     """An event of a kind this version does not know (a newer gpuwizard wrote it): read, and shown by its title."""

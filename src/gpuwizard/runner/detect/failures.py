@@ -76,6 +76,13 @@ SIGNATURES: list[tuple[EventKind, re.Pattern[str], str, str]] = [
         "Lower batch.size and raise batch.grad_accum to keep the effective batch, or run fewer processes.",
     ),
     (
+        EventKind.RENDEZVOUS_FAILED,
+        re.compile(r"gpuwizard-loopback: (?:no port on \S+ is free|torchrun's rendezvous store cannot listen)"),
+        "torchrun's rendezvous store could not start on this machine",
+        "The line quoted says why (loopback/gwloopback.py): every local port taken, or the loopback interface down. "
+        "Free ports (`ss -tanp` lists who holds them) or bring lo up, then run again.",
+    ),
+    (
         EventKind.DISK_FULL,
         re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded|\[Errno 122\]"),
         "disk full",
