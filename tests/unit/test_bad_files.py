@@ -134,3 +134,16 @@ def test_a_run_id_longer_than_a_file_name_is_no_run(gw, argv):
     result = gw(*argv, "x" * 5000)
     assert result.code == 2 and "Traceback" not in result.out + result.err, result.err
     assert result.err.count("Fix:") >= 1 and len(result.err) < 12_000, result.err[:300]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--repeat", "999999", "--repeat = 999999: 999,999 alternating rounds would start 1,999,998 more runs"),
+        ("--budget", "99999999999h", "--budget = '99999999999h': is longer than a probe is meant to take"),
+    ],
+)
+def test_a_probe_asked_for_endless_rounds_or_time_is_refused_before_it_starts(gw, flag, value, said):
+    """Issue 40's campaign: both were taken and planned (2,000,002 runs; 359999999996400 s)."""
+    result = gw("probe", "demo-cpu", flag, value)
+    assert result.code == 2 and said in result.err and "Fix:" in result.err, result.err

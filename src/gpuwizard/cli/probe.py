@@ -17,10 +17,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from gpuwizard.core.codes import ExitCode
-from gpuwizard.core.errors import UserError, problem
+from gpuwizard.core.errors import Problem, UserError, problem
 
 if TYPE_CHECKING:
     from gpuwizard.runner.probe.request import ProbeRequest
+
+
+MAX_ROUNDS = 10
+"""The most alternating rounds a probe takes (--repeat): each adds two runs of the compared configurations."""
+MAX_BUDGET_S = 24 * 3600.0
+"""The longest --budget a probe takes: a day of measuring is a mistyped unit, not a probe."""
 
 
 def probe_request(args: argparse.Namespace) -> ProbeRequest:
@@ -46,6 +52,22 @@ def probe_request(args: argparse.Namespace) -> ProbeRequest:
     else:
         batches = parse_counts(args.batch, "--batch")
     budget = parse_budget(args.budget) if args.budget else None
+    found: list[Problem] = []
+    if args.repeat > MAX_ROUNDS:
+        found.append(
+            problem(
+                "--repeat",
+                f"{args.repeat:,} alternating rounds would start {2 * args.repeat:,} more runs",
+                f"give {MAX_ROUNDS} or fewer: 3 already tell a changing load from a real difference",
+                value=args.repeat,
+            )
+        )
+    if budget is not None and budget > MAX_BUDGET_S:
+        found.append(
+            problem("--budget", "is longer than a probe is meant to take", "give 24h or less (30m)", value=args.budget)
+        )
+    if found:
+        raise UserError(found, preset.name)
     request = ProbeRequest(preset, gpus, batches, budget, args.headroom, args.slurm, args.steps, bool(args.gpus))
     return replace(request, repeat=args.repeat, from_run=args.from_run)
 
