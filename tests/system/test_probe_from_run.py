@@ -61,10 +61,12 @@ def test_a_probe_from_a_runs_checkpoint_starts_there_and_says_so(gw, tmp_path):
         assert row.window is not None and int(row.window.split()[1].split("-")[0]) > 250, row.window
     stage = f"step 250 of run {run_id}, its newest checkpoint"
     assert result.noise_stage == stage
-    if result.noise is not None:  # the 2-process runs measured it: the verdict names the stage, never the start
+    if result.noise is not None:  # the 2-process runs measured it: the evidence names the stage, never the start
         text = "".join(result_text(result).split())  # the 80 columns' breaks, at spaces or after a hyphen, gone
-        assert "".join(f"from {stage}".split()) in text and "initialweights" not in text, text
+        assert "initialweights" not in text, text
         assert "".join(f"measured over the steps after {stage}".split()) in text, text
+        if not result.verdict[0].startswith("Cannot tell"):  # a verdict B_noise decided names where it came from
+            assert "".join(f"from {stage}".split()) in text, text  # (CI, 2026-12-08: under load it could not tell)
     assert RunDir(entry.run.path).status().state == "finished", "the run probed from is only read"
     assert (tmp_path / "out" / "checkpoints" / "000250" / "model.pt").is_file()
 
